@@ -290,6 +290,14 @@ ERRORS: list[Row] = [
     Row("implementation-fused-dtype", lambda: AdamOptimizer(
         params=[w(dtype=torch.float16)], implementation="fused"), ValueError,
         r"implementation='fused' supports dtypes .*got a parameter of dtype torch\.float16"),
+    Row("implementation-native-dtype", lambda: FtrlOptimizer(
+        0.1, params=[w(dtype=torch.bfloat16)], implementation="native"), ValueError,
+        r"implementation='native' runs CPU parameters of dtypes \['torch\.float32', "
+        r"'torch\.float64'\], got a parameter of dtype torch\.bfloat16 on cpu; use "
+        r"implementation='foreach'$"),
+    Row("implementation-native-not-offered", lambda: GradientDescentOptimizer(
+        0.1, implementation="native"), ValueError,
+        r"Expected `implementation` to be one of \[.*\], got 'native'$"),
     # ------------------------------------------------------------ torch style, param groups
     Row("params-int-dtype", lambda: GradientDescentOptimizer(
         0.1, params=[torch.zeros(2, dtype=torch.int64)]), TypeError,

@@ -73,6 +73,10 @@ def test_fast_path_equals_reference(name, implementation, dtype, monkeypatch):
     ours = run(cls, implementation, dtype)
     if implementation == "foreach":
         assert_close(ours, ref, rtol=0)  # bit-identical
+    elif name == "NovoGrad" and implementation == "native":
+        # The per-tensor norm is float32 by definition (upstream) in every dtype; the C kernel
+        # sums it in another order than torch, so float64 agrees to float32's rounding.
+        assert_close(ours, ref, rtol=1e-6)
     else:
         assert_close(ours, ref, rtol=1e-6 if dtype == torch.float32 else 1e-13)
 
@@ -95,7 +99,10 @@ def test_automatic_choice_prefers_fused_for_python_float_hyperparameters():
     lr = torch.tensor(0.1)
     opt_t = trainop.AdamOptimizer(params=[p], learning_rate=lr)
     hp_t = opt_t._prepare(opt_t.param_groups[0], torch.zeros((), dtype=torch.int64)).for_tensor(p)
-    assert opt_t._choose_implementation(p.dtype, p.device, hp_t) == "foreach"
+    # A tensor hyperparameter rules out torch's fused kernels (host reads); the C kernels read
+    # CPU scalars at no cost.
+    assert opt_t._choose_implementation(p.dtype, p.device, hp_t) == "native"
+    assert opt_t._choose_implementation(p.dtype, torch.device("cuda"), hp_t) == "foreach"
     ref = trainop.AdamOptimizer(params=[p], implementation="reference")
     assert ref._choose_implementation(p.dtype, p.device, hp) == "reference"
 

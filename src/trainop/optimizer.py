@@ -64,6 +64,7 @@ from trainop._validation import (
     describe,
 )
 from trainop.flat import FlatLayout, flat_plan, reattach, zero_flat_grads
+from trainop.kernels import native
 from trainop.kernels.chunking import chunked
 from trainop.kernels.tensor_list import TensorList
 
@@ -150,14 +151,27 @@ class Optimizer(torch.optim.Optimizer):
             self.state.clear()
         else:
             super().__init__(params, defaults)
-            if implementation == "fused":
-                for group in self.param_groups:
-                    for p in group["params"]:
-                        if p.dtype not in self._fused_dtypes:
-                            raise ValueError(
-                                f"implementation='fused' supports dtypes "
-                                f"{[str(d) for d in self._fused_dtypes]}, got a parameter of "
-                                f"dtype {p.dtype}; use implementation='foreach'")
+            self._check_implementation([p for g in self.param_groups for p in g["params"]])
+
+    def _check_implementation(self, params: list[torch.Tensor]) -> None:
+        """An explicit ``fused``/``native`` choice that cannot run these parameters raises."""
+        if self._implementation == "fused":
+            for p in params:
+                if p.dtype not in self._fused_dtypes:
+                    raise ValueError(
+                        f"implementation='fused' supports dtypes "
+                        f"{[str(d) for d in self._fused_dtypes]}, got a parameter of "
+                        f"dtype {p.dtype}; use implementation='foreach'")
+        elif self._implementation == "native":
+            if not native.available():
+                raise ValueError(f"implementation='native' is unavailable here: "
+                                 f"{native.unavailable_reason()}; use implementation='foreach'")
+            for p in params:
+                if p.device.type != "cpu" or p.dtype not in native.DTYPES:
+                    raise ValueError(
+                        f"implementation='native' runs CPU parameters of dtypes "
+                        f"{[str(d) for d in native.DTYPES]}, got a parameter of dtype {p.dtype} "
+                        f"on {p.device}; use implementation='foreach'")
 
     # ------------------------------------------------------------------ subclass hooks
     def _extra_defaults(self) -> dict[str, Any]:
@@ -580,6 +594,17 @@ class Optimizer(torch.optim.Optimizer):
         """Dense update of one bucket (same group, dtype, device) by the chosen implementation."""
         implementation = self._choose_implementation(vs[0].dtype, vs[0].device, hp)
         gate = self._gate
+        if (implementation == "fused" and gate.multiplier is not None
+                and self._implementation is None
+                and self._native_supported(vs[0].dtype, vs[0].device, hp)):
+            # torch's fused kernels write g * multiplier back into the gradients (an extra
+            # write per element); the native kernel applies it without storing it.
+            implementation = "native"
+        if implementation == "native":
+            if native.supports(itertools.chain(vs, gs, *slot_lists.values())):
+                self._apply_native(vs, gs, slot_lists, hp, non_slot, gate)
+                return
+            implementation = "foreach"  # a non-contiguous tensor: the list path
         if implementation == "fused":
             self._apply_fused(vs, gs, slot_lists, hp, non_slot, gate)
             return
@@ -613,10 +638,38 @@ class Optimizer(torch.optim.Optimizer):
         if (chosen in (None, "fused") and "fused" in self.IMPLEMENTATIONS
                 and self._fused_supported(dtype, device, hp)):
             return "fused"
+        if (chosen in (None, "native") and "native" in self.IMPLEMENTATIONS
+                and self._native_supported(dtype, device, hp)):
+            return "native"
         return "foreach" if "foreach" in self.IMPLEMENTATIONS else "reference"
 
     def _fused_supported(self, dtype: torch.dtype, device: torch.device, hp: Any) -> bool:
         return False
+
+    def _native_supported(self, dtype: torch.dtype, device: torch.device, hp: Any) -> bool:
+        """trainop's C kernels run CPU float32/float64 tensors (contiguity is checked per
+        bucket); a class offers them by listing ``native`` and defining ``_native_rule``."""
+        return ("native" in self.IMPLEMENTATIONS and device.type == "cpu"
+                and dtype in native.DTYPES and native.available())
+
+    def _native_rule(self, vars_: list[torch.Tensor], slots: dict[str, list], hp: Any,
+                     non_slot: dict[str, torch.Tensor]) -> tuple[str, list, list[float]]:
+        """The C rule's name, its slot lists in the rule's order and its hyperparameters
+        (see ``kernels/native/csrc/rules.h``)."""
+        raise NotImplementedError
+
+    def _apply_native(self, vars_, grads, slots: dict[str, list], hp, non_slot,
+                      gate: Gate) -> None:
+        """The dense update of one bucket in one call of trainop's C kernel; the gate's
+        multiplier and skip flag are applied inside it (the gradients are not written)."""
+        rule, slot_lists, hyper = self._native_rule(vars_, slots, hp, non_slot)
+        native.run(rule, [vars_, grads, *slot_lists], hyper, multiplier=gate.multiplier,
+                   found_inf=gate.found_inf)
+
+    def _decoupled_weight_decay(self, hp: Any) -> float:
+        """contrib's decoupled decay ``var -= wd * var`` the fused/native kernels apply
+        first (0 here; the weight-decay extension returns its ``weight_decay``)."""
+        return 0.0
 
     def _apply_fused(self, vars_, grads, slots: dict[str, list], hp, non_slot,
                      gate: Gate) -> None:
@@ -637,6 +690,7 @@ class Optimizer(torch.optim.Optimizer):
 
     def _register(self, new_vars: list[torch.Tensor]) -> None:
         """TF style: variables seen for the first time join the optimizer's TF group."""
+        self._check_implementation(new_vars)
         group = self._tf_group
         if group is None or not any(group is g for g in self.param_groups):
             self.add_param_group({"params": [new_vars[0]]})

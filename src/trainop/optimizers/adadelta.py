@@ -34,6 +34,7 @@ class AdadeltaOptimizer(Optimizer):
     """
 
     _ranges = {"lr": NON_NEGATIVE, "rho": UNIT_CLOSED, "epsilon": NON_NEGATIVE}
+    IMPLEMENTATIONS = ("reference", "foreach", "native")
 
     def __init__(self, learning_rate=0.001, rho=0.95, epsilon=1e-8, use_locking: bool = False,
                  name: str = "Adadelta", *, params=None,
@@ -44,6 +45,10 @@ class AdadeltaOptimizer(Optimizer):
 
     def _slot_specs(self, group):
         return (SlotSpec("accum"), SlotSpec("accum_update"))
+
+    def _native_rule(self, vars_, slots, hp, non_slot):
+        return "adadelta", [slots["accum"], slots["accum_update"]], [
+            float(hp.lr), float(hp.rho), float(hp.epsilon)]
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         adadelta(var, grad, slots["accum"], slots["accum_update"], lr=hp.lr, rho=hp.rho,

@@ -46,6 +46,7 @@ class AdagradDAOptimizer(Optimizer):
     """
 
     _ranges = {"lr": NON_NEGATIVE, "l1": NON_NEGATIVE, "l2": NON_NEGATIVE}
+    IMPLEMENTATIONS = ("reference", "foreach", "native")
     _arg_names = {"lr": "learning_rate", "l1": "l1_regularization_strength",
                   "l2": "l2_regularization_strength"}
 
@@ -72,8 +73,16 @@ class AdagradDAOptimizer(Optimizer):
         return (SlotSpec("gradient_accumulator"),
                 SlotSpec("gradient_squared_accumulator", self._initial_gga))
 
+    def _step(self, non_slot) -> torch.Tensor:
+        return non_slot["step"] if self._global_step is None else self._global_step
+
+    def _native_rule(self, vars_, slots, hp, non_slot):
+        t = float((self._step(non_slot).cpu() + 1).to(vars_[0].dtype))
+        return "adagrad_da", [slots["gradient_accumulator"],
+                              slots["gradient_squared_accumulator"]], [
+            float(hp.lr), float(hp.l1), float(hp.l2), t]
+
     def _apply_dense(self, var, grad, slots, hp: Any, non_slot) -> None:
-        step = non_slot["step"] if self._global_step is None else self._global_step
-        t = (step.to(device=var.device) + 1).to(var.dtype)
+        t = (self._step(non_slot).to(device=var.device) + 1).to(var.dtype)
         adagrad_da(var, grad, slots["gradient_accumulator"],
                    slots["gradient_squared_accumulator"], lr=hp.lr, l1=hp.l1, l2=hp.l2, step=t)

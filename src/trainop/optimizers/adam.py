@@ -62,7 +62,7 @@ class AdamOptimizer(Optimizer):
                "epsilon": NON_NEGATIVE}
     _non_slot_names = ("beta1_power", "beta2_power")
     _use_nesterov = False
-    IMPLEMENTATIONS = ("reference", "foreach", "fused")
+    IMPLEMENTATIONS = ("reference", "foreach", "fused", "native")
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  use_locking: bool = False, name: str = "Adam", *, params=None,
@@ -98,16 +98,20 @@ class AdamOptimizer(Optimizer):
                 and all(isinstance(getattr(hp, k), float)
                         for k in ("lr", "beta1", "beta2", "epsilon")))
 
-    def _fused_weight_decay(self, hp) -> float:
-        return 0.0
-
     def _apply_fused(self, vars_, grads, slots, hp, non_slot, gate) -> None:
         alpha = tf_adam_alpha(hp.lr, float(non_slot["beta1_power"]),
                               float(non_slot["beta2_power"]), vars_[0].dtype)
         adam_fused(vars_, grads, slots["m"], slots["v"], alpha=alpha, beta1=hp.beta1,
                    beta2=hp.beta2, epsilon=hp.epsilon, step=int(non_slot["step"]) + 1,
-                   weight_decay=self._fused_weight_decay(hp),
+                   weight_decay=self._decoupled_weight_decay(hp),
                    **gate.fused_kwargs(vars_[0].device))
+
+    def _native_rule(self, vars_, slots, hp, non_slot):
+        alpha = tf_adam_alpha(float(hp.lr), float(non_slot["beta1_power"]),
+                              float(non_slot["beta2_power"]), vars_[0].dtype)
+        return "adam", [slots["m"], slots["v"]], [
+            alpha, float(hp.beta1), float(hp.beta2), float(hp.epsilon),
+            float(self._use_nesterov), self._decoupled_weight_decay(hp)]
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         adam(var, grad, slots["m"], slots["v"], alpha=self._alpha(var, hp, non_slot),
@@ -170,7 +174,7 @@ class NadamOptimizer(AdamOptimizer):
     """
 
     _use_nesterov = True
-    IMPLEMENTATIONS = ("reference", "foreach")
+    IMPLEMENTATIONS = ("reference", "foreach", "native")
 
     def _apply_sparse(self, var, rows, slots, hp, non_slot) -> None:
         nadam_sparse(var, rows.indices, rows.values, slots["m"], slots["v"],

@@ -44,6 +44,7 @@ class FtrlOptimizer(Optimizer):
 
     _ranges = {"lr": POSITIVE, "lr_power": NON_POSITIVE, "l1": NON_NEGATIVE,
                "l2": NON_NEGATIVE, "l2_shrinkage": NON_NEGATIVE}
+    IMPLEMENTATIONS = ("reference", "foreach", "native")
     _arg_names = {"lr": "learning_rate", "lr_power": "learning_rate_power",
                   "l1": "l1_regularization_strength", "l2": "l2_regularization_strength",
                   "l2_shrinkage": "l2_shrinkage_regularization_strength"}
@@ -68,6 +69,11 @@ class FtrlOptimizer(Optimizer):
 
     def _slot_specs(self, group):
         return (SlotSpec("accum", self._initial_accumulator_value), SlotSpec("linear"))
+
+    def _native_rule(self, vars_, slots, hp, non_slot):
+        return "ftrl", [slots["accum"], slots["linear"]], [
+            float(hp.lr), float(hp.lr_power), float(hp.l1), float(hp.l2),
+            float(hp.l2_shrinkage)]
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         ftrl(var, grad, slots["accum"], slots["linear"], lr=hp.lr, lr_power=hp.lr_power,

@@ -39,7 +39,7 @@ class MomentumOptimizer(Optimizer):
     """
 
     _ranges = {"lr": NON_NEGATIVE, "momentum": NON_NEGATIVE}
-    IMPLEMENTATIONS = ("reference", "foreach", "fused")
+    IMPLEMENTATIONS = ("reference", "foreach", "fused", "native")
 
     def __init__(self, learning_rate, momentum, use_locking: bool = False,
                  name: str = "Momentum", use_nesterov: bool = False, *, params=None,
@@ -61,6 +61,11 @@ class MomentumOptimizer(Optimizer):
     def _apply_fused(self, vars_, grads, slots, hp, non_slot, gate) -> None:
         momentum_fused(vars_, grads, slots["momentum"], lr=hp.lr, momentum=hp.momentum,
                        use_nesterov=hp.use_nesterov, **gate.fused_kwargs(vars_[0].device))
+
+    def _native_rule(self, vars_, slots, hp, non_slot):
+        return "momentum", [slots["momentum"]], [
+            float(hp.lr), float(hp.momentum), float(hp.use_nesterov),
+            self._decoupled_weight_decay(hp)]
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         momentum(var, grad, slots["momentum"], lr=hp.lr, momentum=hp.momentum,

@@ -53,6 +53,7 @@ class NovoGrad(Optimizer):
     _ranges = {"lr": NON_NEGATIVE, "beta1": UNIT_OPEN_RIGHT, "beta2": UNIT_OPEN_RIGHT,
                "epsilon": NON_NEGATIVE, "weight_decay": NON_NEGATIVE}
     _choices = {"second_moment": SECOND_MOMENT_MODES}
+    IMPLEMENTATIONS = ("reference", "foreach", "native")
     _elementwise = False  # per-tensor norms: see _apply_foreach for how pieces are cut
 
     def __init__(self, learning_rate=1.0, beta1=0.95, beta2=0.98, epsilon=1e-8, weight_decay=0.0,
@@ -78,6 +79,13 @@ class NovoGrad(Optimizer):
     def _elementwise_update(self, var, grad, momentum, denominator, hp) -> None:
         novograd_update(var, grad, momentum, denominator=denominator, lr=hp.lr, beta1=hp.beta1,
                         weight_decay=hp.weight_decay, grad_averaging=hp.grad_averaging)
+
+    def _native_rule(self, vars_, slots, hp, non_slot):
+        # The 0-dim float32 moments go as a fourth list (one float each).
+        return "novograd", [slots["momentum"], slots["grad_norm_ema"]], [
+            float(hp.lr), float(hp.beta1), float(hp.beta2), float(hp.epsilon),
+            float(hp.weight_decay), float(hp.grad_averaging),
+            float(hp.second_moment == "persistent")]
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         denominator = self._denominator(grad, slots["grad_norm_ema"], hp)

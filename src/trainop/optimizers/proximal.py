@@ -40,6 +40,7 @@ class ProximalGradientDescentOptimizer(Optimizer):
 
     _ranges = {"lr": NON_NEGATIVE, "l1": NON_NEGATIVE, "l2": NON_NEGATIVE}
     _arg_names = _L1L2_NAMES
+    IMPLEMENTATIONS = ("reference", "foreach", "native")
 
     def __init__(self, learning_rate, l1_regularization_strength=0.0,
                  l2_regularization_strength=0.0, use_locking: bool = False,
@@ -49,6 +50,9 @@ class ProximalGradientDescentOptimizer(Optimizer):
                                   "l2": l2_regularization_strength},
                          use_locking=use_locking, name=name,
                          implementation=implementation)
+
+    def _native_rule(self, vars_, slots, hp, non_slot):
+        return "proximal_gd", [], [float(hp.lr), float(hp.l1), float(hp.l2)]
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         proximal_gradient_descent(var, grad, lr=hp.lr, l1=hp.l1, l2=hp.l2)
@@ -84,6 +88,7 @@ class ProximalAdagradOptimizer(Optimizer):
 
     _ranges = {"lr": POSITIVE, "l1": NON_NEGATIVE, "l2": NON_NEGATIVE}
     _arg_names = _L1L2_NAMES
+    IMPLEMENTATIONS = ("reference", "foreach", "native")
 
     def __init__(self, learning_rate, initial_accumulator_value=0.1,
                  l1_regularization_strength=0.0, l2_regularization_strength=0.0,
@@ -99,6 +104,10 @@ class ProximalAdagradOptimizer(Optimizer):
 
     def _slot_specs(self, group):
         return (SlotSpec("accumulator", self._initial_accumulator_value),)
+
+    def _native_rule(self, vars_, slots, hp, non_slot):
+        return "proximal_adagrad", [slots["accumulator"]], [
+            float(hp.lr), float(hp.l1), float(hp.l2)]
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         proximal_adagrad(var, grad, slots["accumulator"], lr=hp.lr, l1=hp.l1, l2=hp.l2)

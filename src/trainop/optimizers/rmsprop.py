@@ -40,6 +40,7 @@ class RMSPropOptimizer(Optimizer):
 
     _ranges = {"lr": NON_NEGATIVE, "decay": UNIT_CLOSED, "momentum": NON_NEGATIVE,
                "epsilon": NON_NEGATIVE}
+    IMPLEMENTATIONS = ("reference", "foreach", "native")
 
     def __init__(self, learning_rate, decay=0.9, momentum=0.0, epsilon=1e-10,
                  use_locking: bool = False, centered: bool = False, name: str = "RMSProp", *,
@@ -58,6 +59,12 @@ class RMSPropOptimizer(Optimizer):
     def _rmsprop(self, var, grad, slots, hp, blend_form: bool) -> None:
         rmsprop(var, grad, slots["rms"], slots["momentum"], slots.get("mg"), lr=hp.lr,
                 decay=hp.decay, momentum=hp.momentum, epsilon=hp.epsilon, blend_form=blend_form)
+
+    def _native_rule(self, vars_, slots, hp, non_slot):
+        hyper = [float(hp.lr), float(hp.decay), float(hp.momentum), float(hp.epsilon)]
+        if "mg" in slots:
+            return "rmsprop_centered", [slots["rms"], slots["mg"], slots["momentum"]], hyper
+        return "rmsprop", [slots["rms"], slots["momentum"]], hyper
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         self._rmsprop(var, grad, slots, hp, blend_form=False)

@@ -56,6 +56,9 @@ class DecoupledWeightDecayExtension:
             return "reference"
         return super()._choose_implementation(dtype, device, hp)
 
+    def _decoupled_weight_decay(self, hp) -> float:
+        return float(hp.weight_decay)
+
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         # Not again when the base's sparse rule runs this dense rule on the gathered rows.
         if self._decays(var) and not self._in_sparse:
@@ -148,9 +151,6 @@ class AdamWOptimizer(DecoupledWeightDecayExtension, AdamOptimizer):
         return (super()._fused_supported(dtype, device, hp) and self._decay_ids is None
                 and isinstance(hp.weight_decay, float) and hp.lr > 0)
 
-    def _fused_weight_decay(self, hp) -> float:
-        return hp.weight_decay
-
     def __init__(self, weight_decay, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  use_locking: bool = False, name: str = "AdamW", *, params=None,
                  implementation: str | None = None) -> None:
@@ -177,7 +177,8 @@ class MomentumWOptimizer(DecoupledWeightDecayExtension, MomentumOptimizer):
     """
 
     _ranges = {**MomentumOptimizer._ranges, "weight_decay": NON_NEGATIVE}
-    IMPLEMENTATIONS = ("reference", "foreach")  # torch's SGD decay is coupled: no fused map
+    # torch's SGD decay is coupled: no fused map; trainop's C kernel decays first, as contrib.
+    IMPLEMENTATIONS = ("reference", "foreach", "native")
 
     def __init__(self, weight_decay, learning_rate, momentum, use_locking: bool = False,
                  name: str = "MomentumW", use_nesterov: bool = False, *, params=None,

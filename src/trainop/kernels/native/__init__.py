@@ -1,0 +1,91 @@
+"""trainop's own single-pass CPU kernels: the ``native`` implementation.
+
+torch has fused CPU kernels only for some algorithms (Adam(W), SGD, Adagrad). For the other
+update rules, and wherever a gradient multiplier must be applied without rewriting the
+gradients, trainop runs its own C loops (``csrc/rules.h``): one pass over each tensor that
+reads the variable, the gradient and the slots once and writes the variable and slots once,
+vectorised and shared among threads, over whole lists of tensors in one call. The rules are
+the same as the Python reference in ``trainop.algorithms`` in the same order of operations;
+results agree within rounding (different instruction sequences), not bit for bit.
+
+Requirements: CPU tensors, float32 or float64, contiguous. The library is compiled on first
+use with the system C compiler (see ``build``); without one, ``available()`` is False and the
+optimizers fall back to ``foreach``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from trainop.kernels.native.build import load, unavailable_reason
+
+__all__ = ["DTYPES", "available", "run", "supports", "unavailable_reason"]
+
+SUFFIXES = {torch.float32: "f32", torch.float64: "f64"}
+DTYPES = tuple(SUFFIXES)
+_ARGTYPES = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+_functions: dict[str, ctypes._CFuncPtr] = {}
+
+
+def available() -> bool:
+    """Whether the kernels are built and loaded (building them on the first call)."""
+    return load() is not None
+
+
+def supports(tensors: Sequence[torch.Tensor]) -> bool:
+    """Whether every tensor can go to the kernels: CPU, float32/float64, contiguous."""
+    return all(t.device.type == "cpu" and t.dtype in SUFFIXES and t.is_contiguous()
+               for t in tensors)
+
+
+def _function(name: str):
+    function = _functions.get(name)
+    if function is None:
+        library = load()
+        if library is None:
+            raise RuntimeError(f"trainop's native kernels are unavailable: {unavailable_reason()}")
+        function = getattr(library, name)
+        function.argtypes = _ARGTYPES
+        function.restype = ctypes.c_int
+        _functions[name] = function
+    return function
+
+
+def _scalar(value: torch.Tensor | None) -> torch.Tensor | None:
+    """A 0-dim tensor as a float64 CPU tensor the kernel can read (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    return value.detach().to(device="cpu", dtype=torch.float64).contiguous()
+
+
+def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[float], *,
+        multiplier: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
+    """Run ``rule`` over the tensor lists (variables, gradients, slots..., as the rule in
+    ``csrc/rules.h`` lists them) in one call.
+
+    ``multiplier`` scales every gradient inside the update (the gradients are not written);
+    a nonzero ``found_inf`` leaves everything as it is. Both are 0-dim tensors or ``None``.
+    The caller guarantees what ``supports`` checks and equal sizes within each tensor tuple.
+    """
+    variables = lists[0]
+    if not variables:
+        return
+    function = _function(f"trainop_{rule}_{SUFFIXES[variables[0].dtype]}")
+    pointers = np.fromiter([t.data_ptr() for tensors in lists for t in tensors],
+                           dtype=np.uint64, count=len(lists) * len(variables))
+    numel = np.fromiter([t.numel() for t in variables], dtype=np.int64, count=len(variables))
+    hyper_array = np.asarray(hyper, dtype=np.float64)
+    multiplier = _scalar(multiplier)
+    found_inf = _scalar(found_inf)
+    status = function(len(variables), numel.ctypes.data, pointers.ctypes.data,
+                      hyper_array.ctypes.data,
+                      None if multiplier is None else multiplier.data_ptr(),
+                      None if found_inf is None else found_inf.data_ptr(),
+                      torch.get_num_threads())
+    if status != 0:
+        raise MemoryError(f"trainop's native {rule} kernel could not allocate its work plan")

@@ -1,0 +1,123 @@
+"""Compiling and loading the single-pass CPU kernels (``csrc/``) with the system C compiler.
+
+The library is built once per machine and source version into a cache directory
+(``$TRAINOP_CACHE_DIR``, else ``$XDG_CACHE_HOME/trainop``, else ``~/.cache/trainop``) and
+loaded with ``ctypes``; the file name carries a hash of the sources, the compiler's identity,
+the flags and the CPU, so a changed source or another machine never loads a stale build.
+Set ``TRAINOP_NATIVE=0`` to switch the kernels off; ``CC`` names the compiler (default
+``cc``). Flags: ``-O3 -march=native -fopenmp`` for vectorised, multi-threaded loops, with
+``-ffp-contract=off`` (no fused multiply-add, so each operation rounds as torch's do) and
+``-fno-math-errno`` (lets ``sqrt`` vectorise; it changes no result).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shlex
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+__all__ = ["ABI_VERSION", "load", "unavailable_reason"]
+
+ABI_VERSION = 1
+SOURCE_DIR = Path(__file__).parent / "csrc"
+BASE_FLAGS = ("-O3", "-fopenmp", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno",
+              "-std=c99")
+NATIVE_FLAGS = ("-march=native",)
+
+_lock = threading.Lock()
+_library: ctypes.CDLL | None = None
+_reason: str | None = None  # why the kernels are unavailable, once known
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("TRAINOP_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "trainop"
+
+
+def _compiler() -> list[str]:
+    return shlex.split(os.environ.get("CC", "cc"))
+
+
+def _cpu_identity() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor()
+    keep = [line for line in text.splitlines()
+            if line.split(":")[0].strip() in ("model name", "flags", "Features", "CPU part")]
+    return "\n".join(sorted(set(keep)))
+
+
+def _build_key(flags: tuple[str, ...]) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(SOURCE_DIR.iterdir()):
+        digest.update(path.name.encode() + path.read_bytes())
+    version = subprocess.run([*_compiler(), "--version"], capture_output=True, text=True,
+                             timeout=60)
+    for part in (version.stdout, " ".join(flags), platform.machine(), _cpu_identity(),
+                 str(ABI_VERSION)):
+        digest.update(part.encode())
+    return digest.hexdigest()[:16]
+
+
+def _compile(target: Path, flags: tuple[str, ...]) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    try:
+        command = [*_compiler(), *flags, "-o", partial, str(SOURCE_DIR / "driver.c"), "-lm"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        if result.returncode != 0:
+            raise RuntimeError(f"`{' '.join(command)}` failed: {result.stderr.strip()[-2000:]}")
+        os.replace(partial, target)  # atomic: a concurrent process sees all of it or nothing
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+
+
+def _build_and_load() -> ctypes.CDLL:
+    errors = []
+    for flags in (BASE_FLAGS + NATIVE_FLAGS, BASE_FLAGS):
+        try:
+            target = cache_dir() / f"trainop-kernels-{_build_key(flags)}.so"
+            if not target.exists():
+                _compile(target, flags)
+            library = ctypes.CDLL(str(target))
+            if library.trainop_abi_version() != ABI_VERSION:
+                raise RuntimeError(f"{target} has another calling convention")
+            return library
+        except (OSError, RuntimeError, subprocess.SubprocessError) as error:
+            errors.append(str(error))
+    raise RuntimeError("; ".join(errors))
+
+
+def load() -> ctypes.CDLL | None:
+    """The kernel library (built on first use), or ``None`` if it cannot be had."""
+    global _library, _reason
+    if _library is not None or _reason is not None:
+        return _library
+    with _lock:
+        if _library is None and _reason is None:
+            if os.environ.get("TRAINOP_NATIVE", "1") == "0":
+                _reason = "switched off by TRAINOP_NATIVE=0"
+            else:
+                try:
+                    _library = _build_and_load()
+                except RuntimeError as error:
+                    _reason = f"the C kernels could not be built or loaded: {error}"
+    return _library
+
+
+def unavailable_reason() -> str | None:
+    """``None`` if the kernels load, else why not."""
+    load()
+    return _reason

@@ -1,0 +1,123 @@
+/* trainop's single-pass CPU kernels: the driver.
+ *
+ * Every exported kernel has the same signature:
+ *
+ *   int trainop_<rule>_<f32|f64>(int64_t n_tensors, const int64_t *numel,
+ *                                 const uintptr_t *pointers, const double *hyper,
+ *                                 const double *multiplier, const double *found_inf,
+ *                                 int n_threads);
+ *
+ * `pointers` holds the data pointers of every tensor list the rule reads, list after list
+ * (pointers[k * n_tensors + t] is tensor t of list k; list 0 is the variables, list 1 the
+ * gradients, then the slots). Every tensor is contiguous and tensor t of every list has
+ * numel[t] elements. `hyper` holds the rule's hyperparameters as doubles (cast to the
+ * variable's type inside, as torch casts a Python scalar). `*multiplier` (may be NULL)
+ * scales every gradient element inside the update without storing it; a nonzero
+ * `*found_inf` (may be NULL) returns before anything is written. The return value is 0, or
+ * -1 when memory for the work plan could not be allocated (then nothing was written).
+ *
+ * The work is cut into chunks of at most CHUNK elements of one tensor and the chunks are
+ * shared among OpenMP threads; each chunk runs the rule's loop over contiguous memory (one
+ * pass, compiled with vectorisation). Results do not depend on the number of threads.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define CHUNK 32768
+#define PARALLEL_ABOVE 65536
+#define MAX_LISTS 6
+
+typedef void (*range_fn)(char **p, int64_t n, const double *hyper, double multiplier,
+                         const void *per_tensor, int64_t tensor);
+
+typedef struct {
+    int64_t tensor;
+    int64_t offset;
+    int64_t length;
+} chunk_t;
+
+/* Cuts the tensors into chunks; returns the count (or -1 when out of memory). */
+static int64_t plan_chunks(int64_t n_tensors, const int64_t *numel, chunk_t **out,
+                           int64_t *total) {
+    int64_t count = 0, sum = 0;
+    for (int64_t t = 0; t < n_tensors; ++t) {
+        count += (numel[t] + CHUNK - 1) / CHUNK;
+        sum += numel[t];
+    }
+    chunk_t *chunks = (chunk_t *)malloc((size_t)(count > 0 ? count : 1) * sizeof(chunk_t));
+    if (!chunks) return -1;
+    int64_t c = 0;
+    for (int64_t t = 0; t < n_tensors; ++t) {
+        for (int64_t off = 0; off < numel[t]; off += CHUNK) {
+            chunks[c].tensor = t;
+            chunks[c].offset = off;
+            chunks[c].length = numel[t] - off < CHUNK ? numel[t] - off : CHUNK;
+            ++c;
+        }
+    }
+    *out = chunks;
+    *total = sum;
+    return count;
+}
+
+/* Runs `fn` over every chunk; returns 0, or -1 when out of memory (nothing written). */
+static int drive(int n_lists, int64_t n_tensors, const int64_t *numel,
+                 const uintptr_t *pointers, size_t element_size, range_fn fn,
+                 const double *hyper, double multiplier, const void *per_tensor,
+                 int n_threads) {
+    chunk_t *chunks;
+    int64_t total;
+    int64_t count = plan_chunks(n_tensors, numel, &chunks, &total);
+    if (count < 0) return -1;
+    int threads = total > PARALLEL_ABOVE && n_threads > 1 ? n_threads : 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+    for (int64_t c = 0; c < count; ++c) {
+        char *p[MAX_LISTS];
+        const chunk_t ch = chunks[c];
+        for (int k = 0; k < n_lists; ++k)
+            p[k] = (char *)pointers[k * n_tensors + ch.tensor] + ch.offset * element_size;
+        fn(p, ch.length, hyper, multiplier, per_tensor, ch.tensor);
+    }
+    free(chunks);
+    return 0;
+}
+
+#define SIGNATURE(name)                                                                       \
+    int name(int64_t n_tensors, const int64_t *numel, const uintptr_t *pointers,             \
+             const double *hyper, const double *multiplier, const double *found_inf,           \
+             int n_threads)
+
+/* An exported elementwise kernel: the skip flag, the multiplier, then the chunked rule. */
+#define EXPORT_ELEMENTWISE(rule, suffix, real, n_lists)                                       \
+    SIGNATURE(trainop_##rule##_##suffix) {                                                    \
+        if (found_inf && *found_inf != 0) return 0;                                        \
+        return drive(n_lists, n_tensors, numel, pointers, sizeof(real), rule##_##suffix,     \
+                     hyper, multiplier ? *multiplier : 1.0, NULL, n_threads);        \
+    }
+
+/* ------------------------------------------------------------------ the rules, per dtype */
+#define real float
+#define SFX(name) name##_f32
+#define SQRT sqrtf
+#define POW powf
+#define FABS fabsf
+#define SUFFIX f32
+#include "rules.h"
+#undef real
+#undef SFX
+#undef SQRT
+#undef POW
+#undef FABS
+#undef SUFFIX
+
+#define real double
+#define SFX(name) name##_f64
+#define SQRT sqrt
+#define POW pow
+#define FABS fabs
+#define SUFFIX f64
+#include "rules.h"
+
+/* Version of the calling convention, checked by the loader. */
+int trainop_abi_version(void) { return 1; }

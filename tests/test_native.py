@@ -1,0 +1,156 @@
+"""trainop's C kernels (the ``native`` implementation): what test_fast_paths does not reach.
+
+test_fast_paths compares every native rule with the reference on small tensors (one chunk,
+one thread) and test_gate covers the multiplier and the skip flag. Here: tensors large enough
+to be cut into chunks and shared among threads, independence of the thread count, the
+automatic choice, the fallback for non-contiguous tensors, the build and its switches.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from optimizer_kwargs import kwargs_for
+from test_fast_paths import EXTRAS, assert_close
+
+import trainop
+from trainop.kernels import native
+from trainop.registry import OPTIMIZER_CLASSES
+
+pytestmark = pytest.mark.skipif(not native.available(),
+                                reason=f"no C kernels: {native.unavailable_reason()}")
+
+NATIVE = [name for name, cls in OPTIMIZER_CLASSES.items() if "native" in cls.IMPLEMENTATIONS]
+# Several chunks per tensor (the driver's chunks hold 32768 elements) and more elements in all
+# than the driver's single-thread limit (65536).
+LARGE_SHAPES = [(100_003,), (5,), (300, 137)]
+
+
+def run(name, implementation, shapes, steps=4, dtype=torch.float32, make=None):
+    gen = torch.Generator().manual_seed(1)
+    params = [torch.randn(s, dtype=dtype, generator=gen).requires_grad_() for s in shapes]
+    if make is not None:
+        params = make(params)
+    opt = OPTIMIZER_CLASSES[name](params=params, implementation=implementation,
+                                  **kwargs_for(name, EXTRAS))
+    for _ in range(steps):
+        for p in params:
+            p.grad = torch.randn(p.shape, dtype=dtype, generator=gen)
+        opt.step()
+    return params, [opt.state[p] for p in params]
+
+
+def test_every_class_without_a_torch_kernel_offers_native():
+    assert set(NATIVE) >= {"AdagradDAOptimizer", "AdadeltaOptimizer", "RMSPropOptimizer",
+                           "FtrlOptimizer", "ProximalGradientDescentOptimizer",
+                           "ProximalAdagradOptimizer", "MomentumWOptimizer", "NadamOptimizer",
+                           "NovoGrad"}
+
+
+@pytest.mark.parametrize("name", NATIVE)
+def test_chunked_and_threaded_equals_reference(name):
+    ref = run(name, "reference", LARGE_SHAPES)
+    assert_close(run(name, "native", LARGE_SHAPES), ref, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["FtrlOptimizer", "NovoGrad", "AdamOptimizer"])
+def test_result_does_not_depend_on_the_thread_count(name):
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = run(name, "native", LARGE_SHAPES)
+        torch.set_num_threads(max(2, threads))
+        many = run(name, "native", LARGE_SHAPES)
+    finally:
+        torch.set_num_threads(threads)
+    assert_close(many, one, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["AdadeltaOptimizer", "AdamOptimizer"])
+def test_non_contiguous_parameters_take_the_list_path(name):
+    def transposed(params):
+        return [p.detach().t().requires_grad_() if p.dim() == 2 else p for p in params]
+    shapes = [(40, 30), (7,)]
+    ref = run(name, "reference", shapes, make=transposed)
+    assert not ref[0][0].is_contiguous()
+    ours = run(name, "native", shapes, make=transposed)
+    assert_close(ours, ref, rtol=0)  # foreach: bit-identical
+
+
+def test_automatic_choice_on_the_cpu():
+    p = torch.zeros(3, requires_grad=True)
+    for cls, expected in ((trainop.FtrlOptimizer, "native"), (trainop.AdamOptimizer, "fused"),
+                          (trainop.GradientDescentOptimizer, "fused")):
+        opt = cls(0.1, params=[p])
+        hp = opt._prepare(opt.param_groups[0], torch.zeros((), dtype=torch.int64)).for_tensor(p)
+        assert opt._choose_implementation(p.dtype, p.device, hp) == expected, cls
+        assert opt._choose_implementation(torch.float16, p.device, hp) == "foreach", cls
+
+
+def test_unavailable_kernels_fall_back_to_foreach_and_explicit_choice_raises(monkeypatch):
+    monkeypatch.setattr(native, "available", lambda: False)
+    monkeypatch.setattr(native, "unavailable_reason", lambda: "no compiler")
+    p = torch.zeros(3, requires_grad=True)
+    opt = trainop.FtrlOptimizer(0.1, params=[p])
+    hp = opt._prepare(opt.param_groups[0], torch.zeros((), dtype=torch.int64)).for_tensor(p)
+    assert opt._choose_implementation(p.dtype, p.device, hp) == "foreach"
+    with pytest.raises(ValueError, match=r"implementation='native' is unavailable here: no "
+                                         r"compiler; use implementation='foreach'$"):
+        trainop.FtrlOptimizer(0.1, params=[p], implementation="native")
+
+
+def test_adam_with_a_gradient_multiplier_leaves_the_gradients_alone():
+    gen = torch.Generator().manual_seed(2)
+    p = torch.randn(1000, generator=gen, requires_grad=True)
+    q = p.detach().clone().requires_grad_()
+    g = torch.randn(1000, generator=gen)
+    mult = torch.tensor(0.25)
+    opt = trainop.AdamOptimizer(0.01, params=[p])  # automatic: fused, native under a multiplier
+    ref = trainop.AdamOptimizer(0.01, params=[q], implementation="reference")
+    for _ in range(3):
+        p.grad = g.clone()
+        opt.step(grad_multiplier=mult)
+        assert torch.equal(p.grad, g)  # torch's fused kernel would have stored g * 0.25
+        q.grad = g * mult
+        ref.step()
+    torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-6, atol=1e-7)
+
+
+def test_tf_style_registration_of_an_unsupported_variable_raises_before_mutating():
+    opt = trainop.AdadeltaOptimizer(1.0, implementation="native")
+    v = torch.ones(2, dtype=torch.float16, requires_grad=True)
+    with pytest.raises(ValueError, match="implementation='native' runs CPU parameters"):
+        opt.apply_gradients([(torch.ones(2, dtype=torch.float16), v)])
+    assert opt.param_groups == [] and not opt.state
+    assert torch.equal(v.detach(), torch.ones(2, dtype=torch.float16))
+
+
+def _probe(tmp_path, **env):
+    code = ("from trainop.kernels import native; "
+            "print(native.available()); print(native.unavailable_reason())")
+    src = os.path.join(os.path.dirname(trainop.__file__), os.pardir)
+    full_env = {**os.environ, "PYTHONPATH": os.path.abspath(src),
+                "TRAINOP_CACHE_DIR": str(tmp_path), **env}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=full_env, timeout=300, check=True)
+    return out.stdout.splitlines()
+
+
+def test_build_into_an_empty_cache(tmp_path):
+    assert _probe(tmp_path) == ["True", "None"]
+    built = list(tmp_path.glob("trainop-kernels-*.so"))
+    assert len(built) == 1
+    assert _probe(tmp_path) == ["True", "None"]  # loads the cached build
+    assert list(tmp_path.glob("trainop-kernels-*.so")) == built
+
+
+def test_switched_off_or_no_compiler(tmp_path):
+    assert _probe(tmp_path, TRAINOP_NATIVE="0") == ["False", "switched off by TRAINOP_NATIVE=0"]
+    available, reason = _probe(tmp_path, CC="false")
+    assert available == "False"
+    assert reason.startswith("the C kernels could not be built or loaded: `false ")
+    assert not list(tmp_path.glob("*.so"))
