@@ -230,6 +230,19 @@ def test_checks_judge_the_issue_criteria():
     assert [c["status"] for c in checks if c["check"].startswith("time vs")] == ["FAIL"]
 
 
+def test_fast_path_check_judges_the_automatic_choice():
+    group = {"optimizer": "FtrlOptimizer", "torch_relation": "closest",
+             "subjects": [_row("r", "trainop", "reference", 6.0),
+                          _row("f", "trainop", "foreach", 5.0),
+                          _row("n", "trainop", "native", 1.9),
+                          _row("a", "trainop", "auto", 2.1)],
+             "peers": []}
+    fast = [c for c in run_checks(_result_with([group], "b"))
+            if c["check"] == "fast path vs reference"]
+    assert [(c["optimizer"], c["status"]) for c in fast] == [("FtrlOptimizer auto", "FAIL")]
+    assert fast[0]["value"] == pytest.approx(6.0 / 2.1)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--optimizers", "nope"], "Unknown optimizer name"),
     (["--optimizers", ""], "comma-separated list"),

@@ -601,8 +601,12 @@ class Optimizer(torch.optim.Optimizer):
             # write per element); the native kernel applies it without storing it.
             implementation = "native"
         if implementation == "native":
-            if native.supports(itertools.chain(vs, gs, *slot_lists.values())):
-                self._apply_native(vs, gs, slot_lists, hp, non_slot, gate)
+            rule, slots, hyper = self._native_rule(vs, slot_lists, hp, non_slot)
+            lists = [vs, gs, *slots]
+            addresses = native.pointers(lists)
+            if addresses is not None:
+                native.run(rule, lists, hyper, multiplier=gate.multiplier,
+                           found_inf=gate.found_inf, addresses=addresses)
                 return
             implementation = "foreach"  # a non-contiguous tensor: the list path
         if implementation == "fused":
@@ -648,23 +652,16 @@ class Optimizer(torch.optim.Optimizer):
 
     def _native_supported(self, dtype: torch.dtype, device: torch.device, hp: Any) -> bool:
         """trainop's C kernels run CPU float32/float64 tensors (contiguity is checked per
-        bucket); a class offers them by listing ``native`` and defining ``_native_rule``."""
-        return ("native" in self.IMPLEMENTATIONS and device.type == "cpu"
-                and dtype in native.DTYPES and native.available())
+        bucket); a class offers them by listing ``native`` and defining ``_native_rule``.
+        The gate's multiplier and skip flag are applied inside the kernel (the gradients are
+        not written)."""
+        return "native" in self.IMPLEMENTATIONS and native.supports(dtype, device)
 
     def _native_rule(self, vars_: list[torch.Tensor], slots: dict[str, list], hp: Any,
                      non_slot: dict[str, torch.Tensor]) -> tuple[str, list, list[float]]:
         """The C rule's name, its slot lists in the rule's order and its hyperparameters
         (see ``kernels/native/csrc/rules.h``)."""
         raise NotImplementedError
-
-    def _apply_native(self, vars_, grads, slots: dict[str, list], hp, non_slot,
-                      gate: Gate) -> None:
-        """The dense update of one bucket in one call of trainop's C kernel; the gate's
-        multiplier and skip flag are applied inside it (the gradients are not written)."""
-        rule, slot_lists, hyper = self._native_rule(vars_, slots, hp, non_slot)
-        native.run(rule, [vars_, grads, *slot_lists], hyper, multiplier=gate.multiplier,
-                   found_inf=gate.found_inf)
 
     def _decoupled_weight_decay(self, hp: Any) -> float:
         """contrib's decoupled decay ``var -= wd * var`` the fused/native kernels apply

@@ -23,7 +23,7 @@ import torch
 
 from trainop.kernels.native.build import load, unavailable_reason
 
-__all__ = ["DTYPES", "available", "run", "supports", "unavailable_reason"]
+__all__ = ["DTYPES", "available", "pointers", "run", "supports", "unavailable_reason"]
 
 SUFFIXES = {torch.float32: "f32", torch.float64: "f64"}
 DTYPES = tuple(SUFFIXES)
@@ -37,10 +37,18 @@ def available() -> bool:
     return load() is not None
 
 
-def supports(tensors: Sequence[torch.Tensor]) -> bool:
-    """Whether every tensor can go to the kernels: CPU, float32/float64, contiguous."""
-    return all(t.device.type == "cpu" and t.dtype in SUFFIXES and t.is_contiguous()
-               for t in tensors)
+def supports(dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether tensors of this dtype and device can go to the kernels (when contiguous)."""
+    return device.type == "cpu" and dtype in SUFFIXES and available()
+
+
+def pointers(lists: Sequence[Sequence[torch.Tensor]]) -> np.ndarray | None:
+    """The data pointers of every tensor, list after list, or ``None`` if one is not contiguous
+    (the caller has checked dtype and device once per list, see ``supports``)."""
+    flat = [t for tensors in lists for t in tensors]
+    if not all([t.is_contiguous() for t in flat]):
+        return None
+    return np.fromiter([t.data_ptr() for t in flat], dtype=np.uint64, count=len(flat))
 
 
 def _function(name: str):
@@ -64,25 +72,30 @@ def _scalar(value: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[float], *,
-        multiplier: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> None:
+        multiplier: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+        addresses: np.ndarray | None = None) -> None:
     """Run ``rule`` over the tensor lists (variables, gradients, slots..., as the rule in
     ``csrc/rules.h`` lists them) in one call.
 
     ``multiplier`` scales every gradient inside the update (the gradients are not written);
     a nonzero ``found_inf`` leaves everything as it is. Both are 0-dim tensors or ``None``.
-    The caller guarantees what ``supports`` checks and equal sizes within each tensor tuple.
+    The caller guarantees what ``supports`` checks (for the variables; the other lists share
+    their dtype, except NovoGrad's float32 moments), contiguity, and equal sizes within each
+    tensor tuple; ``addresses`` are the lists' ``pointers`` if the caller already has them.
     """
     variables = lists[0]
     if not variables:
         return
     function = _function(f"trainop_{rule}_{SUFFIXES[variables[0].dtype]}")
-    pointers = np.fromiter([t.data_ptr() for tensors in lists for t in tensors],
-                           dtype=np.uint64, count=len(lists) * len(variables))
+    if addresses is None:
+        addresses = pointers(lists)
+        if addresses is None:
+            raise ValueError(f"trainop's native {rule} kernel needs contiguous tensors")
     numel = np.fromiter([t.numel() for t in variables], dtype=np.int64, count=len(variables))
     hyper_array = np.asarray(hyper, dtype=np.float64)
     multiplier = _scalar(multiplier)
     found_inf = _scalar(found_inf)
-    status = function(len(variables), numel.ctypes.data, pointers.ctypes.data,
+    status = function(len(variables), numel.ctypes.data, addresses.ctypes.data,
                       hyper_array.ctypes.data,
                       None if multiplier is None else multiplier.data_ptr(),
                       None if found_inf is None else found_inf.data_ptr(),

@@ -16,35 +16,39 @@
  * `*found_inf` (may be NULL) returns before anything is written. The return value is 0, or
  * -1 when memory for the work plan could not be allocated (then nothing was written).
  *
- * The work is cut into chunks of at most CHUNK elements of one tensor and the chunks are
- * shared among OpenMP threads; each chunk runs the rule's loop over contiguous memory (one
- * pass, compiled with vectorisation). Results do not depend on the number of threads.
+ * The work is cut into chunks of at most CHUNK elements of one tensor; each OpenMP thread takes
+ * the chunks in its contiguous share of all elements, and each chunk runs the rule's loop over
+ * contiguous memory (one pass, compiled with vectorisation). Results do not depend on the
+ * number of threads.
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
+#ifndef CHUNK
 #define CHUNK 32768
+#endif
 #define PARALLEL_ABOVE 65536
 #define MAX_LISTS 6
 
 typedef void (*range_fn)(char **p, int64_t n, const double *hyper, double multiplier,
-                         const void *per_tensor, int64_t tensor);
+                         const void *per_tensor, int64_t index);
 
 typedef struct {
     int64_t tensor;
-    int64_t offset;
+    int64_t offset;  /* within the tensor */
     int64_t length;
+    int64_t start;   /* within all elements of all tensors, in order */
 } chunk_t;
 
 /* Cuts the tensors into chunks; returns the count (or -1 when out of memory). */
 static int64_t plan_chunks(int64_t n_tensors, const int64_t *numel, chunk_t **out,
                            int64_t *total) {
     int64_t count = 0, sum = 0;
-    for (int64_t t = 0; t < n_tensors; ++t) {
-        count += (numel[t] + CHUNK - 1) / CHUNK;
-        sum += numel[t];
-    }
+    for (int64_t t = 0; t < n_tensors; ++t) count += (numel[t] + CHUNK - 1) / CHUNK;
     chunk_t *chunks = (chunk_t *)malloc((size_t)(count > 0 ? count : 1) * sizeof(chunk_t));
     if (!chunks) return -1;
     int64_t c = 0;
@@ -53,15 +57,60 @@ static int64_t plan_chunks(int64_t n_tensors, const int64_t *numel, chunk_t **ou
             chunks[c].tensor = t;
             chunks[c].offset = off;
             chunks[c].length = numel[t] - off < CHUNK ? numel[t] - off : CHUNK;
+            chunks[c].start = sum + off;
             ++c;
         }
+        sum += numel[t];
     }
     *out = chunks;
     *total = sum;
     return count;
 }
 
-/* Runs `fn` over every chunk; returns 0, or -1 when out of memory (nothing written). */
+/* One pass of a range function over planned chunks. List k of the pass is list
+ * first_list + k of `pointers`. The function gets the chunk's tensor index, or with
+ * by_chunk the chunk's own index. */
+typedef struct {
+    const chunk_t *chunks;
+    int64_t count, total, n_tensors;
+    const uintptr_t *pointers;
+    int first_list, n_lists, by_chunk;
+    size_t element_size;
+    range_fn fn;
+    const double *hyper;
+    double multiplier;
+    const void *per_tensor;
+} pass_t;
+
+static void run_chunk(const pass_t *w, int64_t c) {
+    char *p[MAX_LISTS];
+    const chunk_t ch = w->chunks[c];
+    for (int k = 0; k < w->n_lists; ++k)
+        p[k] = (char *)w->pointers[(w->first_list + k) * w->n_tensors + ch.tensor]
+               + ch.offset * w->element_size;
+    w->fn(p, ch.length, w->hyper, w->multiplier, w->per_tensor, w->by_chunk ? c : ch.tensor);
+}
+
+/* Each thread takes the chunks that start in its contiguous share of the elements (one
+ * stream per thread, as the hardware prefetchers like it, balanced to within a chunk). */
+static void run_pass(const pass_t *w, int n_threads) {
+    const int threads = w->total > PARALLEL_ABOVE && n_threads > 1 ? n_threads : 1;
+#ifdef _OPENMP
+    if (threads > 1) {
+#pragma omp parallel num_threads(threads)
+        {
+            const int64_t id = omp_get_thread_num(), team = omp_get_num_threads();
+            for (int64_t c = 0; c < w->count; ++c)
+                if (w->chunks[c].start * team / w->total == id) run_chunk(w, c);
+        }
+        return;
+    }
+#endif
+    for (int64_t c = 0; c < w->count; ++c) run_chunk(w, c);
+}
+
+/* Runs `fn` over every element of lists 0..n_lists-1; returns 0, or -1 when out of memory
+ * (nothing written). */
 static int drive(int n_lists, int64_t n_tensors, const int64_t *numel,
                  const uintptr_t *pointers, size_t element_size, range_fn fn,
                  const double *hyper, double multiplier, const void *per_tensor,
@@ -70,15 +119,9 @@ static int drive(int n_lists, int64_t n_tensors, const int64_t *numel,
     int64_t total;
     int64_t count = plan_chunks(n_tensors, numel, &chunks, &total);
     if (count < 0) return -1;
-    int threads = total > PARALLEL_ABOVE && n_threads > 1 ? n_threads : 1;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-    for (int64_t c = 0; c < count; ++c) {
-        char *p[MAX_LISTS];
-        const chunk_t ch = chunks[c];
-        for (int k = 0; k < n_lists; ++k)
-            p[k] = (char *)pointers[k * n_tensors + ch.tensor] + ch.offset * element_size;
-        fn(p, ch.length, hyper, multiplier, per_tensor, ch.tensor);
-    }
+    const pass_t pass = {chunks, count, total, n_tensors, pointers, 0, n_lists, 0,
+                         element_size, fn, hyper, multiplier, per_tensor};
+    run_pass(&pass, n_threads);
     free(chunks);
     return 0;
 }

@@ -119,13 +119,15 @@ EXPORT(rmsprop_centered, 5)
 #define FTRL_LOOP(POWER)                                                                      \
     for (int64_t i = 0; i < n; ++i) {                                                         \
         const real g = grad[i] * mult, v = var[i], a = accum[i];                              \
-        const real gs = shrink > 0 ? g + v * two_shrink : g;                                  \
+        const real shrunk_g = g + v * two_shrink;                                             \
+        const real gs = shrink > 0 ? shrunk_g : g;                                            \
         const real na = a + g * g;                                                            \
         const real p_new = POWER(na), p_old = POWER(a);                                       \
         const real l = linear[i] + (gs - (p_new - p_old) / lr * v);                          \
         linear[i] = l;                                                                        \
         const real quad = p_new / lr + two_l2;                                                \
-        var[i] = FABS(l) > l1 ? (SFX(sign)(l) * l1 - l) / quad : (real)0;                     \
+        const real moved = (SFX(sign)(l) * l1 - l) / quad;                                    \
+        var[i] = FABS(l) > l1 ? moved : (real)0;                                              \
         accum[i] = na;                                                                        \
     }
 #define FTRL_SQRT(x) SQRT(x)
@@ -257,18 +259,29 @@ RANGE(novograd_update) {
     }
 }
 
-/* Sum of squares of float32(g*mult) over a chunk, accumulated in double. */
+/* Sum of squares of float32(g*mult) over a chunk, accumulated in double over 16 lanes (a fixed
+ * order, so the result does not depend on the thread count; the lanes let it vectorise). */
+#define LANES 16
 RANGE(square_sum) {
     const real *restrict grad = (const real *)p[0];
-    const float mult = (float)multiplier;
-    double sum = 0;
+    const real mult = (real)multiplier;
+    double lanes[LANES] = {0}, sum = 0;
+    int64_t i = 0;
     (void)hyper;
-    for (int64_t i = 0; i < n; ++i) {
-        const float g = (float)(grad[i] * (real)mult);
+    for (; i + LANES <= n; i += LANES) {
+        for (int j = 0; j < LANES; ++j) {
+            const float g = (float)(grad[i + j] * mult);
+            lanes[j] += (double)g * (double)g;
+        }
+    }
+    for (; i < n; ++i) {
+        const float g = (float)(grad[i] * mult);
         sum += (double)g * (double)g;
     }
+    for (int j = 0; j < LANES; ++j) sum += lanes[j];
     ((double *)per_tensor)[tensor] = sum;  /* here `tensor` is the chunk index */
 }
+#undef LANES
 
 /* NovoGrad: per-tensor n2 = |float32(g)|^2, the float32 second moment (slot pointers in list
  * 3, one float each) and denominator, then the elementwise part. */
@@ -286,13 +299,9 @@ SIGNATURE(SFX(trainop_novograd)) {
         free(chunks); free(partial); free(denominators);
         return -1;
     }
-    int threads = total > PARALLEL_ABOVE && n_threads > 1 ? n_threads : 1;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-    for (int64_t c = 0; c < count; ++c) {
-        char *p[1];
-        p[0] = (char *)pointers[n_tensors + chunks[c].tensor] + chunks[c].offset * sizeof(real);
-        SFX(square_sum)(p, chunks[c].length, hyper, mult, partial, c);
-    }
+    const pass_t norms = {chunks, count, total, n_tensors, pointers, 1, 1, 1, sizeof(real),
+                          SFX(square_sum), hyper, mult, partial};
+    run_pass(&norms, n_threads);
     const float beta2 = (float)hyper[2], one_minus_beta2 = (float)(1.0 - hyper[2]);
     const float eps = (float)hyper[3];
     const int persistent = hyper[6] != 0;
