@@ -17,14 +17,15 @@ class Gate:
     ``multiplier``: a 0-dim float tensor every gradient is multiplied by (loss-scale inverse
     times clip coefficient), applied inside the update instead of rewriting the gradients.
     ``found_inf``: a 0-dim float tensor; nonzero skips the whole update (params, slots and
-    counters stay as they are). Both stay on the device: the fused kernels take them as they
-    are; the foreach and reference paths read ``found_inf`` once per step (free on the CPU, one
-    synchronisation on a GPU).
+    counters stay as they are). Both stay on the device: the fused and native kernels take them
+    as they are; the foreach and reference paths read ``found_inf`` once per step (free on the
+    CPU, one synchronisation on a GPU).
 
     Side effect to know: torch's fused kernels (the ``fused`` implementation) write
     ``g * multiplier`` back into the gradient tensors they are given, as
-    ``GradScaler.unscale_`` does; the ``foreach`` and ``reference`` paths leave the gradients
-    untouched.
+    ``GradScaler.unscale_`` does; the ``native``, ``foreach`` and ``reference`` paths leave the
+    gradients untouched, and on the CPU the automatic choice takes ``native`` whenever a
+    multiplier is given.
     """
 
     __slots__ = ("multiplier", "found_inf", "_skipped")

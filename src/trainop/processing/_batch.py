@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from trainop._validation import Interval, check_int, check_real, describe
+from trainop.kernels import native
 
 __all__ = ["Gradients"]
 
@@ -65,6 +66,13 @@ def values_of(g: torch.Tensor) -> torch.Tensor:
     return g._values() if g.is_sparse else g
 
 
+def foreach_l2(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """L2 norms of float32 tensors on one device as a 1-D tensor: trainop's native kernel on the
+    CPU (one read pass over both threads), else ``torch._foreach_norm``."""
+    norms = native.l2_norms(tensors)
+    return norms if norms is not None else torch.stack(torch._foreach_norm(tensors, 2))
+
+
 def float32_norms(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
     """L2 norms of ``tensors`` as a 1-D float32 tensor on ``device``, one read pass.
 
@@ -74,7 +82,7 @@ def float32_norms(tensors: list[torch.Tensor], device: torch.device) -> torch.Te
         return torch.zeros(0, dtype=_F32, device=device)
     first = tensors[0]
     if first.dtype == _F32 and all(t.dtype == _F32 and t.device == device for t in tensors):
-        return torch.stack(torch._foreach_norm(tensors, 2))
+        return foreach_l2(tensors)
     out: list[torch.Tensor | None] = [None] * len(tensors)
     groups: dict[tuple[torch.dtype, torch.device], list[int]] = {}
     for i, t in enumerate(tensors):
@@ -246,7 +254,7 @@ class Gradients(Sequence):
     def _raw_l2(self) -> torch.Tensor:
         if self._l2 is None:
             if self._uniform and self.original:
-                self._l2 = torch.stack(torch._foreach_norm(self._grads, 2))
+                self._l2 = foreach_l2(self._grads)
             else:
                 self._l2 = float32_norms([values_of(g) for g in self.present_grads()],
                                          self.device)

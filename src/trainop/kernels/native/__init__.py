@@ -23,7 +23,8 @@ import torch
 
 from trainop.kernels.native.build import load, unavailable_reason
 
-__all__ = ["DTYPES", "available", "pointers", "run", "supports", "unavailable_reason"]
+__all__ = ["DTYPES", "available", "l2_norms", "pointers", "run", "supports",
+           "unavailable_reason"]
 
 SUFFIXES = {torch.float32: "f32", torch.float64: "f64"}
 DTYPES = tuple(SUFFIXES)
@@ -102,3 +103,31 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[floa
                       torch.get_num_threads())
     if status != 0:
         raise MemoryError(f"trainop's native {rule} kernel could not allocate its work plan")
+
+
+def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
+    """Per float32 tensor, its L2 norm as a 1-D float32 tensor (squares summed in double, over
+    every thread: one read pass at memory speed), or ``None`` where the kernels cannot read the
+    tensors (not all float32, on the CPU and contiguous): then use ``torch._foreach_norm``.
+    """
+    dtype = torch.float32
+    if not tensors or not supports(dtype, tensors[0].device):
+        return None
+    if any(t.dtype != dtype or t.device.type != "cpu" for t in tensors):
+        return None
+    addresses = pointers([tensors])
+    if addresses is None:
+        return None
+    function = _functions.get(f"square_sums_{dtype}")
+    if function is None:
+        function = getattr(load(), f"trainop_square_sums_{SUFFIXES[dtype]}")
+        function.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                             ctypes.c_int]
+        function.restype = ctypes.c_int
+        _functions[f"square_sums_{dtype}"] = function
+    numel = np.fromiter([t.numel() for t in tensors], dtype=np.int64, count=len(tensors))
+    sums = torch.empty(len(tensors), dtype=torch.float64)
+    if function(len(tensors), numel.ctypes.data, addresses.ctypes.data, sums.data_ptr(),
+                torch.get_num_threads()) != 0:
+        raise MemoryError("trainop's native norm kernel could not allocate its work plan")
+    return sums.sqrt_().to(torch.float32)

@@ -283,33 +283,58 @@ RANGE(square_sum) {
 }
 #undef LANES
 
-/* NovoGrad: per-tensor n2 = |float32(g)|^2, the float32 second moment (slot pointers in list
- * 3, one float each) and denominator, then the elementwise part. */
-SIGNATURE(SFX(trainop_novograd)) {
-    if (found_inf && *found_inf != 0) return 0;
-    const double mult = multiplier ? *multiplier : 1.0;
+/* Per tensor of list `list`, the sum of squares of float32(g*mult) (in double, summed chunk by
+ * chunk in order). Returns 0, or -1 when out of memory (nothing written). */
+static int SFX(square_sums)(int64_t n_tensors, const int64_t *numel, const uintptr_t *pointers,
+                            int list, double mult, double *sums, int n_threads) {
     chunk_t *chunks;
     int64_t total;
     int64_t count = plan_chunks(n_tensors, numel, &chunks, &total);
     if (count < 0) return -1;
     double *partial = (double *)malloc((size_t)(count > 0 ? count : 1) * sizeof(double));
-    float *denominators = (float *)malloc((size_t)(n_tensors > 0 ? n_tensors : 1)
-                                          * sizeof(float));
-    if (!partial || !denominators) {
-        free(chunks); free(partial); free(denominators);
+    if (!partial) {
+        free(chunks);
         return -1;
     }
-    const pass_t norms = {chunks, count, total, n_tensors, pointers, 1, 1, 1, sizeof(real),
-                          SFX(square_sum), hyper, mult, partial};
-    run_pass(&norms, n_threads);
-    const float beta2 = (float)hyper[2], one_minus_beta2 = (float)(1.0 - hyper[2]);
-    const float eps = (float)hyper[3];
-    const int persistent = hyper[6] != 0;
+    const pass_t pass = {chunks, count, total, n_tensors, pointers, list, 1, 1, sizeof(real),
+                         SFX(square_sum), NULL, mult, partial};
+    run_pass(&pass, n_threads);
     int64_t c = 0;
     for (int64_t t = 0; t < n_tensors; ++t) {
         double sum = 0;
         for (; c < count && chunks[c].tensor == t; ++c) sum += partial[c];
-        const float norm = (float)sqrt(sum);
+        sums[t] = sum;
+    }
+    free(chunks);
+    free(partial);
+    return 0;
+}
+
+/* Exported: the per-tensor sums of squares of list 0 (the gradients' L2 norms, squared). */
+int SFX(trainop_square_sums)(int64_t n_tensors, const int64_t *numel, const uintptr_t *pointers,
+                             double *sums, int n_threads) {
+    return SFX(square_sums)(n_tensors, numel, pointers, 0, 1.0, sums, n_threads);
+}
+
+/* NovoGrad: per-tensor n2 = |float32(g)|^2, the float32 second moment (slot pointers in list
+ * 3, one float each) and denominator, then the elementwise part. */
+SIGNATURE(SFX(trainop_novograd)) {
+    if (found_inf && *found_inf != 0) return 0;
+    const double mult = multiplier ? *multiplier : 1.0;
+    double *sums = (double *)malloc((size_t)(n_tensors > 0 ? n_tensors : 1) * sizeof(double));
+    float *denominators = (float *)malloc((size_t)(n_tensors > 0 ? n_tensors : 1)
+                                          * sizeof(float));
+    if (!sums || !denominators
+        || SFX(square_sums)(n_tensors, numel, pointers, 1, mult, sums, n_threads) != 0) {
+        free(sums);
+        free(denominators);
+        return -1;
+    }
+    const float beta2 = (float)hyper[2], one_minus_beta2 = (float)(1.0 - hyper[2]);
+    const float eps = (float)hyper[3];
+    const int persistent = hyper[6] != 0;
+    for (int64_t t = 0; t < n_tensors; ++t) {
+        const float norm = (float)sqrt(sums[t]);
         const float n2 = norm * norm;
         if (persistent) {
             float *ema = (float *)pointers[3 * n_tensors + t];
@@ -320,8 +345,7 @@ SIGNATURE(SFX(trainop_novograd)) {
             denominators[t] = sqrtf(n2 + eps);
         }
     }
-    free(chunks);
-    free(partial);
+    free(sums);
     int status = drive(3, n_tensors, numel, pointers, sizeof(real), SFX(novograd_update), hyper,
                        mult, denominators, n_threads);
     free(denominators);
