@@ -154,6 +154,19 @@ def test_json_to_stdout(capsys):
     assert row["peak_extra_bytes"] is None and row["median_s"] > 0
 
 
+@pytest.mark.parametrize("mode", [[], ["--sequential"]], ids=["interleaved", "sequential"])
+def test_every_candidate_gets_repeats_timed_steps(capsys, mode):
+    rc = main(["bench", "--optimizers", "ftrl,momentum", "--workloads", "c", "--no-tf",
+               "--json", "-", "--no-memory", *mode, *TINY[:2], "--repeats", "4", *TINY[4:]])
+    assert rc == 0
+    result = json.loads(capsys.readouterr().out)
+    groups = result["workloads"][0]["groups"]
+    rows = [r for g in groups for r in g["subjects"] + g["peers"]]
+    assert {r["implementation"] for r in groups[0]["subjects"]} >= {"reference", "native"}
+    assert all(len(r["times_s"]) == 4 and r["error"] is None for r in rows)
+    assert result["config"]["interleave"] is (not mode)
+
+
 def test_probe_returns_positive_bandwidth():
     bw = measure_bandwidth(torch.device("cpu"), nbytes=1 << 20, repeats=2)
     for key in ("copy_gbps", "triad_gbps", "update_gbps", "best_gbps"):

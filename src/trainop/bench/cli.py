@@ -169,6 +169,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--no-tf", action="store_true", help="skip TensorFlow 1 kernel peers")
     p.add_argument("--no-torch", action="store_true", help="skip torch.optim peers")
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory step")
+    p.add_argument("--sequential", action="store_true",
+                   help="time one candidate after another instead of interleaving the "
+                        "candidates of each comparison round by round")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
     return p
@@ -189,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         torch_peers=not args.no_torch,
         tf1_peers=not args.no_tf,
         memory=not args.no_memory,
+        interleave=not args.sequential,
         probe_mib=args.probe_mib,
         progress=not args.no_progress,
     )

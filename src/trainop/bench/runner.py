@@ -1,8 +1,13 @@
 """Run a benchmark: probe the bandwidth, then time every candidate of every workload.
 
-Everything is measured in this one process, one candidate at a time (each over its own copies
-of the workload's tensors, freed before the next), so ratios compare like with like. The result
-is a JSON-ready dict; ``report`` renders it and ``checks`` judges it against the issue.
+Everything is measured in this one process, each candidate over its own copies of the
+workload's tensors. By default the torch and trainop candidates of one optimizer's comparison
+are timed interleaved (``interleaved``: one step of each in turn, round after round), so drift
+in the machine's speed does not leak into the ratios; a torch peer shared by several
+optimizers is timed again with each. TF1 peers run last, one at a time, so that TensorFlow's
+thread pools never overlap a torch measurement. ``interleave=False`` times one candidate after
+another instead. The result is a JSON-ready dict; ``report`` renders it and ``checks`` judges
+it against the issue.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import torch
 
 from trainop.bench.candidates import Candidate, build, plan_groups
 from trainop.bench.checks import run_checks
+from trainop.bench.interleaved import measure_interleaved, new_row
 from trainop.bench.memory import peak_extra_bytes
 from trainop.bench.probe import measure_bandwidth
 from trainop.bench.progress import Progress
@@ -51,6 +57,7 @@ class BenchConfig:
     memory: bool = True
     probe_mib: int = 128
     progress: bool = True
+    interleave: bool = True
 
 
 def run_benchmark(config: BenchConfig) -> dict[str, Any]:
@@ -76,8 +83,14 @@ def run_benchmark(config: BenchConfig) -> dict[str, Any]:
         plans.append((workload, groups, {c.id: c for c in ordered}))
         notes.extend(n for n in plan_notes if n not in notes)
     per_run = config.warmup + config.repeats
-    total = 1 + sum(per_run + (config.memory and c.kind != "tf1")
-                    for _, _, cands in plans for c in cands.values())
+    if config.interleave:
+        total = 1 + sum(per_run + (config.memory and cands[i].kind != "tf1")
+                        for _, groups, cands in plans for g in groups
+                        for i in (*g.subjects, *g.peers) if cands[i].kind != "tf1")
+        total += sum(per_run for _, _, cands in plans for c in cands.values() if c.kind == "tf1")
+    else:
+        total = 1 + sum(per_run + (config.memory and c.kind != "tf1")
+                        for _, _, cands in plans for c in cands.values())
     load_before = _load_average()
     progress = Progress(total, enabled=config.progress)
     progress.start("bandwidth probe")
@@ -89,15 +102,32 @@ def run_benchmark(config: BenchConfig) -> dict[str, Any]:
     for workload, groups, candidates in plans:
         data = build_data(workload, dtype, device, config.seed)
         param_bytes = workload.num_params * data.params[0].element_size()
-        results = {}
+        results: dict[str, dict[str, Any]] = {}
+        per_group: list[dict[str, dict[str, Any]]] = []
+        rate = (candidates, workload, dtype, param_bytes, bandwidth["best_gbps"])
+
+        if config.interleave:
+            for group in groups:
+                cands = [candidates[i] for i in (*group.subjects, *group.peers)
+                         if candidates[i].kind != "tf1"]
+                progress.start(f"({workload.key}) {group.optimizer}: {len(cands)} interleaved")
+                rows = _rated(*rate, measure_interleaved(
+                    cands, data, warmup=config.warmup, repeats=config.repeats,
+                    memory=config.memory, device=device, sync=synchronizer(device),
+                    tick=progress.tick))
+                per_group.append(rows)
+                progress.finish_run(f"{sum(r['error'] is None for r in rows.values())} timed")
         for cand in candidates.values():
+            if config.interleave and cand.kind != "tf1":
+                continue
             progress.start(f"({workload.key}) {cand.label}")
             results[cand.id] = _measure(cand, data, config, device, tf, progress)
-            results[cand.id].update(_rates(results[cand.id], cand, workload, dtype, param_bytes,
-                                           bandwidth["best_gbps"]))
+            _rated(*rate, {cand.id: results[cand.id]})
             err = results[cand.id]["error"]
             progress.finish_run(f"error: {err}" if err else
                                 f"{results[cand.id]['median_s'] * 1e3:.3f} ms")
+        if not per_group:
+            per_group = [results] * len(groups)
         del data
         gc.collect()
         workloads_out.append({
@@ -108,7 +138,8 @@ def run_benchmark(config: BenchConfig) -> dict[str, Any]:
             "num_params": workload.num_params,
             "touched_params": workload.touched_params,
             "param_bytes": param_bytes,
-            "groups": [_group_out(g, results, dtype) for g in groups],
+            "groups": [_group_out(g, {**results, **rows}, dtype)
+                       for g, rows in zip(groups, per_group, strict=True)],
         })
     progress.close()
     out = {
@@ -138,13 +169,7 @@ def run_benchmark(config: BenchConfig) -> dict[str, Any]:
 
 def _measure(cand: Candidate, data, config: BenchConfig, device: torch.device, tf,
              progress: Progress) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "id": cand.id, "kind": cand.kind, "name": cand.name,
-        "implementation": cand.implementation, "label": cand.label, "short": cand.short,
-        "note": cand.note,
-        "median_s": None, "min_s": None, "times_s": [], "peak_extra_bytes": None,
-        "error": None, "wall_s": None,
-    }
+    row = new_row(cand)
     runnable = None
     ticks_left = config.warmup + config.repeats + (config.memory and cand.kind != "tf1")
     sync = synchronizer(device)
@@ -201,6 +226,13 @@ def _rates(row: dict[str, Any], cand: Candidate, workload, dtype: torch.dtype,
     if row["peak_extra_bytes"] is not None:
         out["peak_extra_pct"] = 100.0 * row["peak_extra_bytes"] / param_bytes
     return out
+
+
+def _rated(candidates, workload, dtype, param_bytes, best_gbps,
+           rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    for cid, row in rows.items():
+        row.update(_rates(row, candidates[cid], workload, dtype, param_bytes, best_gbps))
+    return rows
 
 
 def _group_out(group, results: dict[str, dict[str, Any]], dtype: torch.dtype) -> dict[str, Any]:
