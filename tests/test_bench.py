@@ -256,6 +256,23 @@ def test_fast_path_check_judges_the_automatic_choice():
     assert fast[0]["value"] == pytest.approx(6.0 / 2.1)
 
 
+def test_no_fused_counterpart_passes_against_either_peer_and_keeps_both_ratios():
+    def group(tf_time):
+        return {"optimizer": "FtrlOptimizer", "torch_relation": "closest",
+                "subjects": [_row("a", "trainop", "auto", 2.0)],
+                "peers": [_row("torch:Adagrad[fused]", "torch", "fused", 1.6),
+                          _row("torch:Adagrad[foreach]", "torch", "foreach", 3.0),
+                          _row("tf1:Ftrl", "tf1", "tf1", tf_time)]}
+    [check] = [c for c in run_checks(_result_with([group(2.5)], "a"))
+               if c["check"].startswith("no fused counterpart")]
+    assert check["status"] == "PASS" and check["value"] == pytest.approx(0.8)
+    assert check["strict_value"] == pytest.approx(1.25)
+    assert "torch:Adagrad[fused] 1.25" in check["detail"] and "tf1:Ftrl 0.80" in check["detail"]
+    [check] = [c for c in run_checks(_result_with([group(1.9)], "a"))
+               if c["check"].startswith("no fused counterpart")]
+    assert check["status"] == "FAIL" and check["value"] == pytest.approx(2.0 / 1.9)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--optimizers", "nope"], "Unknown optimizer name"),
     (["--optimizers", ""], "comma-separated list"),

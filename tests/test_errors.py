@@ -295,8 +295,8 @@ ERRORS: list[Row] = [
         r"implementation='native' runs CPU parameters of dtypes \['torch\.float32', "
         r"'torch\.float64'\], got a parameter of dtype torch\.bfloat16 on cpu; use "
         r"implementation='foreach'$"),
-    Row("implementation-native-not-offered", lambda: GradientDescentOptimizer(
-        0.1, implementation="native"), ValueError,
+    Row("implementation-native-not-offered", lambda: trainop.extend_with_decoupled_weight_decay(
+        GradientDescentOptimizer)(0.1, 0.1, implementation="native"), ValueError,
         r"Expected `implementation` to be one of \[.*\], got 'native'$"),
     # ------------------------------------------------------------ torch style, param groups
     Row("params-int-dtype", lambda: GradientDescentOptimizer(

@@ -90,11 +90,13 @@ def test_sparse_gradients_take_the_sparse_rule(name, implementation):
     assert_close(ours, ref, rtol=rtol)
 
 
-def test_automatic_choice_prefers_fused_for_python_float_hyperparameters():
+def test_automatic_choice_by_device_and_hyperparameters():
     p = torch.zeros(3, requires_grad=True)
     opt = trainop.AdamOptimizer(params=[p])
     hp = opt._prepare(opt.param_groups[0], torch.zeros((), dtype=torch.int64)).for_tensor(p)
-    assert opt._choose_implementation(p.dtype, p.device, hp) == "fused"
+    cuda = torch.device("cuda")
+    assert opt._choose_implementation(p.dtype, p.device, hp) == "native"  # CPU: trainop's C
+    assert opt._choose_implementation(p.dtype, cuda, hp) == "fused"  # CUDA: torch's kernel
     assert opt._choose_implementation(torch.float16, p.device, hp) == "foreach"
     lr = torch.tensor(0.1)
     opt_t = trainop.AdamOptimizer(params=[p], learning_rate=lr)
@@ -102,7 +104,7 @@ def test_automatic_choice_prefers_fused_for_python_float_hyperparameters():
     # A tensor hyperparameter rules out torch's fused kernels (host reads); the C kernels read
     # CPU scalars at no cost.
     assert opt_t._choose_implementation(p.dtype, p.device, hp_t) == "native"
-    assert opt_t._choose_implementation(p.dtype, torch.device("cuda"), hp_t) == "foreach"
+    assert opt_t._choose_implementation(p.dtype, cuda, hp_t) == "foreach"
     ref = trainop.AdamOptimizer(params=[p], implementation="reference")
     assert ref._choose_implementation(p.dtype, p.device, hp) == "reference"
 

@@ -594,12 +594,6 @@ class Optimizer(torch.optim.Optimizer):
         """Dense update of one bucket (same group, dtype, device) by the chosen implementation."""
         implementation = self._choose_implementation(vs[0].dtype, vs[0].device, hp)
         gate = self._gate
-        if (implementation == "fused" and gate.multiplier is not None
-                and self._implementation is None
-                and self._native_supported(vs[0].dtype, vs[0].device, hp)):
-            # torch's fused kernels write g * multiplier back into the gradients (an extra
-            # write per element); the native kernel applies it without storing it.
-            implementation = "native"
         if implementation == "native":
             rule, slots, hyper = self._native_rule(vs, slot_lists, hp, non_slot)
             lists = [vs, gs, *slots]
@@ -633,18 +627,18 @@ class Optimizer(torch.optim.Optimizer):
 
     def _choose_implementation(self, dtype: torch.dtype, device: torch.device, hp: Any) -> str:
         """Precedence: the explicit ``implementation`` argument, then defaults by device and
-        dtype: ``fused`` where the class maps TF's math onto a torch fused kernel for this
-        dtype/device and these hyperparameters, else ``foreach``. An explicit ``fused`` that a
-        dynamic hyperparameter rules out for one step (e.g. momentum 0) runs ``foreach``."""
+        dtype: ``native`` (trainop's C kernels) for CPU float32/float64, else ``fused`` where
+        the class maps TF's math onto a torch fused kernel for this dtype/device and these
+        hyperparameters (CUDA), else ``foreach``. An explicit ``fused`` that a dynamic
+        hyperparameter rules out for one step (e.g. momentum 0) runs ``foreach``."""
         chosen = self._implementation
         if chosen == "reference":
             return "reference"
+        if chosen in (None, "native") and self._native_supported(dtype, device, hp):
+            return "native"
         if (chosen in (None, "fused") and "fused" in self.IMPLEMENTATIONS
                 and self._fused_supported(dtype, device, hp)):
             return "fused"
-        if (chosen in (None, "native") and "native" in self.IMPLEMENTATIONS
-                and self._native_supported(dtype, device, hp)):
-            return "native"
         return "foreach" if "foreach" in self.IMPLEMENTATIONS else "reference"
 
     def _fused_supported(self, dtype: torch.dtype, device: torch.device, hp: Any) -> bool:

@@ -107,7 +107,7 @@ def plan_groups(workload: Workload, optimizers: Sequence[str], implementations: 
         spec = spec_for(name)
         offered = implementations_of(cls)
         if implementations is None:
-            wanted = list(offered) + ([] if workload.sparse else [FLAT])
+            wanted = list(offered) + [AUTO] + ([] if workload.sparse else [FLAT])
         else:
             wanted = [i for i in implementations if i in offered or i == AUTO
                       or (i == FLAT and not workload.sparse)]

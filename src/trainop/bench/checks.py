@@ -8,15 +8,17 @@ binding at ``--scale 1`` with ``--repeats >= 10``; other runs are marked indicat
    the ``foreach`` path (bit-identical to the reference, the fallback where no single-pass
    kernel runs: float16/bfloat16, CUDA for the ``native`` rules) is in the tables, not judged;
 3. optimizers without a torch fused counterpart (a torch peer of the same algorithm with
-   ``fused``) <= 1.0x the fastest of their torch peers (closest algorithm) and TF1's kernel,
-   on the dense workloads;
+   ``fused``) <= 1.0x the fastest torch.optim implementation of their closest algorithm, or
+   <= 1.0x TF1's kernel (the issue's "whichever exists"; where both exist, either passes and
+   the detail gives both ratios, so the stricter reading can be read off too), on the dense
+   workloads;
 4. (d): LazyAdamOptimizer >= 20x faster than dense-equivalent AdamOptimizer and not slower
    than torch SparseAdam;
 5. peak extra memory of each non-reference implementation <= 10% of the parameter bytes on
    (a), (b).
 
 "The optimizer's time" is its ``auto`` implementation where measured, else its fastest
-non-reference one, else its reference.
+non-reference one other than ``flat`` (which needs ``trainop.flatten``), else its reference.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ def _ok(row: Row | None) -> bool:
 
 
 def _ours(group: dict[str, Any]) -> Row | None:
-    rows = [r for r in group["subjects"] if _ok(r)]
+    # flat buffers need the user's trainop.flatten(): judged on their own, not as "ours".
+    rows = [r for r in group["subjects"] if _ok(r) and r["implementation"] != "flat"]
     auto = [r for r in rows if r["implementation"] == "auto"]
     if auto:
         return auto[0]
@@ -76,12 +79,7 @@ def run_checks(result: dict[str, Any]) -> list[dict[str, Any]]:
             if key == "b":
                 checks.extend(_fast_vs_reference(group))
             if key in ("a", "b", "c") and not _has_fused_counterpart(group):
-                peers = [r for r in group["peers"] if _ok(r) and r["kind"] in ("torch", "tf1")]
-                best = min(peers, key=lambda r: r["median_s"], default=None)
-                value = ours["median_s"] / best["median_s"] if ours and best else None
-                detail = f"ours / fastest peer ({best['label']})" if best else "no peer"
-                checks.append(_check("no fused counterpart: vs fastest peer", key, tag, value,
-                                     "<=", 1.0, detail))
+                checks.append(_no_fused_counterpart(group, ours, key, tag))
             if key == "d" and name == "LazyAdamOptimizer":
                 dense = _peer(group, "trainop:AdamOptimizer[auto]")
                 value = dense["median_s"] / ours["median_s"] if ours and dense else None
@@ -101,6 +99,23 @@ def run_checks(result: dict[str, Any]) -> list[dict[str, Any]]:
                                          row.get("peak_extra_pct"), "<=", 10.0,
                                          "measured on one step after warm-up"))
     return checks
+
+
+def _no_fused_counterpart(group: dict[str, Any], ours: Row | None, key: str,
+                          tag: str) -> dict[str, Any]:
+    ratios = {}
+    for kind in ("torch", "tf1"):
+        peers = [r for r in group["peers"] if _ok(r) and r["kind"] == kind]
+        best = min(peers, key=lambda r: r["median_s"], default=None)
+        if best is not None and ours is not None:
+            ratios[best["label"]] = ours["median_s"] / best["median_s"]
+    value = min(ratios.values(), default=None)
+    detail = ("ours / peer: " + "; ".join(f"{k} {v:.2f}" for k, v in ratios.items())
+              if ratios else "no peer")
+    check = _check("no fused counterpart: vs torch closest or TF1", key, tag, value, "<=", 1.0,
+                   detail)
+    check["strict_value"] = max(ratios.values(), default=None)
+    return check
 
 
 def _fast_vs_reference(group: dict[str, Any]) -> list[dict[str, Any]]:

@@ -146,9 +146,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "(default: all)")
     p.add_argument("--implementations", default=None, metavar="LIST",
                    type=_comma_list("implementations", _implementation, _known_implementations),
-                   help="trainop implementations: reference, foreach, fused, auto "
+                   help="trainop implementations: reference, foreach, fused, native, auto "
                         "(implementation=None), flat (auto after trainop.flatten) "
-                        "(default: all each optimizer offers, plus flat on dense workloads)")
+                        "(default: all each optimizer offers, auto, and flat on dense "
+                        "workloads)")
     p.add_argument("--workloads", type=_comma_list("workloads", _workload, lambda: list(WORKLOADS)),
                    default=list(WORKLOADS), metavar="LIST", help="subset of a,b,c,d (default: all)")
     p.add_argument("--scale", type=_positive_float, default=DEFAULT_SCALE,

@@ -36,7 +36,7 @@ class AdagradOptimizer(Optimizer):
     """
 
     _ranges = {"lr": NON_NEGATIVE}
-    IMPLEMENTATIONS = ("reference", "foreach", "fused")
+    IMPLEMENTATIONS = ("reference", "foreach", "fused", "native")
 
     def __init__(self, learning_rate, initial_accumulator_value: float = 0.1,
                  use_locking: bool = False, name: str = "Adagrad", *, params=None,
@@ -56,6 +56,9 @@ class AdagradOptimizer(Optimizer):
     def _apply_fused(self, vars_, grads, slots, hp, non_slot, gate) -> None:
         adagrad_fused(vars_, grads, slots["accumulator"], lr=hp.lr,
                       **gate.fused_kwargs(vars_[0].device))
+
+    def _native_rule(self, vars_, slots, hp, non_slot):
+        return "adagrad", [slots["accumulator"]], [float(hp.lr)]
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         adagrad(var, grad, slots["accumulator"], lr=hp.lr)

@@ -35,7 +35,7 @@ class GradientDescentOptimizer(Optimizer):
     """
 
     _ranges = {"lr": NON_NEGATIVE}
-    IMPLEMENTATIONS = ("reference", "foreach", "fused")
+    IMPLEMENTATIONS = ("reference", "foreach", "fused", "native")
 
     def __init__(self, learning_rate, use_locking: bool = False, name: str = "GradientDescent",
                  *, params=None,
@@ -49,6 +49,9 @@ class GradientDescentOptimizer(Optimizer):
 
     def _apply_fused(self, vars_, grads, slots, hp, non_slot, gate) -> None:
         gradient_descent_fused(vars_, grads, lr=hp.lr, **gate.fused_kwargs(vars_[0].device))
+
+    def _native_rule(self, vars_, slots, hp, non_slot):
+        return "gradient_descent", [], [float(hp.lr)]
 
     def _apply_dense(self, var, grad, slots, hp: Any, non_slot) -> None:
         gradient_descent(var, grad, lr=hp.lr)

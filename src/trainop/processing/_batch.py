@@ -9,7 +9,7 @@ Besides the pairs, a batch carries what the processors fold instead of rewriting
 - ``found_inf`` and ``skip_reason``: the skip flag (0-dim float32, nonzero skips the whole
   update) and why (a 0-dim int64 bit mask, see ``trainop.processing.SKIP_REASONS``);
 - ``keep``: per present gradient, whether its variable is updated (the all-zero filter);
-- the per-tensor norms of the raw gradients, measured once (``torch._foreach_norm``) and reused
+- the per-tensor norms of the raw gradients, measured once (``foreach_l2``) and reused
   by the finite check, the global norm, LARC and the report; the *effective* norms are the raw
   ones times ``|multiplier| * |factors|``, so folding a factor never needs another read.
 

@@ -22,6 +22,29 @@ static inline real SFX(sign)(real x) { return (real)((x > 0) - (x < 0)); }
 /* clamp(min=0) that lets NaN through, as torch's clamp does. */
 static inline real SFX(relu)(real x) { return x < 0 ? (real)0 : x; }
 
+/* Gradient descent. hyper: lr.  var -= g*lr */
+RANGE(gradient_descent) {
+    UNUSED_RANGE_ARGS;
+    real *restrict var = VAR; const real *restrict grad = GRAD;
+    const real lr = (real)hyper[0], mult = (real)multiplier;
+    for (int64_t i = 0; i < n; ++i) var[i] -= grad[i] * mult * lr;
+}
+EXPORT(gradient_descent, 2)
+
+/* Adagrad (no epsilon). hyper: lr.  accum += g*g; var -= g*lr*rsqrt(accum) */
+RANGE(adagrad) {
+    UNUSED_RANGE_ARGS;
+    real *restrict var = VAR; const real *restrict grad = GRAD; real *restrict accum = SLOT(0);
+    const real lr = (real)hyper[0], mult = (real)multiplier;
+    for (int64_t i = 0; i < n; ++i) {
+        const real g = grad[i] * mult;
+        const real a = accum[i] + g * g;
+        accum[i] = a;
+        var[i] -= g * lr * ((real)1 / SQRT(a));
+    }
+}
+EXPORT(adagrad, 3)
+
 /* AdagradDA. hyper: lr, l1, l2, t (= global_step + 1).
  *   ga += g; gga += g*g; denom = sqrt(gga) + l2*t*lr
  *   var = sign(ga) * max(|ga| - l1*t, 0) * (-lr) / denom   (l1 > 0)
