@@ -167,6 +167,22 @@ def test_every_candidate_gets_repeats_timed_steps(capsys, mode):
     assert result["config"]["interleave"] is (not mode)
 
 
+def test_pipeline_comparison(capsys, tmp_path):
+    path = tmp_path / "pipe.json"
+    rc = main(["bench", "--pipeline", "--scale", "0.001", "--repeats", "2", "--warmup", "1",
+               "--probe-mib", "1", "--json", str(path)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "(a) 1 x 32M" in out and "(b) 400 / 8M" in out and "target: trainop >= 1.40x" in out
+    result = json.loads(path.read_text())
+    for wl in result["workloads"]:
+        torch_side, ours = wl["sides"]
+        assert (torch_side["side"], ours["side"]) == ("torch", "trainop")
+        assert torch_side["speedup"] == 1.0 and ours["median_s"] > 0
+        assert ours["speedup"] == pytest.approx(torch_side["median_s"] / ours["median_s"])
+    assert result["workloads"][1]["num_params"] == 400 * round(8 * 2 ** 20 * 0.001 / 400)
+
+
 def test_probe_returns_positive_bandwidth():
     bw = measure_bandwidth(torch.device("cpu"), nbytes=1 << 20, repeats=2)
     for key in ("copy_gbps", "triad_gbps", "update_gbps", "best_gbps"):

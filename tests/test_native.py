@@ -170,3 +170,18 @@ def test_l2_norms_declines_what_it_cannot_read():
     assert native.l2_norms([torch.ones(4, 4).t()]) is None
     assert native.l2_norms([torch.ones(3), torch.ones(3, dtype=torch.float16)]) is None
     assert native.l2_norms([]) is None
+
+
+@pytest.mark.parametrize("replace", ["param", "slot"])
+def test_a_resized_parameter_or_slot_never_reaches_the_c_kernel(replace):
+    p = torch.ones(100_000, requires_grad=True)
+    opt = trainop.AdamOptimizer(0.1, params=[p])
+    p.grad = torch.ones(100_000)
+    opt.step()  # slots exist, the step plan is built
+    if replace == "param":
+        p.data = torch.ones(10)  # smaller than its slots
+        p.grad = torch.ones(10)
+    else:
+        opt.state[p]["m"].data = torch.zeros(10)  # smaller than its parameter
+    with pytest.raises(RuntimeError):  # torch's size check on the list path, not a crash
+        opt.step()

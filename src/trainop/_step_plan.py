@@ -11,7 +11,8 @@ step takes the general, fully validated path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -23,6 +24,9 @@ class Bucket:
     slots: dict[str, list[torch.Tensor]]
     start: int  # this bucket's slice of the plan's flat parameter list
     stop: int
+    # The slots' data pointers when the native kernel last checked their shapes: while they
+    # are the same, the slots are the same storages (a resized slot gets a new one).
+    slot_addresses: Any = None
 
 
 @dataclass
@@ -30,13 +34,33 @@ class StepPlan:
     params: list[torch.Tensor]  # every parameter, bucket by bucket
     buckets: list[Bucket]
     shape_key: tuple  # (id(params list), len) per group, to notice direct edits of the groups
+    # Filled from the parameters when the plan is built: their shapes and dtypes then, and
+    # torch.strided for each (what the gradients must be).
+    shapes: list = field(init=False)
+    dtypes: list = field(init=False)
+    layouts: list = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.shapes = [p.shape for p in self.params]
+        self.dtypes = [p.dtype for p in self.params]
+        self.layouts = [torch.strided] * len(self.params)
 
     def gradients(self) -> list[torch.Tensor] | None:
-        """The gradients in plan order, or ``None`` if any is missing, sparse or malformed."""
-        grads = [p.grad for p in self.params]
-        for p, g in zip(self.params, grads, strict=True):
-            if g is None or g.layout != torch.strided or g.shape != p.shape or g.dtype != p.dtype:
-                return None
+        """The gradients in plan order, or ``None`` if any is missing, sparse or malformed, or
+        a parameter's shape or dtype changed since the plan was built (``p.data = ...``; the
+        slots were checked against the shapes then). List comparisons, which cost less than a
+        Python condition per tensor."""
+        params = self.params
+        if [p.shape for p in params] != self.shapes or [p.dtype for p in params] != self.dtypes:
+            return None
+        grads = [p.grad for p in params]
+        try:
+            layouts = [g.layout for g in grads]
+        except AttributeError:  # a missing gradient
+            return None
+        if (layouts != self.layouts or [g.shape for g in grads] != self.shapes
+                or [g.dtype for g in grads] != self.dtypes):
+            return None
         return grads
 
 

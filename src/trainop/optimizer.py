@@ -42,6 +42,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
+import numpy as np
 import torch
 
 from trainop._arguments import (
@@ -54,7 +55,7 @@ from trainop._arguments import (
 from trainop._gate import NO_GATE, Gate, make_gate
 from trainop._hyper import Prepared, evaluate_hyper
 from trainop._sparse import RowSlices, row_slices, update_rows
-from trainop._step_plan import StepPlan, build_plan, group_shape_key
+from trainop._step_plan import Bucket, StepPlan, build_plan, group_shape_key
 from trainop._validation import (
     Interval,
     check_bool,
@@ -477,7 +478,7 @@ class Optimizer(torch.optim.Optimizer):
             group = self.param_groups[bucket.group_index]
             hp = prepared[bucket.group_index].for_tensor(bucket.params[0])
             self._update_bucket(bucket.params, grads[bucket.start:bucket.stop], bucket.slots,
-                                hp, group["non_slot"])
+                                hp, group["non_slot"], bucket=bucket)
         self._finish_groups(prepared)
 
     def _finish_groups(self, prepared: dict[int, Prepared]) -> None:
@@ -590,15 +591,19 @@ class Optimizer(torch.optim.Optimizer):
             self._update_bucket(vs, gs, slot_lists, prepared[gi].for_tensor(vs[0]),
                                 self.param_groups[gi]["non_slot"])
 
-    def _update_bucket(self, vs, gs, slot_lists, hp, non_slot) -> None:
-        """Dense update of one bucket (same group, dtype, device) by the chosen implementation."""
+    def _update_bucket(self, vs, gs, slot_lists, hp, non_slot, *,
+                       bucket: Bucket | None = None) -> None:
+        """Dense update of one bucket (same group, dtype, device) by the chosen implementation.
+
+        ``bucket``: the step plan's bucket, where the native branch remembers the slots it has
+        checked (the C kernels index every slot like its variable)."""
         implementation = self._choose_implementation(vs[0].dtype, vs[0].device, hp)
         gate = self._gate
         if implementation == "native":
             rule, slots, hyper = self._native_rule(vs, slot_lists, hp, non_slot)
             lists = [vs, gs, *slots]
             addresses = native.pointers(lists)
-            if addresses is not None:
+            if addresses is not None and _slots_fit(vs, slot_lists, addresses, bucket):
                 native.run(rule, lists, hyper, multiplier=gate.multiplier,
                            found_inf=gate.found_inf, addresses=addresses)
                 return
@@ -745,6 +750,22 @@ class Optimizer(torch.optim.Optimizer):
         tf_params = None if self._tf_group is None else self._tf_group["params"]
         self._tf_group = next((g for g in self.param_groups if g["params"] is tf_params), None)
         self._invalidate()
+
+
+def _slots_fit(vars_: list[torch.Tensor], slots: dict[str, list[torch.Tensor]],
+               addresses: np.ndarray, bucket: Bucket | None) -> bool:
+    """Every non-scalar slot has its variable's shape (else the list path runs, and fails as
+    torch fails on mismatched sizes, instead of a C kernel reading past a tensor's end).
+    A plan bucket remembers the slot pointers it checked: the same pointers, the same slots."""
+    slot_addresses = addresses[2 * len(vars_):]
+    if bucket is not None and bucket.slot_addresses is not None and np.array_equal(
+            bucket.slot_addresses, slot_addresses):
+        return True
+    fit = all(s.dim() == 0 or s.shape == v.shape
+              for tensors in slots.values() for s, v in zip(tensors, vars_, strict=True))
+    if fit and bucket is not None:
+        bucket.slot_addresses = slot_addresses.copy()
+    return fit
 
 
 @functools.cache

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import torch
 
 from trainop.bench.candidates import AUTO, FLAT
+from trainop.bench.pipeline import render_pipeline, run_pipeline_benchmark
 from trainop.bench.report import render_markdown, write_json
 from trainop.bench.runner import BenchConfig, run_benchmark
 from trainop.bench.specs import SPECS
@@ -173,6 +174,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--sequential", action="store_true",
                    help="time one candidate after another instead of interleaving the "
                         "candidates of each comparison round by round")
+    p.add_argument("--pipeline", action="store_true",
+                   help="instead of the optimizer workloads, compare the gradient pipeline "
+                        "(unscale, finite check, clip at 1.0, Adam) with torch's GradScaler "
+                        "recipe on (a) and (b) (uses --scale, --repeats as steps per round, "
+                        "--warmup, --probe-mib, --json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
     return p
@@ -180,6 +186,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Run ``trainop bench`` with parsed ``args``; returns the exit status."""
+    if args.pipeline:
+        result = run_pipeline_benchmark(scale=args.scale, steps=args.repeats,
+                                        warmup=args.warmup, probe_mib=args.probe_mib)
+        if args.json is not None:
+            write_json(result, args.json)
+        if args.json != "-":
+            sys.stdout.write(render_pipeline(result))
+        return 0
     config = BenchConfig(
         optimizers=args.optimizers or list(SPECS),
         implementations=args.implementations,

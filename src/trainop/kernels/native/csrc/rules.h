@@ -56,21 +56,14 @@ RANGE(adagrad_da) {
     const real lr = (real)hyper[0], l1 = (real)hyper[1], l2 = (real)hyper[2];
     const real t = (real)hyper[3], mult = (real)multiplier;
     const real l2_term = l2 * t * lr, l1_t = l1 * t, neg_lr = -lr;
-    if (l1 > 0) {
-        for (int64_t i = 0; i < n; ++i) {
-            const real g = grad[i] * mult;
-            const real a = ga[i] + g, s = gga[i] + g * g;
-            ga[i] = a; gga[i] = s;
-            const real denom = SQRT(s) + l2_term;
-            var[i] = SFX(sign)(a) * SFX(relu)(FABS(a) - l1_t) * neg_lr / denom;
-        }
-    } else {
-        for (int64_t i = 0; i < n; ++i) {
-            const real g = grad[i] * mult;
-            const real a = ga[i] + g, s = gga[i] + g * g;
-            ga[i] = a; gga[i] = s;
-            var[i] = a * lr * (real)-1 / (SQRT(s) + l2_term);
-        }
+    const int shrink = l1 > 0;  /* loop-invariant: the compiler splits the loop on it */
+    for (int64_t i = 0; i < n; ++i) {
+        const real g = grad[i] * mult;
+        const real a = ga[i] + g, s = gga[i] + g * g;
+        ga[i] = a; gga[i] = s;
+        const real denom = SQRT(s) + l2_term;
+        var[i] = shrink ? SFX(sign)(a) * SFX(relu)(FABS(a) - l1_t) * neg_lr / denom
+                        : a * lr * (real)-1 / denom;
     }
 }
 EXPORT(adagrad_da, 4)
