@@ -24,8 +24,7 @@ class Gate:
     Side effect to know: torch's fused kernels (the ``fused`` implementation) write
     ``g * multiplier`` back into the gradient tensors they are given, as
     ``GradScaler.unscale_`` does; the ``native``, ``foreach`` and ``reference`` paths leave the
-    gradients untouched, and on the CPU the automatic choice takes ``native`` whenever a
-    multiplier is given.
+    gradients untouched (on the CPU the automatic choice is ``native``).
     """
 
     __slots__ = ("multiplier", "found_inf", "_skipped")
