@@ -82,13 +82,24 @@ typedef struct {
     const void *per_tensor;
 } pass_t;
 
-static void run_chunk(const pass_t *w, int64_t c) {
+/* Runs chunks first..last-1 of one thread. Consecutive chunks of one tensor go to the rule
+ * as one run (one loop over the thread's whole part of a large tensor), unless the pass wants
+ * a result per chunk. */
+static void run_chunks(const pass_t *w, int64_t first, int64_t last) {
     char *p[MAX_LISTS];
-    const chunk_t ch = w->chunks[c];
-    for (int k = 0; k < w->n_lists; ++k)
-        p[k] = (char *)w->pointers[(w->first_list + k) * w->n_tensors + ch.tensor]
-               + ch.offset * w->element_size;
-    w->fn(p, ch.length, w->hyper, w->multiplier, w->per_tensor, w->by_chunk ? c : ch.tensor);
+    int64_t c = first;
+    while (c < last) {
+        const chunk_t ch = w->chunks[c];
+        int64_t length = ch.length, next = c + 1;
+        if (!w->by_chunk)
+            for (; next < last && w->chunks[next].tensor == ch.tensor; ++next)
+                length += w->chunks[next].length;
+        for (int k = 0; k < w->n_lists; ++k)
+            p[k] = (char *)w->pointers[(w->first_list + k) * w->n_tensors + ch.tensor]
+                   + ch.offset * w->element_size;
+        w->fn(p, length, w->hyper, w->multiplier, w->per_tensor, w->by_chunk ? c : ch.tensor);
+        c = next;
+    }
 }
 
 /* Each thread takes the chunks that start in its contiguous share of the elements (one
@@ -100,13 +111,16 @@ static void run_pass(const pass_t *w, int n_threads) {
 #pragma omp parallel num_threads(threads)
         {
             const int64_t id = omp_get_thread_num(), team = omp_get_num_threads();
-            for (int64_t c = 0; c < w->count; ++c)
-                if (w->chunks[c].start * team / w->total == id) run_chunk(w, c);
+            int64_t first = 0, last;
+            while (first < w->count && w->chunks[first].start * team / w->total < id) ++first;
+            for (last = first; last < w->count && w->chunks[last].start * team / w->total == id;)
+                ++last;
+            run_chunks(w, first, last);
         }
         return;
     }
 #endif
-    for (int64_t c = 0; c < w->count; ++c) run_chunk(w, c);
+    run_chunks(w, 0, w->count);
 }
 
 /* Runs `fn` over every element of lists 0..n_lists-1; returns 0, or -1 when out of memory
