@@ -9,9 +9,11 @@ from trainop.algorithms.adam import (
     adam,
     adam_sparse,
     adam_step_size,
+    decay_moments_sparse,
     lazy_adam_sparse,
     nadam_sparse,
 )
+from trainop.kernels import native
 from trainop.kernels.fused import adam_fused, tf_adam_alpha
 from trainop.optimizer import Optimizer, SlotSpec
 
@@ -119,9 +121,20 @@ class AdamOptimizer(Optimizer):
              use_nesterov=self._use_nesterov)
 
     def _apply_sparse(self, var, rows, slots, hp, non_slot) -> None:
-        adam_sparse(var, rows.indices, rows.values, slots["m"], slots["v"],
-                    alpha=self._alpha(var, hp, non_slot), beta1=hp.beta1, beta2=hp.beta2,
-                    epsilon=hp.epsilon)
+        """TF's sparse Adam: every row of the moments decays and every row of ``var`` moves.
+        With the native kernels the variable update is one pass (no temporaries the size of
+        the table); the moments' decay and accumulation are the reference's own ops."""
+        m, v = slots["m"], slots["v"]
+        alpha = self._alpha(var, hp, non_slot)
+        lists = [[var], [m], [v]]
+        if (self._choose_implementation(var.dtype, var.device, hp) == "native"
+                and m.shape == var.shape == v.shape and native.pointers(lists) is not None):
+            decay_moments_sparse(m, v, rows.indices, rows.values, beta1=hp.beta1,
+                                 beta2=hp.beta2)
+            native.run("adam_apply", lists, [float(alpha), float(hp.epsilon)])
+            return
+        adam_sparse(var, rows.indices, rows.values, m, v, alpha=alpha, beta1=hp.beta1,
+                    beta2=hp.beta2, epsilon=hp.epsilon)
 
 
 class LazyAdamOptimizer(AdamOptimizer):

@@ -256,6 +256,19 @@ RANGE(adam) {
 }
 EXPORT(adam, 4)
 
+/* Adam's variable update alone, for TF's sparse Adam (the moments of every row were decayed
+ * and the touched rows accumulated before). Lists: var, m, v. hyper: alpha, epsilon.
+ *   var -= alpha*m/(sqrt(v) + eps) */
+RANGE(adam_apply) {
+    UNUSED_RANGE_ARGS;
+    (void)multiplier;
+    real *restrict var = VAR;
+    const real *restrict m = (const real *restrict)p[1], *restrict v = SLOT(0);
+    const real alpha = (real)hyper[0], eps = (real)hyper[1];
+    for (int64_t i = 0; i < n; ++i) var[i] -= alpha * m[i] / (SQRT(v[i]) + eps);
+}
+EXPORT(adam_apply, 3)
+
 /* NovoGrad's elementwise part; per_tensor holds each tensor's denominator (float32).
  * hyper: lr, beta1, beta2, epsilon, weight_decay, grad_averaging, persistent.
  *   d = g/denominator (+ var*wd) (* (1-beta1)); m = m*beta1 + d; var -= m*lr */
