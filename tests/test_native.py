@@ -185,3 +185,27 @@ def test_a_resized_parameter_or_slot_never_reaches_the_c_kernel(replace):
         opt.state[p]["m"].data = torch.zeros(10)  # smaller than its parameter
     with pytest.raises(RuntimeError):  # torch's size check on the list path, not a crash
         opt.step()
+
+
+@pytest.mark.parametrize("name", ["LazyAdamOptimizer", "AdamOptimizer"])
+def test_sparse_adam_rules_on_a_large_table_equal_the_reference(name):
+    def run_sparse(implementation):
+        gen = torch.Generator().manual_seed(4)
+        table = torch.randn(5000, 64, generator=gen).requires_grad_()
+        opt = OPTIMIZER_CLASSES[name](params=[table], implementation=implementation)
+        for _ in range(3):
+            rows = torch.randint(0, 5000, (3000,), generator=gen)  # duplicates included
+            table.grad = torch.sparse_coo_tensor(rows[None], torch.randn(3000, 64, generator=gen),
+                                                 table.shape)
+            opt.step()
+        return [table], [opt.state[table]]
+    assert_close(run_sparse("native"), run_sparse("reference"), rtol=1e-6)
+
+
+def test_lazy_adam_rows_declines_out_of_range_rows():
+    var, m, v = torch.zeros(4, 2), torch.zeros(4, 2), torch.zeros(4, 2)
+    assert not native.lazy_adam_rows(var, m, v, torch.tensor([0, 4]), torch.ones(2, 2),
+                                     [0.1, 0.9, 0.999, 1e-8])
+    assert not native.lazy_adam_rows(var, m, v, torch.tensor([-1]), torch.ones(1, 2),
+                                     [0.1, 0.9, 0.999, 1e-8])
+    assert torch.equal(var, torch.zeros(4, 2)) and torch.equal(m, torch.zeros(4, 2))

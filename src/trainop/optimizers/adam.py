@@ -162,9 +162,14 @@ class LazyAdamOptimizer(AdamOptimizer):
     """
 
     def _apply_sparse(self, var, rows, slots, hp, non_slot) -> None:
-        lazy_adam_sparse(var, rows.indices, rows.values, slots["m"], slots["v"],
-                         alpha=self._alpha(var, hp, non_slot), beta1=hp.beta1,
-                         beta2=hp.beta2, epsilon=hp.epsilon)
+        alpha = self._alpha(var, hp, non_slot)
+        if self._choose_implementation(var.dtype, var.device, hp) == "native" and (
+                native.lazy_adam_rows(var, slots["m"], slots["v"], rows.indices, rows.values,
+                                      [float(alpha), float(hp.beta1), float(hp.beta2),
+                                       float(hp.epsilon)])):
+            return  # the same rule in one pass over the touched rows
+        lazy_adam_sparse(var, rows.indices, rows.values, slots["m"], slots["v"], alpha=alpha,
+                         beta1=hp.beta1, beta2=hp.beta2, epsilon=hp.epsilon)
 
 
 class NadamOptimizer(AdamOptimizer):

@@ -23,7 +23,7 @@ import torch
 
 from trainop.kernels.native.build import load, unavailable_reason
 
-__all__ = ["DTYPES", "available", "l2_norms", "pointers", "run", "supports",
+__all__ = ["DTYPES", "available", "l2_norms", "lazy_adam_rows", "pointers", "run", "supports",
            "unavailable_reason"]
 
 SUFFIXES = {torch.float32: "f32", torch.float64: "f64"}
@@ -131,3 +131,33 @@ def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
                 torch.get_num_threads()) != 0:
         raise MemoryError("trainop's native norm kernel could not allocate its work plan")
     return sums.sqrt_().to(torch.float32)
+
+
+def lazy_adam_rows(var: torch.Tensor, m: torch.Tensor, v: torch.Tensor, indices: torch.Tensor,
+                   values: torch.Tensor, hyper: Sequence[float]) -> bool:
+    """LazyAdam's sparse update of the rows ``indices`` (unique) in one threaded pass; returns
+    False (nothing done) where the kernel cannot run these tensors, so the caller runs the
+    reference. ``hyper``: alpha, beta1, beta2, epsilon."""
+    dtype = var.dtype
+    if (not supports(dtype, var.device) or var.dim() == 0 or indices.dtype != torch.int64
+            or not all(t.dtype == dtype and t.device.type == "cpu" and t.is_contiguous()
+                       for t in (m, v, values))
+            or not (m.shape == v.shape == var.shape and var.is_contiguous()
+                    and indices.is_contiguous() and indices.dim() == 1
+                    and values.shape == (indices.numel(), *var.shape[1:]))):
+        return False
+    if indices.numel() and not (int(indices.min()) >= 0 and int(indices.max()) < var.shape[0]):
+        return False  # the reference raises torch's index error
+    key = f"lazy_adam_rows_{dtype}"
+    function = _functions.get(key)
+    if function is None:
+        function = getattr(load(), f"trainop_lazy_adam_rows_{SUFFIXES[dtype]}")
+        function.argtypes = [ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 6 + [
+            ctypes.c_int]
+        function.restype = ctypes.c_int
+        _functions[key] = function
+    width = var[0].numel()
+    hyper_array = np.asarray(hyper, dtype=np.float64)
+    function(indices.numel(), width, indices.data_ptr(), values.data_ptr(), var.data_ptr(),
+             m.data_ptr(), v.data_ptr(), hyper_array.ctypes.data, torch.get_num_threads())
+    return True
