@@ -172,7 +172,7 @@ def test_l2_norms_declines_what_it_cannot_read():
     assert native.l2_norms([]) is None
 
 
-@pytest.mark.parametrize("replace", ["param", "slot"])
+@pytest.mark.parametrize("replace", ["param", "slot", "dtype"])
 def test_a_resized_parameter_or_slot_never_reaches_the_c_kernel(replace):
     p = torch.ones(100_000, requires_grad=True)
     opt = trainop.AdamOptimizer(0.1, params=[p])
@@ -181,9 +181,11 @@ def test_a_resized_parameter_or_slot_never_reaches_the_c_kernel(replace):
     if replace == "param":
         p.data = torch.ones(10)  # smaller than its slots
         p.grad = torch.ones(10)
-    else:
+    elif replace == "slot":
         opt.state[p]["m"].data = torch.zeros(10)  # smaller than its parameter
-    with pytest.raises(RuntimeError):  # torch's size check on the list path, not a crash
+    else:
+        p.data = p.data.double()  # twice the bytes of its float32 gradient and slots
+    with pytest.raises((RuntimeError, TypeError)):  # torch's size or trainop's dtype check
         opt.step()
 
 

@@ -24,9 +24,9 @@ class Bucket:
     slots: dict[str, list[torch.Tensor]]
     start: int  # this bucket's slice of the plan's flat parameter list
     stop: int
-    # The slots' data pointers when the native kernel last checked their shapes: while they
-    # are the same, the slots are the same storages (a resized slot gets a new one).
-    slot_addresses: Any = None
+    # What the native branch last checked (the variables' and slots' data pointers and the
+    # variables' sizes): while they are the same, so are the storages and sizes it checked.
+    native_checked: Any = None
 
 
 @dataclass
@@ -46,14 +46,12 @@ class StepPlan:
         self.layouts = [torch.strided] * len(self.params)
 
     def gradients(self) -> list[torch.Tensor] | None:
-        """The gradients in plan order, or ``None`` if any is missing, sparse or malformed, or
-        a parameter's shape or dtype changed since the plan was built (``p.data = ...``; the
-        slots were checked against the shapes then). List comparisons, which cost less than a
-        Python condition per tensor."""
-        params = self.params
-        if [p.shape for p in params] != self.shapes or [p.dtype for p in params] != self.dtypes:
-            return None
-        grads = [p.grad for p in params]
+        """The gradients in plan order, or ``None`` if any is missing, sparse or malformed (not
+        of the parameters' shapes and dtypes when the plan was built). List comparisons, which
+        cost less than a Python condition per tensor. A parameter changed in place since then
+        (``p.data = ...``) is caught where it matters: torch's kernels check sizes, and the
+        native branch re-checks sizes whenever a parameter's or slot's storage or size moved."""
+        grads = [p.grad for p in self.params]
         try:
             layouts = [g.layout for g in grads]
         except AttributeError:  # a missing gradient

@@ -603,10 +603,12 @@ class Optimizer(torch.optim.Optimizer):
             rule, slots, hyper = self._native_rule(vs, slot_lists, hp, non_slot)
             lists = [vs, gs, *slots]
             addresses = native.pointers(lists)
-            if addresses is not None and _slots_fit(vs, slot_lists, addresses, bucket):
-                native.run(rule, lists, hyper, multiplier=gate.multiplier,
-                           found_inf=gate.found_inf, addresses=addresses)
-                return
+            if addresses is not None:
+                numel = np.fromiter([v.numel() for v in vs], dtype=np.int64, count=len(vs))
+                if _sizes_fit(vs, gs, slot_lists, addresses, numel, bucket):
+                    native.run(rule, lists, hyper, multiplier=gate.multiplier,
+                               found_inf=gate.found_inf, addresses=addresses, numel=numel)
+                    return
             implementation = "foreach"  # a non-contiguous tensor: the list path
         if implementation == "fused":
             self._apply_fused(vs, gs, slot_lists, hp, non_slot, gate)
@@ -752,19 +754,25 @@ class Optimizer(torch.optim.Optimizer):
         self._invalidate()
 
 
-def _slots_fit(vars_: list[torch.Tensor], slots: dict[str, list[torch.Tensor]],
-               addresses: np.ndarray, bucket: Bucket | None) -> bool:
-    """Every non-scalar slot has its variable's shape (else the list path runs, and fails as
-    torch fails on mismatched sizes, instead of a C kernel reading past a tensor's end).
-    A plan bucket remembers the slot pointers it checked: the same pointers, the same slots."""
-    slot_addresses = addresses[2 * len(vars_):]
-    if bucket is not None and bucket.slot_addresses is not None and np.array_equal(
-            bucket.slot_addresses, slot_addresses):
+def _sizes_fit(vars_: list[torch.Tensor], grads: list[torch.Tensor],
+               slots: dict[str, list[torch.Tensor]], addresses: np.ndarray, numel: np.ndarray,
+               bucket: Bucket | None) -> bool:
+    """Every variable, gradient and non-scalar slot has the bucket's dtype and its variable's
+    shape, so a C kernel never reads past a tensor's end (else the list path runs and fails with torch's size error). A plan
+    bucket remembers what it checked: the same variable and slot storages with the same
+    variable sizes need no new check (the plan checks the gradients' shapes itself)."""
+    n = len(vars_)
+    static = np.concatenate((addresses[:n], addresses[2 * n:], numel.view(np.uint64)))
+    checked = None if bucket is None else bucket.native_checked
+    if checked is not None and np.array_equal(checked, static):
         return True
-    fit = all(s.dim() == 0 or s.shape == v.shape
-              for tensors in slots.values() for s, v in zip(tensors, vars_, strict=True))
+    dtype = vars_[0].dtype
+    fit = all(v.dtype == dtype and g.dtype == dtype and g.shape == v.shape
+              for g, v in zip(grads, vars_, strict=True)) and all(
+        s.dim() == 0 or (s.shape == v.shape and s.dtype == dtype)
+        for tensors in slots.values() for s, v in zip(tensors, vars_, strict=True))
     if fit and bucket is not None:
-        bucket.slot_addresses = slot_addresses.copy()
+        bucket.native_checked = static
     return fit
 
 

@@ -74,7 +74,7 @@ def _scalar(value: torch.Tensor | None) -> torch.Tensor | None:
 
 def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[float], *,
         multiplier: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
-        addresses: np.ndarray | None = None) -> None:
+        addresses: np.ndarray | None = None, numel: np.ndarray | None = None) -> None:
     """Run ``rule`` over the tensor lists (variables, gradients, slots..., as the rule in
     ``csrc/rules.h`` lists them) in one call.
 
@@ -82,7 +82,8 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[floa
     a nonzero ``found_inf`` leaves everything as it is. Both are 0-dim tensors or ``None``.
     The caller guarantees what ``supports`` checks (for the variables; the other lists share
     their dtype, except NovoGrad's float32 moments), contiguity, and equal sizes within each
-    tensor tuple; ``addresses`` are the lists' ``pointers`` if the caller already has them.
+    tensor tuple; ``addresses`` are the lists' ``pointers`` and ``numel`` the variables' sizes
+    (int64) if the caller already has them.
     """
     variables = lists[0]
     if not variables:
@@ -92,7 +93,9 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[floa
         addresses = pointers(lists)
         if addresses is None:
             raise ValueError(f"trainop's native {rule} kernel needs contiguous tensors")
-    numel = np.fromiter([t.numel() for t in variables], dtype=np.int64, count=len(variables))
+    if numel is None:
+        numel = np.fromiter([t.numel() for t in variables], dtype=np.int64,
+                            count=len(variables))
     hyper_array = np.asarray(hyper, dtype=np.float64)
     multiplier = _scalar(multiplier)
     found_inf = _scalar(found_inf)
