@@ -758,9 +758,10 @@ def _sizes_fit(vars_: list[torch.Tensor], grads: list[torch.Tensor],
                slots: dict[str, list[torch.Tensor]], addresses: np.ndarray, numel: np.ndarray,
                bucket: Bucket | None) -> bool:
     """Every variable, gradient and non-scalar slot has the bucket's dtype and its variable's
-    shape, so a C kernel never reads past a tensor's end (else the list path runs and fails with torch's size error). A plan
-    bucket remembers what it checked: the same variable and slot storages with the same
-    variable sizes need no new check (the plan checks the gradients' shapes itself)."""
+    shape, so a C kernel never reads past a tensor's end (else the list path runs and fails
+    with torch's size or dtype error). A plan bucket remembers what it checked: the same
+    variable and slot storages with the same variable sizes need no new check (the plan
+    checks the gradients' shapes and dtypes itself)."""
     n = len(vars_)
     static = np.concatenate((addresses[:n], addresses[2 * n:], numel.view(np.uint64)))
     checked = None if bucket is None else bucket.native_checked
