@@ -211,3 +211,14 @@ def test_lazy_adam_rows_declines_out_of_range_rows():
     assert not native.lazy_adam_rows(var, m, v, torch.tensor([-1]), torch.ones(1, 2),
                                      [0.1, 0.9, 0.999, 1e-8])
     assert torch.equal(var, torch.zeros(4, 2)) and torch.equal(m, torch.zeros(4, 2))
+
+
+def test_pipeline_and_tf_global_norm_measure_the_same_norms():
+    from trainop.processing import global_norm
+    from trainop.processing._batch import Gradients
+    gen = torch.Generator().manual_seed(5)
+    grads = [torch.randn(n, generator=gen) * 50 for n in (3_000_000, 1000)]
+    pairs = [(g, torch.zeros_like(g)) for g in grads]
+    assert torch.equal(Gradients.of(pairs).global_norm(), global_norm(grads))
+    exact = torch.cat(grads).double().norm().float()
+    torch.testing.assert_close(global_norm(grads), exact, rtol=1e-7, atol=0)

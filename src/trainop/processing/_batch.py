@@ -9,7 +9,7 @@ Besides the pairs, a batch carries what the processors fold instead of rewriting
 - ``found_inf`` and ``skip_reason``: the skip flag (0-dim float32, nonzero skips the whole
   update) and why (a 0-dim int64 bit mask, see ``trainop.processing.SKIP_REASONS``);
 - ``keep``: per present gradient, whether its variable is updated (the all-zero filter);
-- the per-tensor norms of the raw gradients, measured once (``foreach_l2``) and reused
+- the per-tensor norms of the raw gradients, measured once (``float32_l2_norms``) and reused
   by the finite check, the global norm, LARC and the report; the *effective* norms are the raw
   ones times ``|multiplier| * |factors|``, so folding a factor never needs another read.
 
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from trainop._validation import Interval, check_int, check_real, describe
-from trainop.kernels import native
+from trainop.kernels.norms import float32_l2_norms
 
 __all__ = ["Gradients"]
 
@@ -66,13 +66,6 @@ def values_of(g: torch.Tensor) -> torch.Tensor:
     return g._values() if g.is_sparse else g
 
 
-def foreach_l2(tensors: list[torch.Tensor]) -> torch.Tensor:
-    """L2 norms of float32 tensors on one device as a 1-D tensor: trainop's native kernel on the
-    CPU (one read pass over both threads), else ``torch._foreach_norm``."""
-    norms = native.l2_norms(tensors)
-    return norms if norms is not None else torch.stack(torch._foreach_norm(tensors, 2))
-
-
 def float32_norms(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
     """L2 norms of ``tensors`` as a 1-D float32 tensor on ``device``, one read pass.
 
@@ -82,14 +75,18 @@ def float32_norms(tensors: list[torch.Tensor], device: torch.device) -> torch.Te
         return torch.zeros(0, dtype=_F32, device=device)
     first = tensors[0]
     if first.dtype == _F32 and all(t.dtype == _F32 and t.device == device for t in tensors):
-        return foreach_l2(tensors)
+        return float32_l2_norms(tensors)
     out: list[torch.Tensor | None] = [None] * len(tensors)
     groups: dict[tuple[torch.dtype, torch.device], list[int]] = {}
     for i, t in enumerate(tensors):
         groups.setdefault((t.dtype, t.device), []).append(i)
     for (dtype, _), idx in groups.items():
-        kwargs = {} if dtype == torch.float64 else {"dtype": _F32}
-        norms = torch._foreach_norm([tensors[i] for i in idx], 2, **kwargs)
+        group = [tensors[i] for i in idx]
+        if dtype == _F32:
+            norms = float32_l2_norms(group).unbind()
+        else:
+            kwargs = {} if dtype == torch.float64 else {"dtype": _F32}
+            norms = torch._foreach_norm(group, 2, **kwargs)
         for i, n in zip(idx, norms, strict=True):
             out[i] = n
     return torch.stack([n.to(device=device, dtype=_F32) for n in out])
@@ -254,7 +251,7 @@ class Gradients(Sequence):
     def _raw_l2(self) -> torch.Tensor:
         if self._l2 is None:
             if self._uniform and self.original:
-                self._l2 = foreach_l2(self._grads)
+                self._l2 = float32_l2_norms(self._grads)
             else:
                 self._l2 = float32_norms([values_of(g) for g in self.present_grads()],
                                          self.device)

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from trainop._validation import check_int, check_real, describe
+from trainop.kernels.norms import float32_l2_norms
 from trainop.processing._batch import _times, values_of
 from trainop.processing._checks import (
     NON_NEGATIVE,
@@ -60,8 +61,10 @@ def _norm_of_norms(values: list[torch.Tensor], dtype: torch.dtype) -> torch.Tens
     acc = torch.float64 if dtype == torch.float64 else torch.float32
     kwargs = {} if dtype == torch.float64 else {"dtype": acc}
     device = values[0].device
-    norms = torch._foreach_norm(values, 2, **kwargs)
-    stacked = torch.stack([n.to(device) for n in norms])
+    if all(v.dtype == torch.float32 for v in values):
+        stacked = float32_l2_norms(values)  # the same norms as the gradient batch's
+    else:
+        stacked = torch.stack([n.to(device) for n in torch._foreach_norm(values, 2, **kwargs)])
     return stacked.square().sum().sqrt().to(dtype)
 
 
