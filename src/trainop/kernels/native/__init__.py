@@ -28,8 +28,10 @@ __all__ = ["DTYPES", "available", "l2_norms", "lazy_adam_rows", "pointers", "run
 
 SUFFIXES = {torch.float32: "f32", torch.float64: "f64"}
 DTYPES = tuple(SUFFIXES)
-_ARGTYPES = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+# The uniform signature of the rule kernels (see csrc/driver.c) and the two others.
+_RULE_ARGS = [ctypes.c_int64] + [ctypes.c_void_p] * 5 + [ctypes.c_int]
+_SQUARE_SUMS_ARGS = [ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int]
+_LAZY_ADAM_ARGS = [ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 6 + [ctypes.c_int]
 _functions: dict[str, ctypes._CFuncPtr] = {}
 
 
@@ -52,14 +54,15 @@ def pointers(lists: Sequence[Sequence[torch.Tensor]]) -> np.ndarray | None:
     return np.fromiter([t.data_ptr() for t in flat], dtype=np.uint64, count=len(flat))
 
 
-def _function(name: str):
+def _function(name: str, argtypes: list = _RULE_ARGS):
+    """The exported C function ``name`` with its argument types set (looked up once)."""
     function = _functions.get(name)
     if function is None:
         library = load()
         if library is None:
             raise RuntimeError(f"trainop's native kernels are unavailable: {unavailable_reason()}")
         function = getattr(library, name)
-        function.argtypes = _ARGTYPES
+        function.argtypes = argtypes
         function.restype = ctypes.c_int
         _functions[name] = function
     return function
@@ -121,13 +124,7 @@ def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
     addresses = pointers([tensors])
     if addresses is None:
         return None
-    function = _functions.get(f"square_sums_{dtype}")
-    if function is None:
-        function = getattr(load(), f"trainop_square_sums_{SUFFIXES[dtype]}")
-        function.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                             ctypes.c_int]
-        function.restype = ctypes.c_int
-        _functions[f"square_sums_{dtype}"] = function
+    function = _function(f"trainop_square_sums_{SUFFIXES[dtype]}", _SQUARE_SUMS_ARGS)
     numel = np.fromiter([t.numel() for t in tensors], dtype=np.int64, count=len(tensors))
     sums = torch.empty(len(tensors), dtype=torch.float64)
     if function(len(tensors), numel.ctypes.data, addresses.ctypes.data, sums.data_ptr(),
@@ -151,14 +148,7 @@ def lazy_adam_rows(var: torch.Tensor, m: torch.Tensor, v: torch.Tensor, indices:
         return False
     if indices.numel() and not (int(indices.min()) >= 0 and int(indices.max()) < var.shape[0]):
         return False  # the reference raises torch's index error
-    key = f"lazy_adam_rows_{dtype}"
-    function = _functions.get(key)
-    if function is None:
-        function = getattr(load(), f"trainop_lazy_adam_rows_{SUFFIXES[dtype]}")
-        function.argtypes = [ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 6 + [
-            ctypes.c_int]
-        function.restype = ctypes.c_int
-        _functions[key] = function
+    function = _function(f"trainop_lazy_adam_rows_{SUFFIXES[dtype]}", _LAZY_ADAM_ARGS)
     width = var[0].numel()
     hyper_array = np.asarray(hyper, dtype=np.float64)
     function(indices.numel(), width, indices.data_ptr(), values.data_ptr(), var.data_ptr(),
