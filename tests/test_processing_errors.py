@@ -322,7 +322,8 @@ ERRORS = [
     Row("pipeline_zero_grad", lambda: pipe().zero_grad(set_to_none=1), TypeError,
         r"Expected `set_to_none` to be a bool, got 1"),
     Row("pipeline_load_state_keys", lambda: pipe().load_state_dict({"stages": {}}), ValueError,
-        r"Expected `state_dict` with keys \['consecutive_skips', 'stages', 'skipped_steps'\]"),
+        r"Expected `state_dict` with keys \['consecutive_skips', 'skipped_steps', 'stages'\], "
+        r"got \['stages'\]$"),
     Row("pipeline_load_state_stages", lambda: pipe(SkipNonFinite()).load_state_dict(
         {"stages": {}, "skipped_steps": 0, "consecutive_skips": 0}), ValueError,
         r"Expected state for the stages \['check'\], got \{\}"),

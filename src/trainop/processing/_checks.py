@@ -58,11 +58,16 @@ def check_keys(name: str, given: Any, allowed: tuple[str, ...]) -> dict[str, Any
     return dict(given)
 
 
+def check_state_keys(state_dict: Any, keys: Any) -> None:
+    """A ``state_dict`` argument must be a dict with exactly ``keys``."""
+    if not isinstance(state_dict, dict) or set(state_dict) != set(keys):
+        shown = sorted(state_dict) if isinstance(state_dict, dict) else describe(state_dict)
+        raise ValueError(f"Expected `state_dict` with keys {sorted(keys)}, got {shown}")
+
+
 def load_state(own: dict[str, torch.Tensor], state_dict: Any) -> None:
     """Copy ``state_dict`` into the state tensors ``own``; the keys must match exactly."""
-    if not isinstance(state_dict, dict) or set(state_dict) != set(own):
-        shown = sorted(state_dict) if isinstance(state_dict, dict) else describe(state_dict)
-        raise ValueError(f"Expected `state_dict` with keys {sorted(own)}, got {shown}")
+    check_state_keys(state_dict, own)
     for key, tensor in own.items():
         tensor.copy_(torch.as_tensor(state_dict[key]).to(tensor.device))
 

@@ -30,6 +30,7 @@ from trainop._arguments import check_loss
 from trainop._validation import check_bool, describe
 from trainop.optimizer import Optimizer
 from trainop.processing._batch import Gradients
+from trainop.processing._checks import check_state_keys
 from trainop.processing.loss_scale import LossScale, LossScaler, as_loss_scaler
 from trainop.processing.pipeline import GradientPipeline, PipelineFrontend
 
@@ -283,10 +284,7 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a ``state_dict`` of a wrapper with the same variables; the half variables are
         set from the loaded masters."""
-        if not isinstance(state_dict, dict) or set(state_dict) != {"optimizer", "masters",
-                                                                   "loss_scaler"}:
-            raise ValueError("Expected `state_dict` with keys ['loss_scaler', 'masters', "
-                             f"'optimizer'], got {describe(state_dict)}")
+        check_state_keys(state_dict, ("optimizer", "masters", "loss_scaler"))
         masters = state_dict["masters"]
         if not isinstance(masters, list) or len(masters) != len(self._masters):
             raise ValueError(f"Expected {len(self._masters)} master copies in `state_dict`, got "

@@ -44,6 +44,7 @@ from trainop.processing._base import (
     Processor,
 )
 from trainop.processing._batch import Gradients
+from trainop.processing._checks import check_state_keys
 
 __all__ = ["GradientPipeline", "StepResult"]
 
@@ -194,10 +195,7 @@ class GradientPipeline:
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load a ``state_dict`` of a pipeline with the same stages."""
-        if not isinstance(state_dict, dict) or set(state_dict) != {
-                "skipped_steps", "consecutive_skips", "stages"}:
-            raise ValueError("Expected `state_dict` with keys ['consecutive_skips', 'stages', "
-                             f"'skipped_steps'], got {describe(state_dict)}")
+        check_state_keys(state_dict, ("skipped_steps", "consecutive_skips", "stages"))
         stages = state_dict["stages"]
         if not isinstance(stages, dict) or set(stages) != set(self.order):
             raise ValueError(f"Expected state for the stages {list(self.order)}, got "
