@@ -19,6 +19,7 @@ from test_fast_paths import EXTRAS, assert_close
 
 import trainop
 from trainop.kernels import native
+from trainop.kernels.native import build
 from trainop.registry import OPTIMIZER_CLASSES
 
 pytestmark = pytest.mark.skipif(not native.available(),
@@ -89,8 +90,9 @@ def test_automatic_choice_on_the_cpu():
 
 
 def test_unavailable_kernels_fall_back_to_foreach_and_explicit_choice_raises(monkeypatch):
-    monkeypatch.setattr(native, "available", lambda: False)
-    monkeypatch.setattr(native, "unavailable_reason", lambda: "no compiler")
+    # The loader's state when the build failed (every entry point asks the loader).
+    monkeypatch.setattr(build, "_library", None)
+    monkeypatch.setattr(build, "_reason", "no compiler")
     p = torch.zeros(3, requires_grad=True)
     opt = trainop.FtrlOptimizer(0.1, params=[p])
     hp = opt._prepare(opt.param_groups[0], torch.zeros((), dtype=torch.int64)).for_tensor(p)

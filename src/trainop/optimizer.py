@@ -628,9 +628,22 @@ class Optimizer(torch.optim.Optimizer):
         g = self._gate.scale([g])[0]
         hp = prepared.for_tensor(v)
         if g.is_sparse:
-            self._apply_sparse(v, row_slices(g), self.state[v], hp, group["non_slot"])
+            self._apply_sparse(v, self._row_slices(g, v, hp), self.state[v], hp,
+                               group["non_slot"])
         else:
             self._apply_dense(v, g, self.state[v], hp, group["non_slot"])
+
+    def _row_slices(self, grad: torch.Tensor, var: torch.Tensor, hp: Any) -> RowSlices:
+        """The distinct rows of a sparse gradient and their summed values (TF's
+        ``_apply_sparse_duplicate_indices``): on the native path found by a hash over the
+        indices (first-occurrence order, values uncopied when no row repeats), else by
+        ``coalesce`` (sorted). Every sparse rule updates each row on its own, so the order of
+        the rows does not change a result."""
+        if self._choose_implementation(var.dtype, var.device, hp) == "native":
+            rows = native.unique_rows(grad)
+            if rows is not None:
+                return rows
+        return row_slices(grad)
 
     def _choose_implementation(self, dtype: torch.dtype, device: torch.device, hp: Any) -> str:
         """Precedence: the explicit ``implementation`` argument, then defaults by device and

@@ -8,6 +8,10 @@ vectorised and shared among threads, over whole lists of tensors in one call. Th
 the same as the Python reference in ``trainop.algorithms`` in the same order of operations;
 results agree within rounding (different instruction sequences), not bit for bit.
 
+Sparse gradients (``rows``, ``csrc/rows.h``, ``csrc/unique_rows.h``): TF's deduplication of a
+gradient's rows by a hash over the indices (no sort, no copy when no row repeats), and
+LazyAdam's rule over the touched rows only, prefetching rows ahead of the loop.
+
 Requirements: CPU tensors, float32 or float64, contiguous. The library is compiled on first
 use with the system C compiler (see ``build``); without one, ``available()`` is False and the
 optimizers fall back to ``foreach``.
@@ -21,52 +25,21 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from trainop.kernels.native.build import load, unavailable_reason
+from trainop.kernels.native._binding import (
+    DTYPES,
+    SUFFIXES,
+    available,
+    function,
+    pointers,
+    supports,
+)
+from trainop.kernels.native.build import unavailable_reason
+from trainop.kernels.native.rows import lazy_adam_rows, unique_rows
 
-__all__ = ["DTYPES", "available", "l2_norms", "lazy_adam_rows", "pointers", "run", "supports",
-           "unavailable_reason"]
+__all__ = ["DTYPES", "SUFFIXES", "available", "l2_norms", "lazy_adam_rows", "pointers", "run",
+           "supports", "unavailable_reason", "unique_rows"]
 
-SUFFIXES = {torch.float32: "f32", torch.float64: "f64"}
-DTYPES = tuple(SUFFIXES)
-# The uniform signature of the rule kernels (see csrc/driver.c) and the two others.
-_RULE_ARGS = [ctypes.c_int64] + [ctypes.c_void_p] * 5 + [ctypes.c_int]
 _SQUARE_SUMS_ARGS = [ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int]
-_LAZY_ADAM_ARGS = [ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 6 + [ctypes.c_int]
-_functions: dict[str, ctypes._CFuncPtr] = {}
-
-
-def available() -> bool:
-    """Whether the kernels are built and loaded (building them on the first call)."""
-    return load() is not None
-
-
-def supports(dtype: torch.dtype, device: torch.device) -> bool:
-    """Whether tensors of this dtype and device can go to the kernels (when contiguous)."""
-    return device.type == "cpu" and dtype in SUFFIXES and available()
-
-
-def pointers(lists: Sequence[Sequence[torch.Tensor]]) -> np.ndarray | None:
-    """The data pointers of every tensor, list after list, or ``None`` if one is not contiguous
-    (the caller has checked dtype and device once per list, see ``supports``)."""
-    flat = [t for tensors in lists for t in tensors]
-    if not all([t.is_contiguous() for t in flat]):
-        return None
-    return np.fromiter([t.data_ptr() for t in flat], dtype=np.uint64, count=len(flat))
-
-
-def _function(name: str, argtypes: list = _RULE_ARGS):
-    """The exported C function ``name`` with its argument types set (looked up once)."""
-    function = _functions.get(name)
-    if function is None:
-        library = load()
-        if library is None:
-            raise RuntimeError(f"trainop's native kernels are unavailable: {unavailable_reason()}")
-        function = getattr(library, name)
-        function.argtypes = argtypes
-        function.restype = ctypes.c_int
-        _functions[name] = function
-    return function
-
 
 def _scalar(value: torch.Tensor | None) -> torch.Tensor | None:
     """A 0-dim tensor as a float64 CPU tensor the kernel can read (``None`` stays ``None``)."""
@@ -91,7 +64,7 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[floa
     variables = lists[0]
     if not variables:
         return
-    function = _function(f"trainop_{rule}_{SUFFIXES[variables[0].dtype]}")
+    kernel = function(f"trainop_{rule}_{SUFFIXES[variables[0].dtype]}")
     if addresses is None:
         addresses = pointers(lists)
         if addresses is None:
@@ -102,7 +75,7 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[floa
     hyper_array = np.asarray(hyper, dtype=np.float64)
     multiplier = _scalar(multiplier)
     found_inf = _scalar(found_inf)
-    status = function(len(variables), numel.ctypes.data, addresses.ctypes.data,
+    status = kernel(len(variables), numel.ctypes.data, addresses.ctypes.data,
                       hyper_array.ctypes.data,
                       None if multiplier is None else multiplier.data_ptr(),
                       None if found_inf is None else found_inf.data_ptr(),
@@ -124,33 +97,12 @@ def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
     addresses = pointers([tensors])
     if addresses is None:
         return None
-    function = _function(f"trainop_square_sums_{SUFFIXES[dtype]}", _SQUARE_SUMS_ARGS)
+    kernel = function(f"trainop_square_sums_{SUFFIXES[dtype]}", _SQUARE_SUMS_ARGS)
     numel = np.fromiter([t.numel() for t in tensors], dtype=np.int64, count=len(tensors))
     sums = torch.empty(len(tensors), dtype=torch.float64)
-    if function(len(tensors), numel.ctypes.data, addresses.ctypes.data, sums.data_ptr(),
+    if kernel(len(tensors), numel.ctypes.data, addresses.ctypes.data, sums.data_ptr(),
                 torch.get_num_threads()) != 0:
         raise MemoryError("trainop's native norm kernel could not allocate its work plan")
     return sums.sqrt_().to(torch.float32)
 
 
-def lazy_adam_rows(var: torch.Tensor, m: torch.Tensor, v: torch.Tensor, indices: torch.Tensor,
-                   values: torch.Tensor, hyper: Sequence[float]) -> bool:
-    """LazyAdam's sparse update of the rows ``indices`` (unique) in one threaded pass; returns
-    False (nothing done) where the kernel cannot run these tensors, so the caller runs the
-    reference. ``hyper``: alpha, beta1, beta2, epsilon."""
-    dtype = var.dtype
-    if (not supports(dtype, var.device) or var.dim() == 0 or indices.dtype != torch.int64
-            or not all(t.dtype == dtype and t.device.type == "cpu" and t.is_contiguous()
-                       for t in (m, v, values))
-            or not (m.shape == v.shape == var.shape and var.is_contiguous()
-                    and indices.is_contiguous() and indices.dim() == 1
-                    and values.shape == (indices.numel(), *var.shape[1:]))):
-        return False
-    if indices.numel() and not (int(indices.min()) >= 0 and int(indices.max()) < var.shape[0]):
-        return False  # the reference raises torch's index error
-    function = _function(f"trainop_lazy_adam_rows_{SUFFIXES[dtype]}", _LAZY_ADAM_ARGS)
-    width = var[0].numel()
-    hyper_array = np.asarray(hyper, dtype=np.float64)
-    function(indices.numel(), width, indices.data_ptr(), values.data_ptr(), var.data_ptr(),
-             m.data_ptr(), v.data_ptr(), hyper_array.ctypes.data, torch.get_num_threads())
-    return True

@@ -161,6 +161,7 @@ static int drive(int n_lists, int64_t n_tensors, const int64_t *numel,
 #define FABS fabsf
 #define SUFFIX f32
 #include "rules.h"
+#include "rows.h"
 #undef real
 #undef SFX
 #undef SQRT
@@ -175,6 +176,9 @@ static int drive(int n_lists, int64_t n_tensors, const int64_t *numel,
 #define FABS fabs
 #define SUFFIX f64
 #include "rules.h"
+#include "rows.h"
+
+#include "unique_rows.h"
 
 /* Version of the calling convention, checked by the loader. */
 int trainop_abi_version(void) { return 1; }

@@ -269,35 +269,6 @@ RANGE(adam_apply) {
 }
 EXPORT(adam_apply, 3)
 
-/* LazyAdam's sparse rule: only the rows `indices` (unique, n_rows of them, each `width`
- * elements) of m, v and var change; `values` holds the rows' summed gradients.
- * hyper: alpha, beta1, beta2, epsilon.
- *   m[r] = m[r]*beta1 + g*(1-beta1); v[r] = v[r]*beta2 + g*g*(1-beta2)
- *   var[r] -= alpha*m[r]/(sqrt(v[r]) + eps)
- * Rows are shared among threads (they are distinct, so no two threads touch one row). */
-int SFX(trainop_lazy_adam_rows)(int64_t n_rows, int64_t width, const int64_t *indices,
-                                const real *values, real *var, real *m, real *v,
-                                const double *hyper, int n_threads) {
-    const real alpha = (real)hyper[0], beta1 = (real)hyper[1], beta2 = (real)hyper[2];
-    const real eps = (real)hyper[3];
-    const real one_minus_beta1 = (real)(1.0 - hyper[1]), one_minus_beta2 = (real)(1.0 - hyper[2]);
-    const int threads = n_rows * width > PARALLEL_ABOVE && n_threads > 1 ? n_threads : 1;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int64_t k = 0; k < n_rows; ++k) {
-        const int64_t base = indices[k] * width;
-        const real *restrict g = values + k * width;
-        real *restrict mr = m + base, *restrict vr = v + base, *restrict xr = var + base;
-        for (int64_t j = 0; j < width; ++j) {
-            const real mj = mr[j] * beta1 + g[j] * one_minus_beta1;
-            const real vj = vr[j] * beta2 + g[j] * g[j] * one_minus_beta2;
-            mr[j] = mj;
-            vr[j] = vj;
-            xr[j] += -(alpha * mj / (SQRT(vj) + eps));
-        }
-    }
-    return 0;
-}
-
 /* NovoGrad's elementwise part; per_tensor holds each tensor's denominator (float32).
  * hyper: lr, beta1, beta2, epsilon, weight_decay, grad_averaging, persistent.
  *   d = g/denominator (+ var*wd) (* (1-beta1)); m = m*beta1 + d; var -= m*lr */

@@ -1,0 +1,54 @@
+"""The loaded kernel library as Python sees it: which dtypes and devices it serves, the data
+pointers it is handed, and its exported C functions with their argument types."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from trainop.kernels.native.build import load, unavailable_reason
+
+SUFFIXES = {torch.float32: "f32", torch.float64: "f64"}
+DTYPES = tuple(SUFFIXES)
+# The uniform signature of the rule kernels (see csrc/driver.c).
+RULE_ARGS = [ctypes.c_int64] + [ctypes.c_void_p] * 5 + [ctypes.c_int]
+_functions: dict[str, ctypes._CFuncPtr] = {}
+_data_ptr = torch.Tensor.data_ptr
+_is_contiguous = torch.Tensor.is_contiguous
+
+
+def available() -> bool:
+    """Whether the kernels are built and loaded (building them on the first call)."""
+    return load() is not None
+
+
+def supports(dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether tensors of this dtype and device can go to the kernels (when contiguous)."""
+    return device.type == "cpu" and dtype in SUFFIXES and available()
+
+
+def pointers(lists: Sequence[Sequence[torch.Tensor]]) -> np.ndarray | None:
+    """The data pointers of every tensor, list after list, or ``None`` if one is not contiguous
+    (the caller has checked dtype and device once per list, see ``supports``)."""
+    flat = [t for tensors in lists for t in tensors]
+    if not all(map(_is_contiguous, flat)):
+        return None
+    return np.fromiter(map(_data_ptr, flat), dtype=np.uint64, count=len(flat))
+
+
+def function(name: str, argtypes: list = RULE_ARGS, restype=ctypes.c_int):
+    """The exported C function ``name`` with its argument and result types set (looked up
+    once); raises ``RuntimeError`` where the kernels are unavailable."""
+    found = _functions.get(name)
+    if found is None:
+        library = load()
+        if library is None:
+            raise RuntimeError(f"trainop's native kernels are unavailable: {unavailable_reason()}")
+        found = getattr(library, name)
+        found.argtypes = argtypes
+        found.restype = restype
+        _functions[name] = found
+    return found

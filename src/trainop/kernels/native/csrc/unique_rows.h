@@ -1,0 +1,45 @@
+/* The distinct row indices of a sparse gradient, in order of first occurrence (TF's `unique`,
+ * which `_apply_sparse_duplicate_indices` runs before every sparse update). Included once by
+ * driver.c.
+ *
+ * trainop_unique_rows(n, indices, limit, slot_of, first_of):
+ *   slot_of[k]  = the position of indices[k] among the distinct indices (k < n);
+ *   first_of[s] = the k of the first occurrence of distinct index s (s < the return value).
+ * Returns the number of distinct indices, -1 if an index lies outside [0, limit) (then the
+ * caller lets torch raise its index error), or -2 when out of memory.
+ *
+ * An open-addressing hash table of at least twice n entries (linear probing, Fibonacci
+ * hashing): one pass over the indices, memory in proportion to n, not to the table's rows. */
+int64_t trainop_unique_rows(int64_t n, const int64_t *indices, int64_t limit, int64_t *slot_of,
+                            int64_t *first_of) {
+    int bits = 1;
+    while (((int64_t)1 << bits) < 2 * n) ++bits;
+    const int64_t capacity = (int64_t)1 << bits, mask = capacity - 1;
+    int64_t *keys = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
+    int64_t *slots = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
+    if (!keys || !slots) {
+        free(keys);
+        free(slots);
+        return -2;
+    }
+    for (int64_t h = 0; h < capacity; ++h) keys[h] = -1;
+    int64_t distinct = 0;
+    for (int64_t k = 0; k < n; ++k) {
+        const int64_t row = indices[k];
+        if (row < 0 || row >= limit) {
+            distinct = -1;
+            break;
+        }
+        int64_t h = (int64_t)(((uint64_t)row * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - bits));
+        while (keys[h] != -1 && keys[h] != row) h = (h + 1) & mask;
+        if (keys[h] == -1) {
+            keys[h] = row;
+            slots[h] = distinct;
+            first_of[distinct++] = k;
+        }
+        slot_of[k] = slots[h];
+    }
+    free(keys);
+    free(slots);
+    return distinct;
+}

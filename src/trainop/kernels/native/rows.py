@@ -1,0 +1,86 @@
+"""Sparse gradients on the native kernels: TF's deduplication of a gradient's rows, and
+LazyAdam's update of only the touched rows.
+
+A COO gradient from ``nn.Embedding(sparse=True)`` comes uncoalesced: its rows in lookup
+order, repeated where a token repeats. TF hands every sparse update the distinct rows (in order
+of first occurrence) and their summed values (``unique`` + ``unsorted_segment_sum``).
+``torch.Tensor.coalesce`` gives the same rows sorted, but sorts and copies every value even
+when no row repeats; ``unique_rows`` finds the distinct rows with a hash table over the indices
+and returns the gradient's own values, uncopied, when none repeats.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from trainop._sparse import RowSlices
+from trainop.kernels.native._binding import SUFFIXES, function, supports
+
+__all__ = ["lazy_adam_rows", "unique_rows"]
+
+_UNIQUE_ARGS = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                ctypes.c_void_p]
+_SUM_ARGS = [ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 4
+_LAZY_ADAM_ARGS = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 6 + [ctypes.c_int]
+
+
+def unique_rows(grad: torch.Tensor) -> RowSlices | None:
+    """The distinct rows of a sparse COO gradient with one sparse dimension, in order of first
+    occurrence, and each row's values summed in the order given (TF's order); ``None`` where
+    the kernels cannot read it (not a CPU float32/float64 tensor with one sparse dimension) or
+    an index is out of range (then ``trainop._sparse.row_slices`` gives torch's error).
+
+    Already coalesced, or with no repeated row: the gradient's own indices and values (no
+    copy). Cost: one pass over the indices, plus one over the values where rows repeat.
+    """
+    if (not grad.is_sparse or grad.sparse_dim() != 1 or grad.dim() < 1
+            or not supports(grad.dtype, grad.device)):
+        return None
+    indices, values = grad._indices()[0], grad._values()
+    if grad.is_coalesced():
+        return RowSlices(indices, values)
+    indices, values = indices.contiguous(), values.contiguous()
+    n = indices.numel()
+    slot_of = torch.empty(n, dtype=torch.int64)
+    first_of = torch.empty(n, dtype=torch.int64)
+    distinct = function("trainop_unique_rows", _UNIQUE_ARGS, ctypes.c_int64)(
+        n, indices.data_ptr(), grad.shape[0], slot_of.data_ptr(), first_of.data_ptr())
+    if distinct == -2:
+        raise MemoryError("trainop's native unique_rows could not allocate its hash table")
+    if distinct < 0:
+        return None
+    if distinct == n:
+        return RowSlices(indices, values)
+    first_of = first_of[:distinct]
+    summed = values.new_empty((distinct, *values.shape[1:]))
+    function(f"trainop_sum_rows_{SUFFIXES[values.dtype]}", _SUM_ARGS, None)(
+        n, math.prod(values.shape[1:]), values.data_ptr(), slot_of.data_ptr(),
+        first_of.data_ptr(), summed.data_ptr())
+    return RowSlices(indices.index_select(0, first_of), summed)
+
+
+def lazy_adam_rows(var: torch.Tensor, m: torch.Tensor, v: torch.Tensor, indices: torch.Tensor,
+                   values: torch.Tensor, hyper: Sequence[float]) -> bool:
+    """LazyAdam's sparse update of the rows ``indices`` (distinct) in one threaded pass;
+    returns False (nothing done) where the kernel cannot run these tensors or an index is out
+    of range, so the caller runs the reference (which raises torch's error).
+    ``hyper``: alpha, beta1, beta2, epsilon."""
+    dtype = var.dtype
+    if (not supports(dtype, var.device) or var.dim() == 0 or indices.dtype != torch.int64
+            or not all(t.dtype == dtype and t.device.type == "cpu" and t.is_contiguous()
+                       for t in (m, v, values))
+            or not (m.shape == v.shape == var.shape and var.is_contiguous()
+                    and indices.is_contiguous() and indices.dim() == 1
+                    and values.shape == (indices.numel(), *var.shape[1:]))):
+        return False
+    kernel = function(f"trainop_lazy_adam_rows_{SUFFIXES[dtype]}", _LAZY_ADAM_ARGS)
+    hyper_array = np.asarray(hyper, dtype=np.float64)
+    status = kernel(indices.numel(), math.prod(var.shape[1:]), var.shape[0], indices.data_ptr(),
+                    values.data_ptr(), var.data_ptr(), m.data_ptr(), v.data_ptr(),
+                    hyper_array.ctypes.data, torch.get_num_threads())
+    return status == 0

@@ -1,0 +1,101 @@
+"""The native deduplication of sparse gradients (``native.unique_rows``) against TF's
+``unique`` + ``unsorted_segment_sum`` and torch's ``coalesce``, and its corner cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_fast_paths import assert_close
+
+import trainop
+from trainop.kernels import native
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="native kernels unavailable")
+
+
+def sparse(indices, values, shape):
+    return torch.sparse_coo_tensor(torch.as_tensor(indices)[None], values, shape)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_rows_and_sums_equal_tf_unique_and_unsorted_segment_sum(tf, dtype):
+    gen = torch.Generator().manual_seed(0)
+    indices = torch.randint(0, 50, (400,), generator=gen)
+    # Magnitudes far apart, so that another summation order would round differently.
+    values = torch.randn(400, 3, generator=gen, dtype=dtype) * torch.logspace(
+        -4, 8, 400, dtype=dtype)[:, None]
+    rows = native.unique_rows(sparse(indices, values, (50, 3)))
+    unique, position = tf.unique(indices.numpy())
+    summed = tf.math.unsorted_segment_sum(values.numpy(), position, tf.size(unique))
+    assert rows.indices.tolist() == unique.numpy().tolist()  # first-occurrence order
+    assert np.array_equal(rows.values.numpy(), summed.numpy())  # bit for bit
+
+
+def test_sums_equal_coalesce_as_a_mapping():
+    gen = torch.Generator().manual_seed(1)
+    indices = torch.randint(0, 1000, (5000,), generator=gen)
+    values = torch.randn(5000, 2, 4, generator=gen, dtype=torch.float64)
+    grad = sparse(indices, values, (1000, 2, 4))
+    rows, coalesced = native.unique_rows(grad), grad.coalesce()
+    order = torch.argsort(rows.indices)
+    assert torch.equal(rows.indices[order], coalesced.indices()[0])
+    torch.testing.assert_close(rows.values[order], coalesced.values(), rtol=1e-14, atol=1e-14)
+
+
+def test_distinct_or_coalesced_rows_are_not_copied():
+    values = torch.randn(3, 4)
+    for grad in (sparse([7, 2, 5], values, (9, 4)), sparse([7, 2, 5], values, (9, 4)).coalesce()):
+        rows = native.unique_rows(grad)
+        assert rows.values.data_ptr() == grad._values().data_ptr()
+        assert rows.indices.tolist() == grad._indices()[0].tolist()
+
+
+def test_vectors_and_empty_gradients():
+    grad = sparse([3, 1, 3], torch.tensor([1.0, 2.0, 4.0]), (5,))
+    rows = native.unique_rows(grad)
+    assert rows.indices.tolist() == [3, 1] and rows.values.tolist() == [5.0, 2.0]
+    empty = native.unique_rows(sparse(torch.zeros(0, dtype=torch.int64), torch.zeros(0, 2),
+                                      (4, 2)))
+    assert empty.indices.numel() == 0 and empty.values.shape == (0, 2)
+
+
+def test_declines_what_it_cannot_read():
+    assert native.unique_rows(sparse([0, 9], torch.ones(2, 2), (4, 2))) is None  # out of range
+    assert native.unique_rows(sparse([0, -1], torch.ones(2, 2), (4, 2))) is None
+    assert native.unique_rows(sparse([0, 1], torch.ones(2, 2, dtype=torch.float16),
+                                     (4, 2))) is None
+    two_dims = torch.sparse_coo_tensor([[0, 1], [1, 0]], torch.ones(2), (2, 2))
+    assert native.unique_rows(two_dims) is None
+
+
+@pytest.mark.parametrize("name", ["LazyAdamOptimizer", "AdagradOptimizer", "FtrlOptimizer"])
+def test_out_of_range_rows_raise_torchs_error_and_change_nothing(name):
+    table = torch.zeros(5, 2, requires_grad=True)
+    opt = getattr(trainop, name)(0.1, params=[table])
+    table.grad = sparse([1, 1], torch.ones(2, 2), (5, 2))
+    opt.step()
+    before = ({k: v.clone() for k, v in opt.state[table].items()}, table.detach().clone())
+    table.grad = sparse([1, 7], torch.ones(2, 2), (5, 2))
+    with pytest.raises(IndexError):
+        opt.step()
+    assert torch.equal(table, before[1])
+    assert all(torch.equal(opt.state[table][k], v) for k, v in before[0].items())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("name", ["LazyAdamOptimizer", "AdagradOptimizer",
+                                  "ProximalAdagradOptimizer", "MomentumOptimizer"])
+def test_optimizers_with_repeated_rows_equal_the_reference(name, dtype):
+    def run(implementation):
+        gen = torch.Generator().manual_seed(3)
+        table = torch.randn(300, 8, generator=gen, dtype=dtype).requires_grad_()
+        opt = getattr(trainop, name)(0.1, params=[table], implementation=implementation,
+                                     **({"momentum": 0.9} if "Momentum" in name else {}))
+        for _ in range(5):
+            rows = torch.randint(0, 300, (500,), generator=gen)
+            table.grad = sparse(rows, torch.randn(500, 8, generator=gen, dtype=dtype),
+                                table.shape)
+            opt.step()
+        return [table], [opt.state[table]]
+    assert_close(run("native"), run("reference"), rtol=1e-6 if dtype == torch.float32 else 1e-13)
