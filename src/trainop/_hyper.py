@@ -19,9 +19,10 @@ import torch
 
 from trainop._validation import describe
 
-__all__ = ["Prepared", "evaluate_hyper", "tf_round"]
+__all__ = ["Prepared", "evaluate_hyper", "plain_snapshot", "tf_round"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+_PLAIN = frozenset({float, int, bool, str, type(None)})
 
 
 def tf_round(value: float, dtype: torch.dtype) -> float:
@@ -93,3 +94,19 @@ class Prepared:
         if isinstance(value, float) and math.isfinite(value) and key not in self.exact:
             return tf_round(value, var.dtype)
         return value
+
+
+def plain_snapshot(values: dict[str, Any], skip: tuple[str, ...]) -> tuple | None:
+    """The hyperparameters of a group (keys not in ``skip``) as a comparable tuple, or ``None``
+    when one is not a plain value (a tensor, which may change in place, a callable or a
+    policy: those are evaluated at every step). Floats are compared by their bits
+    (``float.hex``: ``-0.0`` differs from ``0.0``, and a NaN equals itself)."""
+    out = []
+    for key, value in values.items():
+        if key in skip:
+            continue
+        kind = type(value)
+        if kind not in _PLAIN:
+            return None
+        out.append((key, kind, value.hex() if kind is float else value))
+    return tuple(out)

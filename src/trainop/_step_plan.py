@@ -27,6 +27,9 @@ class Bucket:
     # What the native branch last checked (the variables' and slots' data pointers and the
     # variables' sizes): while they are the same, so are the storages and sizes it checked.
     native_checked: Any = None
+    # The implementation chosen for these hyperparameters (the namespace of a reused Prepared).
+    chosen_for: Any = None
+    implementation: str | None = None
 
 
 @dataclass

@@ -53,7 +53,7 @@ from trainop._arguments import (
     describe_var,
 )
 from trainop._gate import NO_GATE, Gate, make_gate
-from trainop._hyper import Prepared, evaluate_hyper
+from trainop._hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop._sparse import RowSlices, row_slices, update_rows
 from trainop._step_plan import Bucket, StepPlan, build_plan, group_shape_key
 from trainop._validation import (
@@ -143,6 +143,7 @@ class Optimizer(torch.optim.Optimizer):
         self._validate_group_values(defaults)
         self._param_index_cache: dict[int, int] | None = None
         self._step_plan: StepPlan | None = None
+        self._hyper_cache: dict[int, tuple[dict, tuple, Prepared]] = {}
         self._gate = NO_GATE
         self._flat: FlatLayout | None = None
         self._tf_group: dict[str, Any] | None = None
@@ -441,6 +442,7 @@ class Optimizer(torch.optim.Optimizer):
         """Forget the caches derived from the param groups and the state."""
         self._param_index_cache = None
         self._step_plan = None
+        self._hyper_cache: dict[int, tuple[dict, tuple, Prepared]] = {}
 
     def _current_plan(self) -> StepPlan | None:
         plan = self._step_plan
@@ -471,7 +473,7 @@ class Optimizer(torch.optim.Optimizer):
         for bucket in plan.buckets:
             if bucket.group_index not in prepared:
                 group = self.param_groups[bucket.group_index]
-                prepared[bucket.group_index] = self._prepare(group, group["non_slot"]["step"])
+                prepared[bucket.group_index] = self._step_hyper(group)
         for gi, hp in prepared.items():
             self._ensure_non_slot(self.param_groups[gi], hp)
         for bucket in plan.buckets:
@@ -536,6 +538,20 @@ class Optimizer(torch.optim.Optimizer):
                 prepared[key] = value
         return Prepared(prepared, exact=self._exact_keys)
 
+    def _step_hyper(self, group: dict[str, Any]) -> Prepared:
+        """``_prepare`` for one step of ``group``, reused while each of its hyperparameters is
+        the same plain value as before (a scheduler that writes ``group["lr"]`` gets a new one;
+        groups with tensors, callables or policies are evaluated at every step)."""
+        snapshot = plain_snapshot(group, _GROUP_BOOKKEEPING)
+        if snapshot is None:
+            return self._prepare(group, group["non_slot"]["step"])
+        cached = self._hyper_cache.get(id(group))
+        if cached is not None and cached[0] is group and cached[1] == snapshot:
+            return cached[2]
+        prepared = self._prepare(group, group["non_slot"]["step"])
+        self._hyper_cache[id(group)] = (group, snapshot, prepared)
+        return prepared
+
     def _apply_pairs(self, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Register new variables, create slots, update every pair, finish every group."""
         index = self._param_index()
@@ -544,7 +560,7 @@ class Optimizer(torch.optim.Optimizer):
         prepared: dict[int, Prepared] = {}
         for gi in dict.fromkeys(index[id(v)] for _, v in pairs if id(v) in index):
             group = self.param_groups[gi]
-            prepared[gi] = self._prepare(group, group["non_slot"]["step"])
+            prepared[gi] = self._step_hyper(group)
         tf_prepared = None
         if new_vars:
             tf_group = self._tf_group
@@ -597,7 +613,12 @@ class Optimizer(torch.optim.Optimizer):
 
         ``bucket``: the step plan's bucket, where the native branch remembers the slots it has
         checked (the C kernels index every slot like its variable)."""
-        implementation = self._choose_implementation(vs[0].dtype, vs[0].device, hp)
+        if bucket is not None and bucket.chosen_for is hp:
+            implementation = bucket.implementation  # the same hyperparameters as last step
+        else:
+            implementation = self._choose_implementation(vs[0].dtype, vs[0].device, hp)
+            if bucket is not None:
+                bucket.chosen_for, bucket.implementation = hp, implementation
         gate = self._gate
         if implementation == "native":
             rule, slots, hyper = self._native_rule(vs, slot_lists, hp, non_slot)
