@@ -12,9 +12,14 @@ step takes the general, fully validated path.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import torch
+
+# Attribute readers for map(): a list of tensors read without a Python loop body.
+_GRAD, _LAYOUT = attrgetter("grad"), attrgetter("layout")
+_SHAPE, _DTYPE = attrgetter("shape"), attrgetter("dtype")
 
 
 @dataclass
@@ -54,13 +59,13 @@ class StepPlan:
         cost less than a Python condition per tensor. A parameter changed in place since then
         (``p.data = ...``) is caught where it matters: torch's kernels check sizes, and the
         native branch re-checks sizes whenever a parameter's or slot's storage or size moved."""
-        grads = [p.grad for p in self.params]
+        grads = list(map(_GRAD, self.params))
         try:
-            layouts = [g.layout for g in grads]
+            layouts = list(map(_LAYOUT, grads))
         except AttributeError:  # a missing gradient
             return None
-        if (layouts != self.layouts or [g.shape for g in grads] != self.shapes
-                or [g.dtype for g in grads] != self.dtypes):
+        if (layouts != self.layouts or list(map(_SHAPE, grads)) != self.shapes
+                or list(map(_DTYPE, grads)) != self.dtypes):
             return None
         return grads
 
@@ -76,7 +81,7 @@ def build_plan(param_groups, state) -> StepPlan | None:
     seen: set[int] = set()
     for gi, group in enumerate(param_groups):
         for p in group["params"]:
-            if id(p) in seen or p not in state:
+            if id(p) in seen or not state.get(p):  # no slots yet (or an empty entry)
                 return None
             seen.add(id(p))
             buckets.setdefault((gi, p.dtype, p.device), []).append(p)

@@ -625,7 +625,7 @@ class Optimizer(torch.optim.Optimizer):
             lists = [vs, gs, *slots]
             addresses = native.pointers(lists)
             if addresses is not None:
-                numel = np.fromiter([v.numel() for v in vs], dtype=np.int64, count=len(vs))
+                numel = np.fromiter(map(torch.Tensor.numel, vs), dtype=np.int64, count=len(vs))
                 if _sizes_fit(vs, gs, slot_lists, addresses, numel, bucket):
                     native.run(rule, lists, hyper, multiplier=gate.multiplier,
                                found_inf=gate.found_inf, addresses=addresses, numel=numel)
