@@ -74,14 +74,16 @@ def group_shape_key(param_groups) -> tuple:
     return tuple((id(g["params"]), len(g["params"])) for g in param_groups)
 
 
-def build_plan(param_groups, state) -> StepPlan | None:
-    """The plan for these groups, or ``None`` if some parameter has no slots yet or appears
-    twice (then the general path runs, which creates slots and handles repeats)."""
+def build_plan(param_groups, state, slot_names) -> StepPlan | None:
+    """The plan for these groups, or ``None`` if some parameter lacks one of its group's
+    ``slot_names`` (no slots yet; reading ``opt.state[p]`` leaves an empty entry behind) or
+    appears twice (then the general path runs, which creates slots and handles repeats)."""
     buckets: dict[tuple, list[torch.Tensor]] = {}
     seen: set[int] = set()
     for gi, group in enumerate(param_groups):
         for p in group["params"]:
-            if id(p) in seen or not state.get(p):  # no slots yet (or an empty entry)
+            slots = state.get(p)
+            if id(p) in seen or slots is None or any(n not in slots for n in slot_names[gi]):
                 return None
             seen.add(id(p))
             buckets.setdefault((gi, p.dtype, p.device), []).append(p)

@@ -447,7 +447,8 @@ class Optimizer(torch.optim.Optimizer):
     def _current_plan(self) -> StepPlan | None:
         plan = self._step_plan
         if plan is None or plan.shape_key != group_shape_key(self.param_groups):
-            plan = build_plan(self.param_groups, self.state)
+            slot_names = [[spec.name for spec in self._slot_specs(g)] for g in self.param_groups]
+            plan = build_plan(self.param_groups, self.state, slot_names)
             if self._flat is not None:
                 plan = flat_plan(self._flat, plan)
             self._step_plan = plan
