@@ -442,7 +442,7 @@ class Optimizer(torch.optim.Optimizer):
         """Forget the caches derived from the param groups and the state."""
         self._param_index_cache = None
         self._step_plan = None
-        self._hyper_cache: dict[int, tuple[dict, tuple, Prepared]] = {}
+        self._hyper_cache = {}
 
     def _current_plan(self) -> StepPlan | None:
         plan = self._step_plan
@@ -614,6 +614,8 @@ class Optimizer(torch.optim.Optimizer):
 
         ``bucket``: the step plan's bucket, where the native branch remembers the slots it has
         checked (the C kernels index every slot like its variable)."""
+        # Only step() passes a plan bucket; there the choice depends on dtype, device and hp
+        # alone (a decay_var_list, which also steers it, exists only inside apply_gradients).
         if bucket is not None and bucket.chosen_for is hp:
             implementation = bucket.implementation  # the same hyperparameters as last step
         else:
@@ -626,7 +628,7 @@ class Optimizer(torch.optim.Optimizer):
             lists = [vs, gs, *slots]
             addresses = native.pointers(lists)
             if addresses is not None:
-                numel = np.fromiter(map(torch.Tensor.numel, vs), dtype=np.int64, count=len(vs))
+                numel = native.sizes(vs)
                 if _sizes_fit(vs, gs, slot_lists, addresses, numel, bucket):
                     native.run(rule, lists, hyper, multiplier=gate.multiplier,
                                found_inf=gate.found_inf, addresses=addresses, numel=numel)

@@ -31,13 +31,14 @@ from trainop.kernels.native._binding import (
     available,
     function,
     pointers,
+    sizes,
     supports,
 )
 from trainop.kernels.native.build import unavailable_reason
 from trainop.kernels.native.rows import lazy_adam_rows, unique_rows
 
 __all__ = ["DTYPES", "SUFFIXES", "available", "l2_norms", "lazy_adam_rows", "pointers", "run",
-           "supports", "unavailable_reason", "unique_rows"]
+           "sizes", "supports", "unavailable_reason", "unique_rows"]
 
 _SQUARE_SUMS_ARGS = [ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int]
 
@@ -70,8 +71,7 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[floa
         if addresses is None:
             raise ValueError(f"trainop's native {rule} kernel needs contiguous tensors")
     if numel is None:
-        numel = np.fromiter([t.numel() for t in variables], dtype=np.int64,
-                            count=len(variables))
+        numel = sizes(variables)
     hyper_array = np.asarray(hyper, dtype=np.float64)
     multiplier = _scalar(multiplier)
     found_inf = _scalar(found_inf)
@@ -98,7 +98,7 @@ def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
     if addresses is None:
         return None
     kernel = function(f"trainop_square_sums_{SUFFIXES[dtype]}", _SQUARE_SUMS_ARGS)
-    numel = np.fromiter([t.numel() for t in tensors], dtype=np.int64, count=len(tensors))
+    numel = sizes(tensors)
     sums = torch.empty(len(tensors), dtype=torch.float64)
     if kernel(len(tensors), numel.ctypes.data, addresses.ctypes.data, sums.data_ptr(),
                 torch.get_num_threads()) != 0:

@@ -18,6 +18,7 @@ RULE_ARGS = [ctypes.c_int64] + [ctypes.c_void_p] * 5 + [ctypes.c_int]
 _functions: dict[str, ctypes._CFuncPtr] = {}
 _data_ptr = torch.Tensor.data_ptr
 _is_contiguous = torch.Tensor.is_contiguous
+_numel = torch.Tensor.numel
 
 
 def available() -> bool:
@@ -37,6 +38,11 @@ def pointers(lists: Sequence[Sequence[torch.Tensor]]) -> np.ndarray | None:
     if not all(map(_is_contiguous, flat)):
         return None
     return np.fromiter(map(_data_ptr, flat), dtype=np.uint64, count=len(flat))
+
+
+def sizes(tensors: Sequence[torch.Tensor]) -> np.ndarray:
+    """Each tensor's number of elements, as the int64 array the kernels take."""
+    return np.fromiter(map(_numel, tensors), dtype=np.int64, count=len(tensors))
 
 
 def function(name: str, argtypes: list = RULE_ARGS, restype=ctypes.c_int):

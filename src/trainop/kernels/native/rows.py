@@ -38,8 +38,7 @@ def unique_rows(grad: torch.Tensor) -> RowSlices | None:
     Already coalesced, or with no repeated row: the gradient's own indices and values (no
     copy). Cost: one pass over the indices, plus one over the values where rows repeat.
     """
-    if (not grad.is_sparse or grad.sparse_dim() != 1 or grad.dim() < 1
-            or not supports(grad.dtype, grad.device)):
+    if not grad.is_sparse or grad.sparse_dim() != 1 or not supports(grad.dtype, grad.device):
         return None
     indices, values = grad._indices()[0], grad._values()
     if grad.is_coalesced():
