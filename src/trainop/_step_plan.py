@@ -42,6 +42,9 @@ class StepPlan:
     params: list[torch.Tensor]  # every parameter, bucket by bucket
     buckets: list[Bucket]
     shape_key: tuple  # (id(params list), len) per group, to notice direct edits of the groups
+    # The optimizer's state object and its change count when the plan was built (see _state).
+    state: Any = field(default=None, init=False)
+    state_version: int = field(default=-1, init=False)
     # Filled from the parameters when the plan is built: their shapes and dtypes then, and
     # torch.strided for each (what the gradients must be).
     shapes: list = field(init=False)

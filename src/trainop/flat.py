@@ -269,18 +269,47 @@ def zero_flat_grads(layout: FlatLayout) -> None:
         torch._foreach_zero_(grads)
 
 
+def relink(layout: FlatLayout) -> None:
+    """After the layout was copied with its optimizer: make every parameter and gradient
+    view a view of the copied buffers again and record the new addresses. ``deepcopy`` keeps
+    views as views (nothing to do); ``pickle`` copies each view on its own, so the values go
+    back into the buffers (the slots follow when the next step re-attaches the state)."""
+    with torch.no_grad():
+        for b in layout.buckets:
+            for i, (p, offset) in enumerate(zip(b.params, b.offsets, strict=True)):
+                span = slice(offset, offset + p.numel())
+                view = b.param_buffer[span].view_as(p)
+                if p.data_ptr() != view.data_ptr():
+                    view.copy_(p.detach())
+                    p.data = view
+                grad_view = b.grad_buffer[span].view_as(p)
+                old = b.grad_views[i]
+                if old.data_ptr() != grad_view.data_ptr():
+                    grad_view.copy_(old)
+                    b.grad_views[i] = grad_view
+                    if p.grad is old or p.grad is None:
+                        p.grad = grad_view
+            b.data_ptrs = [p.data_ptr() for p in b.params]
+
+
 def reattach(layout: FlatLayout, optimizer: Any) -> None:
-    """After ``load_state_dict``: copy loaded slots into the slot views, and make the views
-    the parameters' state again."""
+    """After the state changed (``load_state_dict``, a slot replaced by the user, new slots
+    made after a reset): copy every slot that is not its view into the view, and make the view
+    the parameter's state again. A slot missing from the state stays missing (the next step
+    makes a fresh one, which the step after that copies in)."""
     with torch.no_grad():
         for b in layout.buckets:
             for p, offset in zip(b.params, b.offsets, strict=True):
+                state = optimizer.state.get(p)
+                if not state:
+                    continue
                 span = slice(offset, offset + p.numel())
-                state = optimizer.state[p]
                 for name, buf in b.slot_buffers.items():
+                    slot = state.get(name)
+                    if slot is None or slot.data_ptr() == buf[span].data_ptr():
+                        continue
                     view = buf[span].view_as(p)
-                    if name in state and state[name] is not view:
-                        view.copy_(state[name])
+                    view.copy_(slot)
                     state[name] = view
 
 

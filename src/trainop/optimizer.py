@@ -55,6 +55,7 @@ from trainop._arguments import (
 from trainop._gate import NO_GATE, Gate, make_gate
 from trainop._hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop._sparse import RowSlices, row_slices, update_rows
+from trainop._state import OptimizerState, SlotState, adopt
 from trainop._step_plan import Bucket, StepPlan, build_plan, group_shape_key
 from trainop._validation import (
     Interval,
@@ -64,7 +65,7 @@ from trainop._validation import (
     check_name,
     describe,
 )
-from trainop.flat import FlatLayout, flat_plan, reattach, zero_flat_grads
+from trainop.flat import FlatLayout, flat_plan, reattach, relink, zero_flat_grads
 from trainop.kernels import native
 from trainop.kernels.chunking import chunked
 from trainop.kernels.tensor_list import TensorList
@@ -154,6 +155,7 @@ class Optimizer(torch.optim.Optimizer):
         else:
             super().__init__(params, defaults)
             self._check_implementation([p for g in self.param_groups for p in g["params"]])
+        self.state = adopt(self.state)
 
     def _check_implementation(self, params: list[torch.Tensor]) -> None:
         """An explicit ``fused``/``native`` choice that cannot run these parameters raises."""
@@ -438,19 +440,52 @@ class Optimizer(torch.optim.Optimizer):
         if any(name not in non_slot for name in self._non_slot_names):
             self._init_non_slot(non_slot, hp, group["params"][0].device)
 
+    # ------------------------------------------------------------------ pickling, deepcopy
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but torch's hook tables (which torch does not pickle either) and the
+        caches derived from the groups and the state (rebuilt at the next step)."""
+        return {k: v for k, v in self.__dict__.items()
+                if not k.endswith("_hooks") and k not in _DERIVED}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        if "defaults" not in state:  # torch's load_state_dict passes the state and groups only
+            return
+        self._gate = NO_GATE
+        self._invalidate()
+        if self._flat is not None:  # the copied buffers live at new addresses
+            relink(self._flat)
+
     def _invalidate(self) -> None:
         """Forget the caches derived from the param groups and the state."""
         self._param_index_cache = None
         self._step_plan = None
         self._hyper_cache = {}
 
+    def _tracked_state(self) -> OptimizerState:
+        """``self.state``, adopted into an ``OptimizerState`` if something assigned another
+        mapping (the user resetting the optimizer, torch's ``load_state_dict``)."""
+        state = self.state
+        if type(state) is not OptimizerState:
+            state = self.state = adopt(state)
+        return state
+
     def _current_plan(self) -> StepPlan | None:
+        """The cached step plan, rebuilt when the param groups or the state changed (a slot or
+        an entry replaced, the state reset: see ``_state``)."""
+        state = self._tracked_state()
         plan = self._step_plan
-        if plan is None or plan.shape_key != group_shape_key(self.param_groups):
+        if (plan is None or plan.shape_key != group_shape_key(self.param_groups)
+                or plan.state is not state or plan.state_version != state.version):
+            if self._flat is not None:
+                reattach(self._flat, self)
+            state.wrap_entries()
             slot_names = [[spec.name for spec in self._slot_specs(g)] for g in self.param_groups]
-            plan = build_plan(self.param_groups, self.state, slot_names)
+            plan = build_plan(self.param_groups, state, slot_names)
             if self._flat is not None:
                 plan = flat_plan(self._flat, plan)
+            if plan is not None:
+                plan.state, plan.state_version = state, state.version
             self._step_plan = plan
         return plan
 
@@ -557,6 +592,7 @@ class Optimizer(torch.optim.Optimizer):
         """Register new variables, create slots, update every pair, finish every group."""
         index = self._param_index()
         new_vars = list({id(v): v for _, v in pairs if id(v) not in index}.values())
+        states = self._tracked_state()
         # Evaluate every hyperparameter before mutating anything (a callable may raise).
         prepared: dict[int, Prepared] = {}
         for gi in dict.fromkeys(index[id(v)] for _, v in pairs if id(v) in index):
@@ -576,10 +612,9 @@ class Optimizer(torch.optim.Optimizer):
                 gi = index[id(new_vars[0])]
                 prepared.setdefault(gi, tf_prepared)
             for _, v in pairs:
-                group = self.param_groups[index[id(v)]]
-                state = self.state[v]
-                if not state:
-                    state.update(self._make_slots(v, group))
+                if not states.get(v):
+                    group = self.param_groups[index[id(v)]]
+                    states[v] = SlotState(states, self._make_slots(v, group))
             for gi, hp in prepared.items():
                 self._ensure_non_slot(self.param_groups[gi], hp)
             self._update(pairs, index, prepared)
@@ -753,9 +788,11 @@ class Optimizer(torch.optim.Optimizer):
         marker, and ``load_state_dict`` keeps the loading optimizer's own value for them.
         """
         sd = super().state_dict()
-        if self._flat is not None:  # export per-parameter tensors, not views of the buffers
-            sd["state"] = {k: {n: (t.clone() if isinstance(t, torch.Tensor) else t)
-                               for n, t in st.items()} for k, st in sd["state"].items()}
+        # Plain dicts (not the tracked entries), and with flat buffers per-parameter tensors
+        # rather than views of the buffers.
+        copy = self._flat is not None
+        sd["state"] = {k: {n: (t.clone() if copy and isinstance(t, torch.Tensor) else t)
+                           for n, t in st.items()} for k, st in sd["state"].items()}
         for group in sd["param_groups"]:
             for key, value in group.items():
                 if key != "params" and callable(value) and not isinstance(value, torch.Tensor):
@@ -784,11 +821,16 @@ class Optimizer(torch.optim.Optimizer):
                 k: (t.detach().to(device=p.device).clone() if isinstance(t, torch.Tensor) else t)
                 for k, t in saved.items()
             }
+        self.state = adopt(self.state)
         if self._flat is not None:
             reattach(self._flat, self)
         tf_params = None if self._tf_group is None else self._tf_group["params"]
         self._tf_group = next((g for g in self.param_groups if g["params"] is tf_params), None)
         self._invalidate()
+
+
+# Caches an optimizer derives from its groups and state (not pickled, rebuilt when needed).
+_DERIVED = frozenset({"_step_plan", "_param_index_cache", "_hyper_cache", "_gate"})
 
 
 def _sizes_fit(vars_: list[torch.Tensor], grads: list[torch.Tensor],
