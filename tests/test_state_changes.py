@@ -266,3 +266,27 @@ def test_a_copied_flat_optimizer_keeps_one_buffer_per_group(clone):
     steps(twin, qs, 2, 2)
     steps(opt, ps, 2, 2)
     assert_same(opt, ps, twin, qs)
+
+
+@pytest.mark.parametrize("edit", ["replace_element", "append", "replace_list"])
+def test_direct_edits_of_the_param_groups_take_effect(edit):
+    # torch's optimizers read group["params"] at every step; so does the cached plan's check.
+    p, q = torch.ones(2), torch.zeros(2)
+    opt = momentum_run([p])
+    p.grad = torch.ones(2)
+    opt.step()
+    group = opt.param_groups[0]
+    if edit == "replace_element":
+        group["params"][0] = q
+    elif edit == "append":
+        group["params"].append(q)
+    else:
+        group["params"] = [q]
+    p.grad, q.grad = torch.ones(2), torch.ones(2)
+    opt.step()
+    moved_again = edit == "append"
+    assert torch.allclose(p, torch.full((2,), 1 - 0.1 - (0.19 if moved_again else 0.0)))
+    assert torch.allclose(q, torch.full((2,), -0.1))
+    # TF style on the edited groups: q is known, not registered a second time.
+    opt.apply_gradients([(torch.ones(2), q)])
+    assert sum(any(t is q for t in g["params"]) for g in opt.param_groups) == 1

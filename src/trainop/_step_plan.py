@@ -12,7 +12,7 @@ step takes the general, fully validated path.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import Any
 
 import torch
@@ -41,7 +41,7 @@ class Bucket:
 class StepPlan:
     params: list[torch.Tensor]  # every parameter, bucket by bucket
     buckets: list[Bucket]
-    shape_key: tuple  # (id(params list), len) per group, to notice direct edits of the groups
+    groups: GroupsSnapshot  # the groups' parameters when the plan was built
     # The optimizer's state object and its change count when the plan was built (see _state).
     state: Any = field(default=None, init=False)
     state_version: int = field(default=-1, init=False)
@@ -73,8 +73,21 @@ class StepPlan:
         return grads
 
 
-def group_shape_key(param_groups) -> tuple:
-    return tuple((id(g["params"]), len(g["params"])) for g in param_groups)
+class GroupsSnapshot:
+    """The parameter objects of every param group at one moment, to notice direct edits of
+    the groups (``group["params"][i] = q``, appending, replacing the list) in one identity
+    comparison per parameter (``operator.is_``: a tensor's ``==`` would compare values)."""
+
+    __slots__ = ("_params",)
+
+    def __init__(self, param_groups) -> None:
+        self._params = [list(g["params"]) for g in param_groups]
+
+    def matches(self, param_groups) -> bool:
+        saved = self._params
+        return len(param_groups) == len(saved) and all(
+            len(g["params"]) == len(ps) and all(map(is_, g["params"], ps))
+            for g, ps in zip(param_groups, saved, strict=True))
 
 
 def build_plan(param_groups, state, slot_names) -> StepPlan | None:
@@ -97,4 +110,4 @@ def build_plan(param_groups, state, slot_names) -> StepPlan | None:
         slots = {n: [state[p][n] for p in ps] for n in names}
         out.append(Bucket(gi, ps, slots, len(params), len(params) + len(ps)))
         params.extend(ps)
-    return StepPlan(params, out, group_shape_key(param_groups))
+    return StepPlan(params, out, GroupsSnapshot(param_groups))

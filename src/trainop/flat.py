@@ -216,8 +216,8 @@ class FlatPlan(StepPlan):
                                   {n: [s[i] for i in keep] for n, s in bucket.slots.items()},
                                   len(params), len(params) + len(ps)))
             params.extend(ps)
-        super().__init__(params, buckets, plan.shape_key)
-        self._loose_plan = StepPlan(self.loose, [], plan.shape_key)
+        super().__init__(params, buckets, plan.groups)
+        self._loose_plan = StepPlan(self.loose, [], plan.groups)
 
     def gradients(self) -> list[torch.Tensor] | None:
         if [p.data_ptr() for p in self.flat_params] != self.flat_ptrs:

@@ -56,7 +56,7 @@ from trainop._gate import NO_GATE, Gate, make_gate
 from trainop._hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop._sparse import RowSlices, row_slices, update_rows
 from trainop._state import OptimizerState, SlotState, adopt
-from trainop._step_plan import Bucket, StepPlan, build_plan, group_shape_key
+from trainop._step_plan import Bucket, GroupsSnapshot, StepPlan, build_plan
 from trainop._validation import (
     Interval,
     check_bool,
@@ -142,7 +142,7 @@ class Optimizer(torch.optim.Optimizer):
         defaults = {**defaults, **self._extra_defaults()}
         self.defaults = defaults  # read by _validate_group_values for boolean options
         self._validate_group_values(defaults)
-        self._param_index_cache: dict[int, int] | None = None
+        self._param_index_cache: tuple[GroupsSnapshot, dict[int, int]] | None = None
         self._step_plan: StepPlan | None = None
         self._hyper_cache: dict[int, tuple[dict, tuple, Prepared]] = {}
         self._gate = NO_GATE
@@ -475,7 +475,7 @@ class Optimizer(torch.optim.Optimizer):
         an entry replaced, the state reset: see ``_state``)."""
         state = self._tracked_state()
         plan = self._step_plan
-        if (plan is None or plan.shape_key != group_shape_key(self.param_groups)
+        if (plan is None or not plan.groups.matches(self.param_groups)
                 or plan.state is not state or plan.state_version != state.version):
             if self._flat is not None:
                 reattach(self._flat, self)
@@ -556,11 +556,13 @@ class Optimizer(torch.optim.Optimizer):
         return out
 
     def _param_index(self) -> dict[int, int]:
-        if self._param_index_cache is None:
-            self._param_index_cache = {
-                id(p): gi for gi, group in enumerate(self.param_groups) for p in group["params"]
-            }
-        return self._param_index_cache
+        """``id(param) -> group index``, rebuilt when the groups were edited directly."""
+        cached = self._param_index_cache
+        if cached is None or not cached[0].matches(self.param_groups):
+            index = {id(p): gi for gi, group in enumerate(self.param_groups)
+                     for p in group["params"]}
+            cached = self._param_index_cache = (GroupsSnapshot(self.param_groups), index)
+        return cached[1]
 
     def _prepare(self, values: Mapping[str, Any], step: torch.Tensor) -> Prepared:
         """Evaluate the group's hyperparameters once for this apply (TF's ``_prepare``)."""
