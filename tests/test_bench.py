@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from trainop.__main__ import main
-from trainop.bench.candidates import implementations_of
-from trainop.bench.checks import run_checks
+from trainop.bench.candidates import implementations_of, plan_groups
+from trainop.bench.checks import bandwidth_ceiling, run_checks
 from trainop.bench.memory import peak_extra_bytes
 from trainop.bench.probe import measure_bandwidth
 from trainop.bench.progress import Progress
@@ -128,21 +128,43 @@ def test_markdown_report(tiny_result):
         assert f"### ({key})" in stdout
     assert "| optimizer | run | median ms | GB/s | % BW | peak extra | peer / ours |" in stdout
     assert "Acceptance checks (indicative" in stdout
+    assert "at 100% bandwidth)" in stdout
+
+
+def test_fast_path_check_carries_the_bandwidth_ceiling(tiny_result):
+    result, _ = tiny_result
+    b = next(w for w in result["workloads"] if w["key"] == "b")
+    best = result["bandwidth"]["best_gbps"]
+    fast = {c["optimizer"].split()[0]: c for c in result["checks"]
+            if c["check"] == "fast path vs reference"}
+    assert set(fast) == set(result["config"]["optimizers"])
+    for group in b["groups"]:
+        ref = next(r for r in group["subjects"] if r["implementation"] == "reference")
+        expected = ref["median_s"] * best * 1e9 / (b["touched_params"] * ref["bytes_per_param"])
+        check = fast[group["optimizer"]]
+        assert check["ceiling"] == pytest.approx(expected)
+        assert check["ceiling"] == pytest.approx(100.0 / ref["bandwidth_pct"])
+        assert check["note"] == f"ceiling {expected:.1f} at 100% bandwidth"
 
 
 def test_tf1_peer(tmp_path):
     pytest.importorskip("tensorflow")
     path = tmp_path / "tf.json"
-    rc = main(["bench", "--optimizers", "adam,adagradda", "--workloads", "c,d",
+    rc = main(["bench", "--optimizers", "adam,adagradda,momentumw", "--workloads", "c,d",
                "--implementations", "reference", "--no-torch", "--json", str(path), *TINY])
     assert rc == 0
     result = json.loads(path.read_text())
     tf_rows = [row for _, _, row, _ in _rows(result) if row["kind"] == "tf1"]
-    assert {r["id"] for r in tf_rows} == {"tf1:AdamOptimizer", "tf1:AdagradDAOptimizer"}
+    assert {r["id"] for r in tf_rows} == {"tf1:AdamOptimizer", "tf1:AdagradDAOptimizer",
+                                          "tf1:MomentumWOptimizer"}
     for row in tf_rows:
         assert row["error"] is None, row
         assert row["median_s"] > 0 and row["peak_extra_bytes"] is None
     assert result["environment"]["tensorflow"]
+    [check] = [c for c in result["checks"] if c["check"].startswith("no fused counterpart")
+               and c["optimizer"].startswith("MomentumWOptimizer")]
+    assert check["value"] is not None and check["detail"].startswith(
+        "ours / peer: TF1 MomentumWOptimizer (contrib's decay op + MomentumOptimizer) ")
 
 
 def test_json_to_stdout(capsys):
@@ -284,9 +306,44 @@ def test_no_fused_counterpart_passes_against_either_peer_and_keeps_both_ratios()
     assert check["status"] == "PASS" and check["value"] == pytest.approx(0.8)
     assert check["strict_value"] == pytest.approx(1.25)
     assert "torch:Adagrad[fused] 1.25" in check["detail"] and "tf1:Ftrl 0.80" in check["detail"]
+    assert check["note"] == "vs torch 1.25, vs TF1 0.80"
     [check] = [c for c in run_checks(_result_with([group(1.9)], "a"))
                if c["check"].startswith("no fused counterpart")]
     assert check["status"] == "FAIL" and check["value"] == pytest.approx(2.0 / 1.9)
+
+
+def test_contrib_decay_classes_get_a_tf1_peer_of_their_own():
+    groups, candidates, _ = plan_groups(
+        make_workload("a", 0.001), ["MomentumOptimizer", "MomentumWOptimizer", "AdamWOptimizer"],
+        ["reference"], torch_peers=False, tf1_peers=True)
+    assert [g.peers for g in groups] == [("tf1:MomentumOptimizer",), ("tf1:MomentumWOptimizer",),
+                                         ("tf1:AdamWOptimizer",)]
+    momentum_w = candidates["tf1:MomentumWOptimizer"]
+    assert momentum_w.label == "TF1 MomentumWOptimizer (contrib's decay op + MomentumOptimizer)"
+    assert (momentum_w.short, momentum_w.key, momentum_w.arrays) == ("TF1", "MomentumWOptimizer", 5)
+    assert candidates["tf1:MomentumOptimizer"].label == "TF1 MomentumOptimizer (graph kernel)"
+    for name in ("MomentumWOptimizer", "AdamWOptimizer"):
+        spec = SPECS[name]
+        assert spec.tf1_decay and dict(spec.tf1_kwargs) == dict(spec.kwargs)
+    assert not any(s.tf1_decay for n, s in SPECS.items() if not n.endswith("WOptimizer"))
+
+
+def test_bandwidth_ceiling_from_known_numbers():
+    # 1M params x 12 B at 50 GB/s: 0.24 ms at the floor; a 2.4 ms reference: ceiling 10.
+    assert bandwidth_ceiling(2.4e-3, 1_000_000, 12, 50.0) == pytest.approx(10.0)
+    reference = {**_row("r", "trainop", "reference", 2.4e-3), "bytes_per_param": 12}
+    group = {"optimizer": "GradientDescentOptimizer", "torch_relation": "same algorithm",
+             "subjects": [reference, _row("a", "trainop", "auto", 1.2e-3)], "peers": []}
+    result = {"bandwidth": {"best_gbps": 50.0},
+              "workloads": [{"key": "b", "touched_params": 1_000_000, "groups": [group]}]}
+    [check] = [c for c in run_checks(result) if c["check"] == "fast path vs reference"]
+    assert check["status"] == "FAIL" and check["value"] == pytest.approx(2.0)
+    assert check["ceiling"] == pytest.approx(10.0)
+    assert check["note"] == "ceiling 10.0 at 100% bandwidth"
+    # Without a probe (or a row's bytes per parameter) there is no ceiling, and no note.
+    [check] = [c for c in run_checks(_result_with([group], "b"))
+               if c["check"] == "fast path vs reference"]
+    assert check["ceiling"] is None and "note" not in check
 
 
 @pytest.mark.parametrize("args, message", [

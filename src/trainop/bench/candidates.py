@@ -3,7 +3,8 @@
 A candidate's ``id`` is unique within a workload and shared between the optimizer groups that
 compare against it (``torch:Adam[fused]`` is measured once and shown under Adam, LazyAdam and
 NovoGrad). Ids: ``trainop:<Class>[<implementation>]``, ``torch:<Class>[<for-loop|foreach|fused>]``,
-``tf1:<Class>``.
+``tf1:<Class>`` (contrib's ``tf1:MomentumWOptimizer`` and ``tf1:AdamWOptimizer``: the base
+class's kernel behind contrib's decay op).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class Candidate:
 
     id: str
     kind: str  # "trainop", "torch" or "tf1"
-    name: str  # trainop, torch.optim or tf.compat.v1.train class name
+    name: str  # trainop, torch.optim or TF1 (tf.compat.v1.train, or contrib's) class name
     implementation: str
     arrays: int  # traffic floor, full-size arrays per step
     note: str = ""
@@ -57,7 +58,7 @@ class Candidate:
     def label(self) -> str:
         """Label used in the run column."""
         if self.kind == "tf1":
-            return f"TF1 {self.name} (graph kernel)"
+            return f"TF1 {self.name} ({self.implementation})"
         if self.kind == "torch":
             return f"torch.optim.{self.name} {self.implementation}"
         return f"trainop {self.name} {self.implementation}"
@@ -85,6 +86,19 @@ class Runnable:
 def trainop_candidate(class_name: str, implementation: str) -> Candidate:
     return Candidate(f"trainop:{class_name}[{implementation}]", "trainop", class_name,
                      implementation, spec_for(class_name).arrays)
+
+
+def tf1_candidate(class_name: str) -> Candidate:
+    """TF1's peer of a trainop class: its ``tf.compat.v1.train`` kernel, or for a ``tf1_decay``
+    spec contrib's class of the same name, rebuilt as the decay op plus the base kernel."""
+    spec = spec_for(class_name)
+    if spec.tf1 is None:
+        raise ValueError(f"{class_name} has no TF1 peer")
+    if spec.tf1_decay:
+        return Candidate(f"tf1:{class_name}", "tf1", class_name,
+                         f"contrib's decay op + {spec.tf1}", spec.arrays, key=class_name)
+    return Candidate(f"tf1:{spec.tf1}", "tf1", spec.tf1, "graph kernel", spec.arrays,
+                     key=class_name)
 
 
 def plan_groups(workload: Workload, optimizers: Sequence[str], implementations: Sequence[str]
@@ -139,8 +153,7 @@ def plan_groups(workload: Workload, optimizers: Sequence[str], implementations: 
                                                peer.label, impl, peer.arrays,
                                                spec.torch_relation, key)))
         if tf1_peers and spec.tf1 is not None:
-            peers.append(add(Candidate(f"tf1:{spec.tf1}", "tf1", spec.tf1, "graph kernel",
-                                       spec.arrays, key=name)))
+            peers.append(add(tf1_candidate(name)))
         groups.append(Group(name, subjects, tuple(dict.fromkeys(peers))))
     return groups, candidates, notes
 
@@ -149,8 +162,9 @@ def build(candidate: Candidate, data: WorkloadData, *, device: torch.device, tf:
           threads: int) -> Runnable:
     """Build ``candidate`` over fresh copies of ``data`` (TF1: its own variables)."""
     if candidate.kind == "tf1":
-        kwargs = spec_for(candidate.key).tf1_kwargs
-        run = Tf1Run(tf, candidate.name, kwargs, data, device, threads)
+        spec = spec_for(candidate.key)
+        run = Tf1Run(tf, spec.tf1, spec.tf1_kwargs, data, device, threads,
+                     decoupled_decay=spec.tf1_decay)
         return Runnable(run.step, run.close, measures_memory=False)
     params, grads = data.clone()
     for p, g in zip(params, grads, strict=True):

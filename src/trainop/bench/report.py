@@ -94,8 +94,10 @@ def _workload_table(wl: dict[str, Any]) -> list[str]:
 
 
 def _item(check: dict[str, Any]) -> str:
+    """``MomentumW auto 0.81``, then the check's note if any: ``(vs torch 1.05, vs TF1 0.81)``."""
     name = check["optimizer"].replace("Optimizer", "")
-    return name if check["value"] is None else f"{name} {check['value']:.2f}"
+    text = name if check["value"] is None else f"{name} {check['value']:.2f}"
+    return f"{text} ({check['note']})" if check.get("note") else text
 
 
 def _checks_table(result: dict[str, Any]) -> list[str]:

@@ -5,6 +5,9 @@ arrays written per parameter (Adam reads param, grad, m, v and writes param, m, 
 dtype's size it gives the bytes per parameter (28 for float32 Adam), which turns a step time
 into effective GB/s. Peers are named by key: ``torch_peers.PEERS`` for ``torch.optim`` and a
 ``tf.compat.v1.train`` class name for TF1's graph-mode kernel (same arguments as trainop's).
+``tf1_decay`` marks contrib's decoupled-weight-decay classes (MomentumW, AdamW; not in TF 2):
+their TF1 peer is the base class behind contrib's decay op (``tf1_decay.py``), built from
+``tf1_kwargs`` with ``weight_decay`` first, as contrib's constructors take it.
 """
 
 from __future__ import annotations
@@ -28,13 +31,16 @@ class AlgorithmSpec:
     torch_peer: str | None  # key in torch_peers.PEERS (dense workloads), None: no counterpart
     torch_relation: str  # "same algorithm", "same class ...", "closest ..."
     sparse_peers: tuple[str, ...] = ()  # torch peers on the sparse workload
-    tf1: str | None = None  # tf.compat.v1.train class with the same arguments, None: not in TF2
+    tf1: str | None = None  # tf.compat.v1.train class (tf1_decay: the base), None: no TF1 peer
     tf1_kwargs: Mapping[str, Any] = field(default_factory=dict)
     sparse_trainop_peers: tuple[str, ...] = ()  # other trainop classes to compare on (d)
+    tf1_decay: bool = False  # TF1 peer: contrib's decay op (tf1_kwargs' weight_decay) + tf1
 
 
 _LR = {"learning_rate": 0.01}
 _ADAM = {"learning_rate": 0.001}
+_ADAM_W = {"weight_decay": 1e-4, **_ADAM}
+_MOMENTUM_W = {"weight_decay": 1e-4, **_LR, "momentum": 0.9}
 _PROX = {"learning_rate": 0.01, "l1_regularization_strength": 1e-4,
          "l2_regularization_strength": 1e-4}
 
@@ -77,11 +83,12 @@ SPECS: dict[str, AlgorithmSpec] = {
         "same class (eps mapped at t=1)", ("sparse_adam",), "AdamOptimizer", _ADAM,
         sparse_trainop_peers=("AdamOptimizer",)),
     "AdamWOptimizer": AlgorithmSpec(
-        {"weight_decay": 1e-4, **_ADAM}, 7, "r: p g m v; w: p m v", "adamw",
-        "same class (decay mapped to wd/lr)", ()),
+        _ADAM_W, 7, "r: p g m v; w: p m v", "adamw", "same class (decay mapped to wd/lr)", (),
+        "AdamOptimizer", _ADAM_W, tf1_decay=True),
     "MomentumWOptimizer": AlgorithmSpec(
-        {"weight_decay": 1e-4, **_LR, "momentum": 0.9}, 5, "r: p g accum; w: p accum",
-        "sgd_momentum_wd", "closest algorithm (SGD momentum, L2 decay)", ()),
+        _MOMENTUM_W, 5, "r: p g accum; w: p accum", "sgd_momentum_wd",
+        "closest algorithm (SGD momentum, L2 decay)", (), "MomentumOptimizer", _MOMENTUM_W,
+        tf1_decay=True),
     "NadamOptimizer": AlgorithmSpec(
         _ADAM, 7, "r: p g m v; w: p m v", "nadam", "closest algorithm (momentum schedule)", ()),
     "NovoGrad": AlgorithmSpec(

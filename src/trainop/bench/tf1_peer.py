@@ -5,6 +5,8 @@ Gradients live in non-trainable variables (so the step reads them without a feed
 the sparse workload passes a ``tf.IndexedSlices`` built from two such variables, which TF
 deduplicates (``unique`` + ``unsorted_segment_sum``) before the sparse kernel, as trainop
 coalesces. The session uses as many intra- and inter-op threads as torch does.
+``decoupled_decay`` puts contrib's weight-decay op ahead of the kernel (``tf1_decay``), as
+``tf.contrib.opt.MomentumWOptimizer`` / ``AdamWOptimizer`` did.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import torch
 
 from trainop.bench.quiet import quiet_stderr
+from trainop.bench.tf1_decay import with_decoupled_weight_decay
 from trainop.bench.workloads import WorkloadData
 
 __all__ = ["Tf1Run", "load_tensorflow"]
@@ -34,10 +37,14 @@ def load_tensorflow() -> tuple[Any, str | None]:
 
 
 class Tf1Run:
-    """One ``tf.compat.v1.train`` optimizer over a workload's variables, ready to step."""
+    """One ``tf.compat.v1.train`` optimizer over a workload's variables, ready to step.
+
+    ``optimizer`` and ``variables`` (one per parameter, in order) stay readable through
+    ``session`` (e.g. ``optimizer.get_slot(var, name)``) until ``close()``.
+    """
 
     def __init__(self, tf: Any, cls_name: str, kwargs: Mapping[str, Any], data: WorkloadData,
-                 device: torch.device, threads: int) -> None:
+                 device: torch.device, threads: int, *, decoupled_decay: bool = False) -> None:
         if data.params[0].dtype == torch.bfloat16:
             raise TypeError("bfloat16 has no numpy dtype to feed TensorFlow")
         if device.type == "cuda":
@@ -60,7 +67,6 @@ class Tf1Run:
             for p, g in zip(data.params, data.grads, strict=True):
                 var = variable(_numpy(p), True)
                 if g.is_sparse:
-                    g = g.coalesce() if g.is_coalesced() else g
                     indices = variable(_numpy(g._indices()[0]), False)
                     values = variable(_numpy(g._values()), False)
                     shape = tf.constant(list(g.shape), dtype=tf.int64)
@@ -73,8 +79,12 @@ class Tf1Run:
             if cls_name == "AdagradDAOptimizer":
                 global_step = v1.Variable(0, dtype=tf.int64, trainable=False, use_resource=True)
                 kwargs["global_step"] = global_step
-            optimizer = getattr(v1.train, cls_name)(**kwargs)
-            self.train_op = optimizer.apply_gradients(pairs, global_step=global_step)
+            cls = getattr(v1.train, cls_name)
+            if decoupled_decay:
+                cls = with_decoupled_weight_decay(tf, cls)
+            self.optimizer = cls(**kwargs)
+            self.variables = [var for _, var in pairs]
+            self.train_op = self.optimizer.apply_gradients(pairs, global_step=global_step)
             init = v1.global_variables_initializer()
         config = v1.ConfigProto(intra_op_parallelism_threads=threads,
                                 inter_op_parallelism_threads=threads)
