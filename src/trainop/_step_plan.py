@@ -17,9 +17,12 @@ from typing import Any
 
 import torch
 
+from trainop.kernels.native import metadata
+
 # Attribute readers for map(): a list of tensors read without a Python loop body.
 _GRAD, _LAYOUT = attrgetter("grad"), attrgetter("layout")
 _SHAPE, _DTYPE = attrgetter("shape"), attrgetter("dtype")
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 @dataclass
@@ -50,18 +53,26 @@ class StepPlan:
     shapes: list = field(init=False)
     dtypes: list = field(init=False)
     layouts: list = field(init=False)
+    bulk: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.shapes = [p.shape for p in self.params]
         self.dtypes = [p.dtype for p in self.params]
         self.layouts = [torch.strided] * len(self.params)
+        # The metadata reader takes plain tensors and Parameters (no __torch_function__).
+        self.bulk = all(type(p) in _PLAIN for p in self.params)
 
     def gradients(self) -> list[torch.Tensor] | None:
         """The gradients in plan order, or ``None`` if any is missing, sparse or malformed (not
         of the parameters' shapes and dtypes when the plan was built). List comparisons, which
         cost less than a Python condition per tensor. A parameter changed in place since then
         (``p.data = ...``) is caught where it matters: torch's kernels check sizes, and the
-        native branch re-checks sizes whenever a parameter's or slot's storage or size moved."""
+        native branch re-checks sizes whenever a parameter's or slot's storage or size moved.
+        Where the metadata reader is built, it makes the same checks in one call, against the
+        parameters' current shapes and dtypes."""
+        reader = metadata.load() if self.bulk else None
+        if reader is not None:
+            return reader.gradients(self.params)
         grads = list(map(_GRAD, self.params))
         try:
             layouts = list(map(_LAYOUT, grads))

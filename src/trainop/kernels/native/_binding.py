@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from trainop.kernels.native import metadata
 from trainop.kernels.native.build import load, unavailable_reason
 
 SUFFIXES = {torch.float32: "f32", torch.float64: "f64"}
@@ -33,7 +34,13 @@ def supports(dtype: torch.dtype, device: torch.device) -> bool:
 
 def pointers(lists: Sequence[Sequence[torch.Tensor]]) -> np.ndarray | None:
     """The data pointers of every tensor, list after list, or ``None`` if one is not contiguous
-    (the caller has checked dtype and device once per list, see ``supports``)."""
+    (the caller has checked dtype and device once per list, see ``supports``). Read in bulk
+    by the metadata reader where it is built, else tensor by tensor."""
+    reader = metadata.load()
+    if reader is not None:
+        lists = [t if type(t) is list else list(t) for t in lists]
+        out = np.empty(sum(map(len, lists)), dtype=np.uint64)
+        return out if reader.pointers(lists, out.ctypes.data) else None
     flat = [t for tensors in lists for t in tensors]
     if not all(map(_is_contiguous, flat)):
         return None
@@ -42,6 +49,11 @@ def pointers(lists: Sequence[Sequence[torch.Tensor]]) -> np.ndarray | None:
 
 def sizes(tensors: Sequence[torch.Tensor]) -> np.ndarray:
     """Each tensor's number of elements, as the int64 array the kernels take."""
+    reader = metadata.load()
+    if reader is not None:
+        out = np.empty(len(tensors), dtype=np.int64)
+        reader.sizes(tensors if type(tensors) is list else list(tensors), out.ctypes.data)
+        return out
     return np.fromiter(map(_numel, tensors), dtype=np.int64, count=len(tensors))
 
 

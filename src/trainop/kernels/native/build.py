@@ -58,31 +58,42 @@ def _cpu_identity() -> str:
     return "\n".join(sorted(set(keep)))
 
 
-def _build_key(flags: tuple[str, ...]) -> str:
+def build_key(compiler: list[str], sources: list[Path], parts: tuple[str, ...]) -> str:
+    """A short hash of the sources, the compiler's identity and ``parts`` (flags, versions)."""
     digest = hashlib.sha256()
-    for path in sorted(SOURCE_DIR.iterdir()):
+    for path in sources:
         digest.update(path.name.encode() + path.read_bytes())
-    version = subprocess.run([*_compiler(), "--version"], capture_output=True, text=True,
+    version = subprocess.run([*compiler, "--version"], capture_output=True, text=True,
                              timeout=60)
-    for part in (version.stdout, " ".join(flags), platform.machine(), _cpu_identity(),
-                 str(ABI_VERSION)):
+    for part in (version.stdout, platform.machine(), *parts):
         digest.update(part.encode())
     return digest.hexdigest()[:16]
 
 
-def _compile(target: Path, flags: tuple[str, ...]) -> None:
+def _build_key(flags: tuple[str, ...]) -> str:
+    return build_key(_compiler(), sorted(SOURCE_DIR.glob("*.[ch]")),
+                     (" ".join(flags), _cpu_identity(), str(ABI_VERSION)))
+
+
+def compile_shared(target: Path, command: list[str]) -> None:
+    """Run ``command`` with ``-o <temporary file>`` appended, then move the result to
+    ``target`` atomically (a concurrent process sees all of it or nothing)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        command = [*_compiler(), *flags, "-o", partial, str(SOURCE_DIR / "driver.c"), "-lm"]
+        command = [*command, "-o", partial]
         result = subprocess.run(command, capture_output=True, text=True, timeout=300)
         if result.returncode != 0:
             raise RuntimeError(f"`{' '.join(command)}` failed: {result.stderr.strip()[-2000:]}")
-        os.replace(partial, target)  # atomic: a concurrent process sees all of it or nothing
+        os.replace(partial, target)
     finally:
         if os.path.exists(partial):
             os.unlink(partial)
+
+
+def _compile(target: Path, flags: tuple[str, ...]) -> None:
+    compile_shared(target, [*_compiler(), *flags, str(SOURCE_DIR / "driver.c"), "-lm"])
 
 
 def _build_and_load() -> ctypes.CDLL:

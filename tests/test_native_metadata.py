@@ -1,0 +1,120 @@
+"""The bulk metadata reader (``kernels/native/csrc/metadata.cpp``) against the same reads done
+in Python, and the step with it against the step without it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import trainop
+from trainop.kernels.native import _binding, metadata
+
+reader = metadata.load()
+pytestmark = pytest.mark.skipif(reader is None, reason=str(metadata.unavailable_reason()))
+
+
+def python_reads(monkeypatch):
+    """Make the library read metadata tensor by tensor in Python, as without the reader."""
+    monkeypatch.setattr(metadata, "_module", None)
+    monkeypatch.setattr(metadata, "_reason", "switched off by the test")
+
+
+def params_with_grads(n=5, dtype=torch.float32):
+    g = torch.Generator().manual_seed(3)
+    ps = [torch.randn(2 + i, 3, generator=g, dtype=dtype) for i in range(n)]
+    for p in ps:
+        p.grad = torch.randn(p.shape, generator=g, dtype=dtype)
+    return ps
+
+
+def test_gradients_are_the_parameters_own_grad_objects():
+    ps = params_with_grads()
+    grads = reader.gradients(ps)
+    assert len(grads) == len(ps) and all(g is p.grad for g, p in zip(grads, ps, strict=True))
+    assert reader.gradients([]) == []
+
+
+@pytest.mark.parametrize("bad", ["missing", "sparse", "dtype", "shape"])
+def test_gradients_decline_what_the_plan_must_not_take(bad):
+    ps = params_with_grads()
+    p = ps[2]
+    if bad == "missing":
+        p.grad = None
+    elif bad == "sparse":
+        p.grad = p.grad.to_sparse()
+    elif bad == "dtype":  # torch refuses such a .grad; the parameter can change under it
+        p.data = p.data.double()
+    else:
+        p.data = p.data.reshape(-1)
+    assert reader.gradients(ps) is None
+
+
+def test_pointers_and_sizes_equal_the_python_reads():
+    ps = params_with_grads()
+    slots = [torch.zeros_like(p) for p in ps]
+    lists = [ps, [p.grad for p in ps], slots]
+    out = np.zeros(15, dtype=np.uint64)
+    assert reader.pointers(lists, out.ctypes.data) is True
+    assert out.tolist() == [t.data_ptr() for tensors in lists for t in tensors]
+    counts = np.zeros(5, dtype=np.int64)
+    reader.sizes(ps, counts.ctypes.data)
+    assert counts.tolist() == [p.numel() for p in ps]
+
+
+def test_pointers_decline_a_non_contiguous_tensor():
+    ps = params_with_grads()
+    out = np.zeros(5, dtype=np.uint64)
+    assert reader.pointers([[*ps[:4], ps[4].t()]], out.ctypes.data) is False
+    assert _binding.pointers([ps[:4] + [ps[4].t()]]) is None
+
+
+@pytest.mark.parametrize("call", [lambda: reader.gradients((torch.zeros(1),)),
+                                  lambda: reader.gradients([2.0]),
+                                  lambda: reader.pointers([(torch.zeros(1),)], 0),
+                                  lambda: reader.sizes(["x"], 0)])
+def test_wrong_arguments_raise_type_errors(call):
+    with pytest.raises(TypeError, match="expected"):
+        call()
+
+
+@pytest.mark.parametrize("name", ["AdamOptimizer", "MomentumOptimizer", "FtrlOptimizer",
+                                  "GradientDescentOptimizer"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_a_step_with_the_reader_equals_one_without(name, dtype, monkeypatch):
+    kwargs = {"momentum": 0.9} if name == "MomentumOptimizer" else {}
+    ours, theirs = params_with_grads(40, dtype), params_with_grads(40, dtype)
+    opt = getattr(trainop, name)(0.01, params=ours, **kwargs)
+    ref = getattr(trainop, name)(0.01, params=theirs, **kwargs)
+    for _ in range(3):
+        opt.step()
+    python_reads(monkeypatch)
+    for _ in range(3):
+        ref.step()
+    for p, q in zip(ours, theirs, strict=True):
+        assert torch.equal(p, q)
+        for slot in opt.state[p]:
+            assert torch.equal(opt.state[p][slot], ref.state[q][slot])
+
+
+class Tagged(torch.Tensor):
+    """A tensor subclass: the plan reads its metadata in Python (it may define behaviour)."""
+
+
+def test_tensor_subclasses_take_the_python_reads():
+    p = torch.ones(3).as_subclass(Tagged)
+    p.grad = torch.ones(3)
+    opt = trainop.GradientDescentOptimizer(0.25, params=[p])
+    opt.step()
+    opt.step()  # the first step made the state entry; this one runs the plan
+    assert opt._step_plan.bulk is False
+    assert torch.equal(p.as_subclass(torch.Tensor), torch.full((3,), 0.5))
+
+
+def test_the_plan_declines_a_bad_gradient_through_the_reader():
+    ps = params_with_grads()
+    opt = trainop.AdamOptimizer(0.01, params=ps)
+    opt.step()
+    ps[1].data = ps[1].data.double()  # the gradient no longer matches its parameter
+    with pytest.raises(TypeError, match="params"):
+        opt.step()  # the general path validates and names the problem
