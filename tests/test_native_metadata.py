@@ -3,6 +3,10 @@ in Python, and the step with it against the step without it."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +15,7 @@ import trainop
 from trainop.kernels.native import _binding, metadata
 
 reader = metadata.load()
-pytestmark = pytest.mark.skipif(reader is None, reason=str(metadata.unavailable_reason()))
+needs_reader = pytest.mark.skipif(reader is None, reason=str(metadata.unavailable_reason()))
 
 
 def python_reads(monkeypatch):
@@ -28,6 +32,7 @@ def params_with_grads(n=5, dtype=torch.float32):
     return ps
 
 
+@needs_reader
 def test_gradients_are_the_parameters_own_grad_objects():
     ps = params_with_grads()
     grads = reader.gradients(ps)
@@ -35,6 +40,7 @@ def test_gradients_are_the_parameters_own_grad_objects():
     assert reader.gradients([]) == []
 
 
+@needs_reader
 @pytest.mark.parametrize("bad", ["missing", "sparse", "dtype", "shape"])
 def test_gradients_decline_what_the_plan_must_not_take(bad):
     ps = params_with_grads()
@@ -50,6 +56,7 @@ def test_gradients_decline_what_the_plan_must_not_take(bad):
     assert reader.gradients(ps) is None
 
 
+@needs_reader
 def test_pointers_and_sizes_equal_the_python_reads():
     ps = params_with_grads()
     slots = [torch.zeros_like(p) for p in ps]
@@ -62,6 +69,7 @@ def test_pointers_and_sizes_equal_the_python_reads():
     assert counts.tolist() == [p.numel() for p in ps]
 
 
+@needs_reader
 def test_pointers_decline_a_non_contiguous_tensor():
     ps = params_with_grads()
     out = np.zeros(5, dtype=np.uint64)
@@ -69,6 +77,7 @@ def test_pointers_decline_a_non_contiguous_tensor():
     assert _binding.pointers([ps[:4] + [ps[4].t()]]) is None
 
 
+@needs_reader
 @pytest.mark.parametrize("call", [lambda: reader.gradients((torch.zeros(1),)),
                                   lambda: reader.gradients([2.0]),
                                   lambda: reader.pointers([(torch.zeros(1),)], 0),
@@ -78,6 +87,7 @@ def test_wrong_arguments_raise_type_errors(call):
         call()
 
 
+@needs_reader
 @pytest.mark.parametrize("name", ["AdamOptimizer", "MomentumOptimizer", "FtrlOptimizer",
                                   "GradientDescentOptimizer"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
@@ -101,6 +111,7 @@ class Tagged(torch.Tensor):
     """A tensor subclass: the plan reads its metadata in Python (it may define behaviour)."""
 
 
+@needs_reader
 def test_tensor_subclasses_take_the_python_reads():
     p = torch.ones(3).as_subclass(Tagged)
     p.grad = torch.ones(3)
@@ -111,6 +122,7 @@ def test_tensor_subclasses_take_the_python_reads():
     assert torch.equal(p.as_subclass(torch.Tensor), torch.full((3,), 0.5))
 
 
+@needs_reader
 def test_the_plan_declines_a_bad_gradient_through_the_reader():
     ps = params_with_grads()
     opt = trainop.AdamOptimizer(0.01, params=ps)
@@ -118,3 +130,36 @@ def test_the_plan_declines_a_bad_gradient_through_the_reader():
     ps[1].data = ps[1].data.double()  # the gradient no longer matches its parameter
     with pytest.raises(TypeError, match="params"):
         opt.step()  # the general path validates and names the problem
+
+
+def _probe(tmp_path, **env):
+    """A fresh interpreter with an empty cache: can it load the reader, and does a step run?"""
+    code = ("import torch, trainop; from trainop.kernels.native import metadata; "
+            "p = torch.ones(3); p.grad = torch.ones(3); "
+            "o = trainop.GradientDescentOptimizer(0.5, params=[p]); o.step(); o.step(); "
+            "print(metadata.load() is not None); print(metadata.unavailable_reason()); "
+            "print(p.tolist())")
+    src = os.path.join(os.path.dirname(trainop.__file__), os.pardir)
+    full_env = {**os.environ, "PYTHONPATH": os.path.abspath(src),
+                "TRAINOP_CACHE_DIR": str(tmp_path), **env}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=full_env, timeout=600, check=True)
+    return out.stdout.splitlines()
+
+
+@needs_reader
+def test_build_into_an_empty_cache(tmp_path):
+    assert _probe(tmp_path) == ["True", "None", "[0.0, 0.0, 0.0]"]
+    built = list(tmp_path.glob("trainop_metadata-*"))
+    assert len(built) == 1
+    assert _probe(tmp_path)[0] == "True"  # loads the cached build
+    assert list(tmp_path.glob("trainop_metadata-*")) == built
+
+
+def test_switched_off_or_no_compiler_reads_in_python(tmp_path):
+    assert _probe(tmp_path, TRAINOP_NATIVE="0") == [
+        "False", "switched off by TRAINOP_NATIVE=0", "[0.0, 0.0, 0.0]"]
+    loaded, reason, values = _probe(tmp_path, CXX="false")
+    assert loaded == "False" and values == "[0.0, 0.0, 0.0]"
+    assert reason.startswith("the metadata reader could not be built or imported: `false ")
+    assert not list(tmp_path.glob("trainop_metadata-*"))
