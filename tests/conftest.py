@@ -3,6 +3,10 @@
 import pytest
 import torch
 
+# torch warns once per process that sparse invariant checks are "implicitly disabled"; the
+# tests build many small sparse tensors by hand, so opt out explicitly (torch's default).
+torch.sparse.check_sparse_tensor_invariants.disable()
+
 
 @pytest.fixture(autouse=True)
 def _deterministic_torch():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -86,8 +87,10 @@ def not_bool(name, shown):
 
 
 NON_LEAF = w() * 2
-SPARSE_VAR = torch.sparse_coo_tensor([[0]], [1.0], (2,)).requires_grad_()
-SPARSE_CSR_GRAD = torch.tensor([[0.1, 0.0], [0.0, 0.1]]).to_sparse_csr()
+SPARSE_VAR = torch.sparse_coo_tensor([[0]], [1.0], (2,), check_invariants=False).requires_grad_()
+with warnings.catch_warnings():  # torch: "Sparse CSR tensor support is in beta state"
+    warnings.simplefilter("ignore", UserWarning)
+    SPARSE_CSR_GRAD = torch.tensor([[0.1, 0.0], [0.0, 0.1]]).to_sparse_csr()
 LONG_STRING = "x" * 100
 
 

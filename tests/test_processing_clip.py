@@ -171,7 +171,8 @@ def test_nonfinite_against_tf(tf):
 def test_sparse_global_norm_counts_duplicates_like_tf(tf):
     values = np.array([[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]], np.float32)
     indices = np.array([0, 2, 0])
-    ours = torch.sparse_coo_tensor(torch.tensor([indices]), torch.tensor(values), (4, 2))
+    ours = torch.sparse_coo_tensor(torch.from_numpy(indices[None]), torch.from_numpy(values),
+                                   (4, 2))
     theirs = tf.IndexedSlices(tf.constant(values), tf.constant(indices), tf.constant([4, 2]))
     out, norm = clip_by_global_norm([ours, torch.ones(3)], 2.0)
     tf_out, tf_norm = tf.clip_by_global_norm([theirs, tf.ones(3)], 2.0)
