@@ -8,12 +8,9 @@ automatic choice, the fallback for non-contiguous tensors, the build and its swi
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
+from fresh_process import run_fresh
 from optimizer_kwargs import kwargs_for
 from test_fast_paths import EXTRAS, assert_close
 
@@ -91,8 +88,8 @@ def test_automatic_choice_on_the_cpu():
 
 def test_unavailable_kernels_fall_back_to_foreach_and_explicit_choice_raises(monkeypatch):
     # The loader's state when the build failed (every entry point asks the loader).
-    monkeypatch.setattr(build, "_library", None)
-    monkeypatch.setattr(build, "_reason", "no compiler")
+    monkeypatch.setattr(build.KERNELS, "value", None)
+    monkeypatch.setattr(build.KERNELS, "reason", "no compiler")
     p = torch.zeros(3, requires_grad=True)
     opt = trainop.FtrlOptimizer(0.1, params=[p])
     hp = opt._prepare(opt.param_groups[0], torch.zeros((), dtype=torch.int64)).for_tensor(p)
@@ -129,14 +126,9 @@ def test_tf_style_registration_of_an_unsupported_variable_raises_before_mutating
 
 
 def _probe(tmp_path, **env):
-    code = ("from trainop.kernels import native; "
-            "print(native.available()); print(native.unavailable_reason())")
-    src = os.path.join(os.path.dirname(trainop.__file__), os.pardir)
-    full_env = {**os.environ, "PYTHONPATH": os.path.abspath(src),
-                "TRAINOP_CACHE_DIR": str(tmp_path), **env}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=full_env, timeout=300, check=True)
-    return out.stdout.splitlines()
+    return run_fresh("from trainop.kernels import native; "
+                     "print(native.available()); print(native.unavailable_reason())",
+                     tmp_path, **env)
 
 
 def test_build_into_an_empty_cache(tmp_path):

@@ -3,13 +3,10 @@ in Python, and the step with it against the step without it."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import torch
+from fresh_process import run_fresh
 
 import trainop
 from trainop.kernels.native import _binding, metadata
@@ -20,8 +17,8 @@ needs_reader = pytest.mark.skipif(reader is None, reason=str(metadata.unavailabl
 
 def python_reads(monkeypatch):
     """Make the library read metadata tensor by tensor in Python, as without the reader."""
-    monkeypatch.setattr(metadata, "_module", None)
-    monkeypatch.setattr(metadata, "_reason", "switched off by the test")
+    monkeypatch.setattr(metadata.READER, "value", None)
+    monkeypatch.setattr(metadata.READER, "reason", "switched off by the test")
 
 
 def params_with_grads(n=5, dtype=torch.float32):
@@ -139,12 +136,7 @@ def _probe(tmp_path, **env):
             "o = trainop.GradientDescentOptimizer(0.5, params=[p]); o.step(); o.step(); "
             "print(metadata.load() is not None); print(metadata.unavailable_reason()); "
             "print(p.tolist())")
-    src = os.path.join(os.path.dirname(trainop.__file__), os.pardir)
-    full_env = {**os.environ, "PYTHONPATH": os.path.abspath(src),
-                "TRAINOP_CACHE_DIR": str(tmp_path), **env}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=full_env, timeout=600, check=True)
-    return out.stdout.splitlines()
+    return run_fresh(code, tmp_path, **env)
 
 
 @needs_reader

@@ -20,20 +20,17 @@ import platform
 import shlex
 import subprocess
 import tempfile
-import threading
 from pathlib import Path
 
-__all__ = ["ABI_VERSION", "load", "unavailable_reason"]
+from trainop.kernels.native._once import BuiltOnce
+
+__all__ = ["ABI_VERSION", "KERNELS", "load", "unavailable_reason"]
 
 ABI_VERSION = 1
 SOURCE_DIR = Path(__file__).parent / "csrc"
 BASE_FLAGS = ("-O3", "-fopenmp", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno",
               "-fno-trapping-math", "-std=c99")
 NATIVE_FLAGS = ("-march=native",)
-
-_lock = threading.Lock()
-_library: ctypes.CDLL | None = None
-_reason: str | None = None  # why the kernels are unavailable, once known
 
 
 def cache_dir() -> Path:
@@ -112,24 +109,9 @@ def _build_and_load() -> ctypes.CDLL:
     raise RuntimeError("; ".join(errors))
 
 
-def load() -> ctypes.CDLL | None:
-    """The kernel library (built on first use), or ``None`` if it cannot be had."""
-    global _library, _reason
-    if _library is not None or _reason is not None:
-        return _library
-    with _lock:
-        if _library is None and _reason is None:
-            if os.environ.get("TRAINOP_NATIVE", "1") == "0":
-                _reason = "switched off by TRAINOP_NATIVE=0"
-            else:
-                try:
-                    _library = _build_and_load()
-                except RuntimeError as error:
-                    _reason = f"the C kernels could not be built or loaded: {error}"
-    return _library
-
-
-def unavailable_reason() -> str | None:
-    """``None`` if the kernels load, else why not."""
-    load()
-    return _reason
+KERNELS = BuiltOnce(_build_and_load, "the C kernels could not be built or loaded",
+                    (RuntimeError,))
+#: The kernel library (built on first use), or ``None`` if it cannot be had.
+load = KERNELS.get
+#: ``None`` if the kernels load, else why not.
+unavailable_reason = KERNELS.unavailable_reason

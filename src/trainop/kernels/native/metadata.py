@@ -20,22 +20,19 @@ import os
 import shlex
 import subprocess
 import sysconfig
-import threading
 from pathlib import Path
 from types import ModuleType
 
 import torch
 
+from trainop.kernels.native._once import BuiltOnce
 from trainop.kernels.native.build import SOURCE_DIR, build_key, cache_dir, compile_shared
 
-__all__ = ["load", "unavailable_reason"]
+__all__ = ["READER", "load", "unavailable_reason"]
 
 SOURCE = SOURCE_DIR / "metadata.cpp"
 FLAGS = ("-O2", "-shared", "-fPIC", "-std=c++17", "-w")
 
-_lock = threading.Lock()
-_module: ModuleType | None = None
-_reason: str | None = None
 
 
 def _command(compiler: list[str]) -> list[str]:
@@ -64,24 +61,9 @@ def _build_and_import() -> ModuleType:
     return module
 
 
-def load() -> ModuleType | None:
-    """The reader (built on the first call), or ``None`` if it cannot be had."""
-    global _module, _reason
-    if _module is not None or _reason is not None:
-        return _module
-    with _lock:
-        if _module is None and _reason is None:
-            if os.environ.get("TRAINOP_NATIVE", "1") == "0":
-                _reason = "switched off by TRAINOP_NATIVE=0"
-            else:
-                try:
-                    _module = _build_and_import()
-                except (OSError, ImportError, RuntimeError, subprocess.SubprocessError) as error:
-                    _reason = f"the metadata reader could not be built or imported: {error}"
-    return _module
-
-
-def unavailable_reason() -> str | None:
-    """``None`` if the reader loads, else why not."""
-    load()
-    return _reason
+READER = BuiltOnce(_build_and_import, "the metadata reader could not be built or imported",
+                   (OSError, ImportError, RuntimeError, subprocess.SubprocessError))
+#: The reader (built on the first call), or ``None`` if it cannot be had.
+load = READER.get
+#: ``None`` if the reader loads, else why not.
+unavailable_reason = READER.unavailable_reason

@@ -40,6 +40,12 @@ bool is_list(PyObject* object, const char* what) {
     return false;
 }
 
+// Parses (list, address) arguments; false with a Python error set otherwise.
+bool list_and_address(PyObject* args, const char* what, PyObject** list,
+                      unsigned long long* address) {
+    return PyArg_ParseTuple(args, "OK", list, address) && is_list(*list, what);
+}
+
 PyObject* gradients(PyObject*, PyObject* params) {
     if (!is_list(params, "params")) return nullptr;
     const Py_ssize_t n = PyList_GET_SIZE(params);
@@ -75,8 +81,7 @@ PyObject* gradients(PyObject*, PyObject* params) {
 PyObject* pointers(PyObject*, PyObject* args) {
     PyObject* lists;
     unsigned long long address;
-    if (!PyArg_ParseTuple(args, "OK", &lists, &address) || !is_list(lists, "lists"))
-        return nullptr;
+    if (!list_and_address(args, "lists", &lists, &address)) return nullptr;
     auto* out = reinterpret_cast<uint64_t*>(address);
     Py_ssize_t k = 0;
     try {
@@ -99,8 +104,7 @@ PyObject* pointers(PyObject*, PyObject* args) {
 PyObject* sizes(PyObject*, PyObject* args) {
     PyObject* tensors;
     unsigned long long address;
-    if (!PyArg_ParseTuple(args, "OK", &tensors, &address) || !is_list(tensors, "tensors"))
-        return nullptr;
+    if (!list_and_address(args, "tensors", &tensors, &address)) return nullptr;
     auto* out = reinterpret_cast<int64_t*>(address);
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tensors); ++i) {
         const at::Tensor* t = tensor_at(tensors, i);
