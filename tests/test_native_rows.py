@@ -99,3 +99,50 @@ def test_optimizers_with_repeated_rows_equal_the_reference(name, dtype):
             opt.step()
         return [table], [opt.state[table]]
     assert_close(run("native"), run("reference"), rtol=1e-6 if dtype == torch.float32 else 1e-13)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_lazy_adam_on_repeated_rows_equals_deduplicating_first(dtype, threads, monkeypatch):
+    """The LazyAdam kernel sums a repeated row's values in the order given before its one
+    update: bit for bit what ``unique_rows`` (TF's unique + unsorted_segment_sum) and then the
+    kernel on distinct rows give, on one thread or two (rows shared out by a hash)."""
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+    gen = torch.Generator().manual_seed(7)
+    indices = torch.randint(0, 300, (3000,), generator=gen)  # about 10 repeats per row
+    values = (torch.randn(3000, 40, generator=gen, dtype=dtype)
+              * torch.logspace(-4, 4, 3000, dtype=dtype)[:, None])
+    table = torch.randn(300, 40, generator=gen, dtype=dtype)
+    hyper = [0.01, 0.9, 0.999, 1e-8]
+
+    def run(rows, vals):
+        var, m, v = table.clone(), torch.full_like(table, 0.5), torch.full_like(table, 0.25)
+        assert native.lazy_adam_rows(var, m, v, rows, vals, hyper)
+        return var, m, v
+
+    fused = run(indices, values)
+    distinct = native.unique_rows(sparse(indices, values, (300, 40)))
+    assert distinct.indices.numel() < indices.numel()  # rows repeat
+    separate = run(distinct.indices, distinct.values)
+    for a, b in zip(fused, separate, strict=True):
+        assert torch.equal(a, b)
+    untouched = torch.ones(300, dtype=torch.bool)
+    untouched[indices] = False
+    assert torch.equal(fused[0][untouched], table[untouched])  # other rows keep their values
+    assert (fused[1][untouched] == 0.5).all()
+
+
+def test_lazy_adam_with_decoupled_decay_still_decays_the_touched_rows():
+    """The decay of contrib's extension runs before the sparse rule, so the extended LazyAdam
+    must not take the one-call kernel path that skips ``_apply_sparse``."""
+    decayed_class = trainop.extend_with_decoupled_weight_decay(trainop.LazyAdamOptimizer)
+    gen = torch.Generator().manual_seed(8)
+    start = torch.randn(50, 3, generator=gen, dtype=torch.float64)
+    grad = sparse([4, 9, 4], torch.randn(3, 3, generator=gen, dtype=torch.float64), (50, 3))
+    plain, decayed = start.clone().requires_grad_(), start.clone().requires_grad_()
+    trainop.LazyAdamOptimizer(0.1).apply_gradients([(grad, plain)])
+    decayed_class(0.5, 0.1).apply_gradients([(grad, decayed)])
+    # var_new = var - wd * var - lazy_step(g): the difference from plain LazyAdam is -wd * var.
+    difference = (decayed - plain).detach()
+    torch.testing.assert_close(difference[[4, 9]], -0.5 * start[[4, 9]], rtol=1e-12, atol=1e-15)
+    assert torch.equal(difference[[0, 1, 2, 3, 5]], torch.zeros(5, 3, dtype=torch.float64))

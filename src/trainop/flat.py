@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trainop._huge_pages import on_huge_pages
 from trainop._step_plan import Bucket, StepPlan
 from trainop._validation import describe
 
@@ -158,12 +159,13 @@ def _make_bucket(optimizer: Optimizer, gi: int, params: list[torch.Tensor]) -> F
     for p in params:
         offsets.append(total)
         total += p.numel()
-    param_buffer = torch.empty(total, dtype=first.dtype, device=first.device)
-    grad_buffer = torch.zeros(total, dtype=first.dtype, device=first.device)
+    def buffer() -> torch.Tensor:
+        return on_huge_pages(torch.empty(total, dtype=first.dtype, device=first.device))
+
+    param_buffer, grad_buffer = buffer(), buffer().zero_()
     specs = optimizer._slot_specs(group)
     flat_specs = [s for s in specs if not s.scalar and s.dtype in (None, first.dtype)]
-    slot_buffers = {s.name: torch.full((total,), s.fill, dtype=first.dtype, device=first.device)
-                    for s in flat_specs}
+    slot_buffers = {s.name: buffer().fill_(s.fill) for s in flat_specs}
     grad_views = []
     for p, offset in zip(params, offsets, strict=True):
         span = slice(offset, offset + p.numel())

@@ -53,6 +53,7 @@ from trainop._arguments import (
     describe_var,
 )
 from trainop._gate import NO_GATE, Gate, make_gate
+from trainop._huge_pages import on_huge_pages
 from trainop._hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop._sparse import RowSlices, row_slices, update_rows
 from trainop._state import OptimizerState, SlotState, adopt
@@ -105,7 +106,8 @@ class Optimizer(torch.optim.Optimizer):
     - ``_arg_names``: group key -> constructor argument name for messages (``lr`` ->
       ``learning_rate``);
     - ``_slot_specs(group)``, ``_init_non_slot(group_state, hp)``, ``_apply_dense``,
-      optionally ``_apply_sparse`` (default: the dense rule on the touched rows only) and
+      optionally ``_apply_sparse`` (default: the dense rule on the touched rows only),
+      ``_apply_sparse_gradient`` (the same from the gradient's rows as given) and
       ``_finish`` (after all variables of a group were updated, e.g. Adam's beta powers).
     """
 
@@ -689,10 +691,17 @@ class Optimizer(torch.optim.Optimizer):
         g = self._gate.scale([g])[0]
         hp = prepared.for_tensor(v)
         if g.is_sparse:
-            self._apply_sparse(v, self._row_slices(g, v, hp), self.state[v], hp,
-                               group["non_slot"])
+            if not self._apply_sparse_gradient(v, g, self.state[v], hp, group["non_slot"]):
+                self._apply_sparse(v, self._row_slices(g, v, hp), self.state[v], hp,
+                                   group["non_slot"])
         else:
             self._apply_dense(v, g, self.state[v], hp, group["non_slot"])
+
+    def _apply_sparse_gradient(self, var, grad, slots, hp, non_slot) -> bool:
+        """A sparse update straight from the COO gradient as given (rows may repeat), for a
+        rule whose kernel deduplicates on the way; False (the default) to get
+        ``_apply_sparse`` with the distinct rows instead."""
+        return False
 
     def _row_slices(self, grad: torch.Tensor, var: torch.Tensor, hp: Any) -> RowSlices:
         """The distinct rows of a sparse gradient and their summed values (TF's
@@ -778,8 +787,8 @@ class Optimizer(torch.optim.Optimizer):
             if spec.scalar:
                 slots[spec.name] = torch.full((), spec.fill, dtype=dtype, device=var.device)
             else:
-                slots[spec.name] = torch.full_like(var, spec.fill, dtype=dtype,
-                                                   memory_format=torch.preserve_format)
+                slots[spec.name] = on_huge_pages(torch.empty_like(
+                    var, dtype=dtype, memory_format=torch.preserve_format)).fill_(spec.fill)
         return slots
 
     # ------------------------------------------------------------------ checkpoints

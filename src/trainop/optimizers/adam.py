@@ -108,12 +108,16 @@ class AdamOptimizer(Optimizer):
                    weight_decay=self._decoupled_weight_decay(hp),
                    **gate.fused_kwargs(vars_[0].device))
 
-    def _native_rule(self, vars_, slots, hp, non_slot):
+    def _native_hyper(self, dtype, hp, non_slot) -> list[float]:
+        """The native kernels' Adam arguments: TF's step size (evaluated in ``dtype``), beta1,
+        beta2, epsilon, Nesterov (0/1), decoupled weight decay."""
         alpha = tf_adam_alpha(float(hp.lr), float(non_slot["beta1_power"]),
-                              float(non_slot["beta2_power"]), vars_[0].dtype)
-        return "adam", [slots["m"], slots["v"]], [
-            alpha, float(hp.beta1), float(hp.beta2), float(hp.epsilon),
-            float(self._use_nesterov), self._decoupled_weight_decay(hp)]
+                              float(non_slot["beta2_power"]), dtype)
+        return [alpha, float(hp.beta1), float(hp.beta2), float(hp.epsilon),
+                float(self._use_nesterov), self._decoupled_weight_decay(hp)]
+
+    def _native_rule(self, vars_, slots, hp, non_slot):
+        return "adam", [slots["m"], slots["v"]], self._native_hyper(vars_[0].dtype, hp, non_slot)
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         adam(var, grad, slots["m"], slots["v"], alpha=self._alpha(var, hp, non_slot),
@@ -164,13 +168,20 @@ class LazyAdamOptimizer(AdamOptimizer):
     a per-parameter step and torch's epsilon placement, so it is not a drop-in equivalent.
     """
 
+    def _apply_sparse_gradient(self, var, grad, slots, hp, non_slot) -> bool:
+        # Native: TF's deduplication and the row updates in one kernel call.
+        return (grad.sparse_dim() == 1
+                and self._choose_implementation(var.dtype, var.device, hp) == "native"
+                and native.lazy_adam_rows(var, slots["m"], slots["v"], grad._indices()[0],
+                                          grad._values(),
+                                          self._native_hyper(var.dtype, hp, non_slot)[:4]))
+
     def _apply_sparse(self, var, rows, slots, hp, non_slot) -> None:
-        alpha = self._alpha(var, hp, non_slot)
         if self._choose_implementation(var.dtype, var.device, hp) == "native" and (
                 native.lazy_adam_rows(var, slots["m"], slots["v"], rows.indices, rows.values,
-                                      [float(alpha), float(hp.beta1), float(hp.beta2),
-                                       float(hp.epsilon)])):
+                                      self._native_hyper(var.dtype, hp, non_slot)[:4])):
             return  # the same rule in one pass over the touched rows
+        alpha = self._alpha(var, hp, non_slot)
         lazy_adam_sparse(var, rows.indices, rows.values, slots["m"], slots["v"], alpha=alpha,
                          beta1=hp.beta1, beta2=hp.beta2, epsilon=hp.epsilon)
 

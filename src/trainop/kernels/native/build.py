@@ -26,7 +26,7 @@ from trainop.kernels.native._once import BuiltOnce
 
 __all__ = ["ABI_VERSION", "KERNELS", "load", "unavailable_reason"]
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 SOURCE_DIR = Path(__file__).parent / "csrc"
 BASE_FLAGS = ("-O3", "-fopenmp", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno",
               "-fno-trapping-math", "-std=c99")

@@ -1,5 +1,5 @@
 """Sparse gradients on the native kernels: TF's deduplication of a gradient's rows, and
-LazyAdam's update of only the touched rows.
+LazyAdam's update of only the touched rows (deduplicating on the way).
 
 A COO gradient from ``nn.Embedding(sparse=True)`` comes uncoalesced: its rows in lookup
 order, repeated where a token repeats. TF hands every sparse update the distinct rows (in order
@@ -65,10 +65,14 @@ def unique_rows(grad: torch.Tensor) -> RowSlices | None:
 
 def lazy_adam_rows(var: torch.Tensor, m: torch.Tensor, v: torch.Tensor, indices: torch.Tensor,
                    values: torch.Tensor, hyper: Sequence[float]) -> bool:
-    """LazyAdam's sparse update of the rows ``indices`` (distinct) in one threaded pass;
-    returns False (nothing done) where the kernel cannot run these tensors or an index is out
-    of range, so the caller runs the reference (which raises torch's error).
-    ``hyper``: alpha, beta1, beta2, epsilon."""
+    """LazyAdam's sparse update of the rows ``indices`` in one threaded pass; returns False
+    (nothing done) where the kernel cannot run these tensors or an index is out of range, so
+    the caller runs the reference (which raises torch's error). ``hyper``: alpha, beta1,
+    beta2, epsilon.
+
+    ``indices`` may repeat (a gradient's rows as given): the kernel sums each row's values in
+    the order given, as ``unique_rows`` does, before its single update of that row, so a raw
+    COO gradient needs no separate deduplication."""
     dtype = var.dtype
     if (not supports(dtype, var.device) or var.dim() == 0 or indices.dtype != torch.int64
             or not all(t.dtype == dtype and t.device.type == "cpu" and t.is_contiguous()
@@ -82,4 +86,6 @@ def lazy_adam_rows(var: torch.Tensor, m: torch.Tensor, v: torch.Tensor, indices:
     status = kernel(indices.numel(), math.prod(var.shape[1:]), var.shape[0], indices.data_ptr(),
                     values.data_ptr(), var.data_ptr(), m.data_ptr(), v.data_ptr(),
                     hyper_array.ctypes.data, torch.get_num_threads())
+    if status == -2:
+        raise MemoryError("trainop's native LazyAdam kernel could not allocate its row tables")
     return status == 0

@@ -153,6 +153,9 @@ static int drive(int n_lists, int64_t n_tensors, const int64_t *numel,
                      hyper, multiplier ? *multiplier : 1.0, NULL, n_threads);        \
     }
 
+#include "row_hash.h"
+#include "unique_rows.h"
+
 /* ------------------------------------------------------------------ the rules, per dtype */
 #define real float
 #define SFX(name) name##_f32
@@ -178,7 +181,5 @@ static int drive(int n_lists, int64_t n_tensors, const int64_t *numel,
 #include "rules.h"
 #include "rows.h"
 
-#include "unique_rows.h"
-
 /* Version of the calling convention, checked by the loader. */
-int trainop_abi_version(void) { return 1; }
+int trainop_abi_version(void) { return 2; }

@@ -8,12 +8,11 @@
  * Returns the number of distinct indices, -1 if an index lies outside [0, limit) (then the
  * caller lets torch raise its index error), or -2 when out of memory.
  *
- * An open-addressing hash table of at least twice n entries (linear probing, Fibonacci
- * hashing): one pass over the indices, memory in proportion to n, not to the table's rows. */
+ * One pass over the indices with a hash table (row_hash.h) of at least 2n entries: memory in
+ * proportion to n, not to the table's rows. */
 int64_t trainop_unique_rows(int64_t n, const int64_t *indices, int64_t limit, int64_t *slot_of,
                             int64_t *first_of) {
-    int bits = 1;
-    while (((int64_t)1 << bits) < 2 * n) ++bits;
+    const int bits = table_bits(n);
     const int64_t capacity = (int64_t)1 << bits, mask = capacity - 1;
     int64_t *keys = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
     int64_t *slots = (int64_t *)malloc((size_t)capacity * sizeof(int64_t));
@@ -30,7 +29,7 @@ int64_t trainop_unique_rows(int64_t n, const int64_t *indices, int64_t limit, in
             distinct = -1;
             break;
         }
-        int64_t h = (int64_t)(((uint64_t)row * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - bits));
+        int64_t h = row_home(row, bits);
         while (keys[h] != -1 && keys[h] != row) h = (h + 1) & mask;
         if (keys[h] == -1) {
             keys[h] = row;
