@@ -1,67 +1,75 @@
 """Large tensors that trainop allocates itself (slots, flat buffers) on transparent huge pages.
 
-A sparse step touches random rows of a table and of its slots: each row of each array lies on
-its own 4 KiB page, so the step waits on page-table walks more than on the data (LazyAdam on a
-1M x 64 table, 1% of rows: about 30,000 walks per step). With the slots on 2 MiB pages their
-translations stay in the TLB. Measured on the 2-core development VM, caches cold: LazyAdam's
-sparse step 7% faster with its moments on huge pages (the table is the user's: torch puts it on
-huge pages with ``THP_MEM_ALLOC_ENABLE=1``, then the step is about 35% faster); a dense Adam
-step over one 32M-element tensor 2% faster. Results do not change: only the page size does.
+On a 4 KiB page every 4 KiB of a streamed array costs a TLB miss, and a sparse step's random
+rows cost one page-table walk per row and array; on the (virtualised) development machine
+these walks are expensive. Measured there (2 cores, caches cold, interleaved with the same step
+on 4 KiB pages): Momentum on one 32M-element tensor 10.1 -> 6.9 ms with its momentum slot on
+huge pages (parameters and gradients are the caller's and stay as they are); LazyAdam's sparse
+step on a 1M x 64 table about 7% faster with its moments on huge pages (the table is the
+caller's: torch's ``THP_MEM_ALLOC_ENABLE=1`` puts it on huge pages, then about 35%). Results do
+not change: only the page size does.
 
-How: ``madvise(MADV_HUGEPAGE)`` on the 2 MiB-aligned interior of a fresh allocation before its
-first write, so the kernel backs it with huge pages as the first write faults it in (no copy;
-torch's ``THP_MEM_ALLOC_ENABLE`` does the same for every allocation). Linux only, CPU tensors of
-at least 4 MiB, and only where ``/sys/kernel/mm/transparent_hugepage/enabled`` is not
-``never``; ``TRAINOP_HUGE_PAGES=0`` switches it off. Anything else leaves the tensor as it is.
+How: a large tensor gets its own private anonymous mapping (``mmap``), advised with
+``MADV_HUGEPAGE`` before its first write, so the kernel backs it with huge pages as it faults
+in, and unmapped when the tensor is freed (``torch.frombuffer`` keeps the mapping alive). Its
+own mapping matters: advice given to memory from the C heap would outlive the tensor and pass
+to whatever the heap hands out next. Linux only, CPU tensors of at least 4 MiB, contiguous, and
+only where ``/sys/kernel/mm/transparent_hugepage/enabled`` is not ``never``;
+``TRAINOP_HUGE_PAGES=0`` switches it off. Anything else gets ``torch.empty``.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
+import math
+import mmap
 import os
 import sys
 from pathlib import Path
 
 import torch
 
-__all__ = ["HUGE_PAGE_BYTES", "MIN_BYTES", "on_huge_pages"]
+__all__ = ["MIN_BYTES", "empty", "empty_like", "wanted"]
 
-HUGE_PAGE_BYTES = 2 << 20
-MIN_BYTES = 2 * HUGE_PAGE_BYTES
-_MADV_HUGEPAGE = 14
+MIN_BYTES = 4 << 20
 _THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
 @functools.cache
-def _madvise():
-    """libc's ``madvise``, or None where transparent huge pages cannot be asked for."""
-    if sys.platform != "linux":
-        return None
+def _supported() -> bool:
+    """Whether this system can give transparent huge pages on request."""
+    if sys.platform != "linux" or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return False
     try:
-        if "[never]" in _THP_MODE.read_text():
-            return None
-        madvise = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return None
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    madvise.restype = ctypes.c_int
-    return madvise
+        return "[never]" not in _THP_MODE.read_text()
+    except OSError:
+        return False
 
 
-def on_huge_pages(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor`` (a fresh, not yet written allocation), its memory advised onto huge pages
-    where this module's conditions hold; returned for chaining (``.fill_(x)``)."""
-    nbytes = tensor.numel() * tensor.element_size()
-    if (tensor.device.type != "cpu" or nbytes < MIN_BYTES
-            or os.environ.get("TRAINOP_HUGE_PAGES", "1") == "0"):
-        return tensor
-    madvise = _madvise()
-    if madvise is None:
-        return tensor
-    start = tensor.data_ptr()
-    first = -(-start // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES
-    last = (start + nbytes) // HUGE_PAGE_BYTES * HUGE_PAGE_BYTES
-    if last > first:
-        madvise(first, last - first, _MADV_HUGEPAGE)  # advice only: a refusal changes nothing
-    return tensor
+def wanted(nbytes: int, device: torch.device) -> bool:
+    """Whether a fresh tensor of ``nbytes`` on ``device`` goes on huge pages."""
+    return (device.type == "cpu" and nbytes >= MIN_BYTES
+            and os.environ.get("TRAINOP_HUGE_PAGES", "1") != "0" and _supported())
+
+
+def empty(shape: tuple[int, ...] | torch.Size, dtype: torch.dtype,
+          device: torch.device | str = "cpu") -> torch.Tensor:
+    """``torch.empty(shape, dtype=dtype, device=device)``, in its own huge-page mapping where
+    ``wanted``. The memory is not yet written (fill it before timing anything)."""
+    device = torch.device(device)
+    size = math.prod(shape)
+    nbytes = size * torch.empty((), dtype=dtype).element_size()
+    if not wanted(nbytes, device):
+        return torch.empty(shape, dtype=dtype, device=device)
+    mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE)
+    mapping.madvise(mmap.MADV_HUGEPAGE)  # advice only: a refusal changes nothing else
+    return torch.frombuffer(mapping, dtype=dtype, count=size).view(shape)
+
+
+def empty_like(var: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``torch.empty_like(var, dtype=dtype)`` (layout preserved), on huge pages where
+    ``wanted`` and ``var`` is contiguous."""
+    dtype = dtype or var.dtype
+    if var.is_contiguous():
+        return empty(var.shape, dtype, var.device)
+    return torch.empty_like(var, dtype=dtype, memory_format=torch.preserve_format)

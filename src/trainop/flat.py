@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trainop._huge_pages import on_huge_pages
+from trainop import _huge_pages as huge_pages
 from trainop._step_plan import Bucket, StepPlan
 from trainop._validation import describe
 
@@ -160,7 +160,7 @@ def _make_bucket(optimizer: Optimizer, gi: int, params: list[torch.Tensor]) -> F
         offsets.append(total)
         total += p.numel()
     def buffer() -> torch.Tensor:
-        return on_huge_pages(torch.empty(total, dtype=first.dtype, device=first.device))
+        return huge_pages.empty((total,), first.dtype, first.device)
 
     param_buffer, grad_buffer = buffer(), buffer().zero_()
     specs = optimizer._slot_specs(group)

@@ -45,6 +45,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 import torch
 
+from trainop import _huge_pages as huge_pages
 from trainop._arguments import (
     check_global_step,
     check_gradient,
@@ -53,7 +54,6 @@ from trainop._arguments import (
     describe_var,
 )
 from trainop._gate import NO_GATE, Gate, make_gate
-from trainop._huge_pages import on_huge_pages
 from trainop._hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop._sparse import RowSlices, row_slices, update_rows
 from trainop._state import OptimizerState, SlotState, adopt
@@ -787,8 +787,7 @@ class Optimizer(torch.optim.Optimizer):
             if spec.scalar:
                 slots[spec.name] = torch.full((), spec.fill, dtype=dtype, device=var.device)
             else:
-                slots[spec.name] = on_huge_pages(torch.empty_like(
-                    var, dtype=dtype, memory_format=torch.preserve_format)).fill_(spec.fill)
+                slots[spec.name] = huge_pages.empty_like(var, dtype).fill_(spec.fill)
         return slots
 
     # ------------------------------------------------------------------ checkpoints
