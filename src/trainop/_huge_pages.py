@@ -1,13 +1,14 @@
 """Large tensors that trainop allocates itself (slots, flat buffers) on transparent huge pages.
 
-On a 4 KiB page every 4 KiB of a streamed array costs a TLB miss, and a sparse step's random
-rows cost one page-table walk per row and array; on the (virtualised) development machine
-these walks are expensive. Measured there (2 cores, caches cold, interleaved with the same step
-on 4 KiB pages): Momentum on one 32M-element tensor 10.1 -> 6.9 ms with its momentum slot on
-huge pages (parameters and gradients are the caller's and stay as they are); LazyAdam's sparse
-step on a 1M x 64 table about 7% faster with its moments on huge pages (the table is the
-caller's: torch's ``THP_MEM_ALLOC_ENABLE=1`` puts it on huge pages, then about 35%). Results do
-not change: only the page size does.
+A sparse step touches random rows of a table and of its slots: each row of each array lies on
+its own 4 KiB page, so the step waits on page-table walks as much as on the data (LazyAdam on
+a 1M x 64 table, 1% of rows: about 30,000 walks per step), and on the virtualised development
+machine a walk is expensive. With the slots on 2 MiB pages their translations stay in the TLB.
+Measured there (2 cores, caches cold, interleaved with the same step on 4 KiB pages): LazyAdam's
+sparse step 7-11% faster with its moments on huge pages (the table is the caller's: torch's
+``THP_MEM_ALLOC_ENABLE=1`` puts it on huge pages too, then the step is about 35% faster).
+Streaming steps gain little: a dense Adam step on one 32M-element tensor 2%, a flat Momentum
+step over 8M parameters nothing measurable. Results do not change: only the page size does.
 
 How: a large tensor gets its own private anonymous mapping (``mmap``), advised with
 ``MADV_HUGEPAGE`` before its first write, so the kernel backs it with huge pages as it faults
