@@ -198,12 +198,17 @@ def test_sparse_adam_rules_on_a_large_table_equal_the_reference(name):
     assert_close(run_sparse("native"), run_sparse("reference"), rtol=1e-6)
 
 
-def test_lazy_adam_rows_declines_out_of_range_rows():
+def test_sparse_rows_decline_out_of_range_rows_and_unknown_rules():
     var, m, v = torch.zeros(4, 2), torch.zeros(4, 2), torch.zeros(4, 2)
-    assert not native.lazy_adam_rows(var, m, v, torch.tensor([0, 4]), torch.ones(2, 2),
-                                     [0.1, 0.9, 0.999, 1e-8])
-    assert not native.lazy_adam_rows(var, m, v, torch.tensor([-1]), torch.ones(1, 2),
-                                     [0.1, 0.9, 0.999, 1e-8])
+    hyper = [0.1, 0.9, 0.999, 1e-8]
+    assert not native.sparse_rows("lazy_adam", var, [m, v], torch.tensor([0, 4]),
+                                  torch.ones(2, 2), hyper)
+    assert not native.sparse_rows("lazy_adam", var, [m, v], torch.tensor([-1]),
+                                  torch.ones(1, 2), hyper)
+    assert not native.sparse_rows("rmsprop", var, [m, v], torch.tensor([1]), torch.ones(1, 2),
+                                  hyper)  # no sparse-row export: TF's sparse RMSProp differs
+    assert not native.sparse_rows("lazy_adam", var, [m, v[:2]], torch.tensor([1]),
+                                  torch.ones(1, 2), hyper)  # a slot of another shape
     assert torch.equal(var, torch.zeros(4, 2)) and torch.equal(m, torch.zeros(4, 2))
 
 

@@ -117,7 +117,7 @@ def test_lazy_adam_on_repeated_rows_equals_deduplicating_first(dtype, threads, m
 
     def run(rows, vals):
         var, m, v = table.clone(), torch.full_like(table, 0.5), torch.full_like(table, 0.25)
-        assert native.lazy_adam_rows(var, m, v, rows, vals, hyper)
+        assert native.sparse_rows("lazy_adam", var, [m, v], rows, vals, hyper)
         return var, m, v
 
     fused = run(indices, values)
@@ -146,3 +146,49 @@ def test_lazy_adam_with_decoupled_decay_still_decays_the_touched_rows():
     difference = (decayed - plain).detach()
     torch.testing.assert_close(difference[[4, 9]], -0.5 * start[[4, 9]], rtol=1e-12, atol=1e-15)
     assert torch.equal(difference[[0, 1, 2, 3, 5]], torch.zeros(5, 3, dtype=torch.float64))
+
+
+ROW_RULE_OPTIMIZERS = ["GradientDescentOptimizer", "MomentumOptimizer", "AdagradOptimizer",
+                       "AdagradDAOptimizer", "AdadeltaOptimizer", "FtrlOptimizer",
+                       "ProximalGradientDescentOptimizer", "ProximalAdagradOptimizer",
+                       "LazyAdamOptimizer"]
+
+
+@pytest.mark.parametrize("name", ROW_RULE_OPTIMIZERS)
+def test_sparse_steps_run_the_row_kernel_on_any_thread_count(name, monkeypatch):
+    """Every optimizer whose sparse update is its rule on the touched rows runs it in the
+    native row kernel, straight from the repeated rows: the same numbers on one thread or two,
+    and the reference's (1e-13 relative in float64, as every native path)."""
+    from optimizer_kwargs import kwargs_for
+    from test_fast_paths import EXTRAS
+
+    from trainop.registry import OPTIMIZER_CLASSES
+
+    calls = []
+    kernel = native.sparse_rows
+
+    def spy(*args):
+        calls.append(kernel(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(native, "sparse_rows", spy)
+
+    def run(implementation, threads):
+        monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+        gen = torch.Generator().manual_seed(3)
+        table = torch.randn(2000, 48, generator=gen, dtype=torch.float64).requires_grad_()
+        opt = OPTIMIZER_CLASSES[name](params=[table], implementation=implementation,
+                                      **kwargs_for(name, EXTRAS))
+        for _ in range(3):
+            rows = torch.randint(0, 2000, (3000,), generator=gen)  # about 1.5 per row
+            table.grad = sparse(rows, torch.randn(3000, 48, generator=gen, dtype=torch.float64),
+                                table.shape)
+            opt.step()
+        return [table], [opt.state[table]]
+
+    one, two = run("native", 1), run("native", 2)
+    assert len(calls) == 6 and all(calls)
+    assert torch.equal(one[0][0], two[0][0])
+    for key in one[1][0]:
+        assert torch.equal(one[1][0][key], two[1][0][key]), key
+    assert_close(two, run("reference", 2), rtol=1e-13)

@@ -698,10 +698,31 @@ class Optimizer(torch.optim.Optimizer):
             self._apply_dense(v, g, self.state[v], hp, group["non_slot"])
 
     def _apply_sparse_gradient(self, var, grad, slots, hp, non_slot) -> bool:
-        """A sparse update straight from the COO gradient as given (rows may repeat), for a
-        rule whose kernel deduplicates on the way; False (the default) to get
-        ``_apply_sparse`` with the distinct rows instead."""
-        return False
+        """A sparse update straight from the COO gradient as given (rows may repeat) by the
+        native row kernel, which deduplicates on the way; False where it does not apply (then
+        ``_apply_sparse`` gets the distinct rows)."""
+        return grad.sparse_dim() == 1 and self._sparse_rows_natively(
+            var, grad._indices()[0], grad._values(), slots, hp, non_slot)
+
+    def _native_sparse_rule(self, var, slots, hp, non_slot):
+        """``(rule, slot tensors, hyper)`` of the native sparse-row kernel, or None. By default
+        the dense native rule, for a class whose sparse update is that rule on the touched rows
+        (the default ``_apply_sparse``); a class with its own sparse rule has none unless it
+        says so."""
+        if type(self)._apply_sparse is not Optimizer._apply_sparse or not self._elementwise:
+            return None
+        rule, slot_lists, hyper = self._native_rule(
+            [var], {name: [slot] for name, slot in slots.items()}, hp, non_slot)
+        return rule, [lst[0] for lst in slot_lists], hyper
+
+    def _sparse_rows_natively(self, var, indices, values, slots, hp, non_slot) -> bool:
+        """The rows ``indices`` (repeats allowed) updated by the native row kernel; False
+        (nothing done) where the native path is not chosen or cannot run them."""
+        if self._choose_implementation(var.dtype, var.device, hp) != "native":
+            return False
+        found = self._native_sparse_rule(var, slots, hp, non_slot)
+        return found is not None and native.sparse_rows(found[0], var, found[1], indices,
+                                                        values, found[2])
 
     def _row_slices(self, grad: torch.Tensor, var: torch.Tensor, hp: Any) -> RowSlices:
         """The distinct rows of a sparse gradient and their summed values (TF's

@@ -168,18 +168,12 @@ class LazyAdamOptimizer(AdamOptimizer):
     a per-parameter step and torch's epsilon placement, so it is not a drop-in equivalent.
     """
 
-    def _apply_sparse_gradient(self, var, grad, slots, hp, non_slot) -> bool:
-        # Native: TF's deduplication and the row updates in one kernel call.
-        return (grad.sparse_dim() == 1
-                and self._choose_implementation(var.dtype, var.device, hp) == "native"
-                and native.lazy_adam_rows(var, slots["m"], slots["v"], grad._indices()[0],
-                                          grad._values(),
-                                          self._native_hyper(var.dtype, hp, non_slot)[:4]))
+    def _native_sparse_rule(self, var, slots, hp, non_slot):
+        return "lazy_adam", [slots["m"], slots["v"]], self._native_hyper(var.dtype, hp,
+                                                                         non_slot)[:4]
 
     def _apply_sparse(self, var, rows, slots, hp, non_slot) -> None:
-        if self._choose_implementation(var.dtype, var.device, hp) == "native" and (
-                native.lazy_adam_rows(var, slots["m"], slots["v"], rows.indices, rows.values,
-                                      self._native_hyper(var.dtype, hp, non_slot)[:4])):
+        if self._sparse_rows_natively(var, rows.indices, rows.values, slots, hp, non_slot):
             return  # the same rule in one pass over the touched rows
         alpha = self._alpha(var, hp, non_slot)
         lazy_adam_sparse(var, rows.indices, rows.values, slots["m"], slots["v"], alpha=alpha,

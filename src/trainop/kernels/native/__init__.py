@@ -35,9 +35,9 @@ from trainop.kernels.native._binding import (
     supports,
 )
 from trainop.kernels.native.build import unavailable_reason
-from trainop.kernels.native.rows import lazy_adam_rows, unique_rows
+from trainop.kernels.native.rows import sparse_rows, unique_rows
 
-__all__ = ["DTYPES", "SUFFIXES", "available", "l2_norms", "lazy_adam_rows", "pointers", "run",
+__all__ = ["DTYPES", "SUFFIXES", "available", "l2_norms", "pointers", "run", "sparse_rows",
            "sizes", "supports", "unavailable_reason", "unique_rows"]
 
 _SQUARE_SUMS_ARGS = [ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int]

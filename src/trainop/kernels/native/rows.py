@@ -1,5 +1,5 @@
-"""Sparse gradients on the native kernels: TF's deduplication of a gradient's rows, and
-LazyAdam's update of only the touched rows (deduplicating on the way).
+"""Sparse gradients on the native kernels: TF's deduplication of a gradient's rows, and the
+update of only the touched rows by an optimizer's rule (deduplicating on the way).
 
 A COO gradient from ``nn.Embedding(sparse=True)`` comes uncoalesced: its rows in lookup
 order, repeated where a token repeats. TF hands every sparse update the distinct rows (in order
@@ -21,12 +21,13 @@ import torch
 from trainop._sparse import RowSlices
 from trainop.kernels.native._binding import SUFFIXES, function, supports
 
-__all__ = ["lazy_adam_rows", "unique_rows"]
+__all__ = ["sparse_rows", "unique_rows"]
 
 _UNIQUE_ARGS = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                 ctypes.c_void_p]
 _SUM_ARGS = [ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 4
-_LAZY_ADAM_ARGS = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 6 + [ctypes.c_int]
+_ROWS_ARGS = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int]
+_MISSING: set[str] = set()  # rules looked up without a sparse-row export
 
 
 def unique_rows(grad: torch.Tensor) -> RowSlices | None:
@@ -63,29 +64,42 @@ def unique_rows(grad: torch.Tensor) -> RowSlices | None:
     return RowSlices(indices.index_select(0, first_of), summed)
 
 
-def lazy_adam_rows(var: torch.Tensor, m: torch.Tensor, v: torch.Tensor, indices: torch.Tensor,
-                   values: torch.Tensor, hyper: Sequence[float]) -> bool:
-    """LazyAdam's sparse update of the rows ``indices`` in one threaded pass; returns False
-    (nothing done) where the kernel cannot run these tensors or an index is out of range, so
-    the caller runs the reference (which raises torch's error). ``hyper``: alpha, beta1,
-    beta2, epsilon.
+def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
+                indices: torch.Tensor, values: torch.Tensor, hyper: Sequence[float]) -> bool:
+    """The native ``rule`` (``csrc/rules.h``, one with a sparse-row export) applied to the rows
+    ``indices`` of ``var`` and its ``slots`` only, in one threaded call; returns False (nothing
+    done) where the kernel cannot run these tensors or an index is out of range, so the caller
+    runs the reference (which raises torch's error). ``hyper``: the rule's hyperparameters,
+    as for its dense kernel.
 
     ``indices`` may repeat (a gradient's rows as given): the kernel sums each row's values in
     the order given, as ``unique_rows`` does, before its single update of that row, so a raw
     COO gradient needs no separate deduplication."""
     dtype = var.dtype
+    tables = [var, *slots]
     if (not supports(dtype, var.device) or var.dim() == 0 or indices.dtype != torch.int64
             or not all(t.dtype == dtype and t.device.type == "cpu" and t.is_contiguous()
-                       for t in (m, v, values))
-            or not (m.shape == v.shape == var.shape and var.is_contiguous()
-                    and indices.is_contiguous() and indices.dim() == 1
+                       and t.shape == var.shape for t in tables)
+            or not (values.dtype == dtype and values.device.type == "cpu"
+                    and values.is_contiguous() and indices.is_contiguous()
+                    and indices.dim() == 1
                     and values.shape == (indices.numel(), *var.shape[1:]))):
         return False
-    kernel = function(f"trainop_lazy_adam_rows_{SUFFIXES[dtype]}", _LAZY_ADAM_ARGS)
+    name = f"trainop_rows_{rule}_{SUFFIXES[dtype]}"
+    if name in _MISSING:
+        return False
+    try:
+        kernel = function(name, _ROWS_ARGS)
+    except AttributeError:  # a rule without a sparse-row export
+        _MISSING.add(name)
+        return False
+    table_array = np.fromiter((t.data_ptr() for t in tables), dtype=np.uint64,
+                              count=len(tables))
     hyper_array = np.asarray(hyper, dtype=np.float64)
     status = kernel(indices.numel(), math.prod(var.shape[1:]), var.shape[0], indices.data_ptr(),
-                    values.data_ptr(), var.data_ptr(), m.data_ptr(), v.data_ptr(),
-                    hyper_array.ctypes.data, torch.get_num_threads())
+                    values.data_ptr(), table_array.ctypes.data, hyper_array.ctypes.data,
+                    torch.get_num_threads())
     if status == -2:
-        raise MemoryError("trainop's native LazyAdam kernel could not allocate its row tables")
+        raise MemoryError(f"trainop's native sparse {rule} kernel could not allocate its row "
+                          "tables")
     return status == 0

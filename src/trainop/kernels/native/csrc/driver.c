@@ -163,8 +163,8 @@ static int drive(int n_lists, int64_t n_tensors, const int64_t *numel,
 #define POW powf
 #define FABS fabsf
 #define SUFFIX f32
-#include "rules.h"
 #include "rows.h"
+#include "rules.h"
 #undef real
 #undef SFX
 #undef SQRT
@@ -178,8 +178,8 @@ static int drive(int n_lists, int64_t n_tensors, const int64_t *numel,
 #define POW pow
 #define FABS fabs
 #define SUFFIX f64
-#include "rules.h"
 #include "rows.h"
+#include "rules.h"
 
 /* Version of the calling convention, checked by the loader. */
 int trainop_abi_version(void) { return 2; }

@@ -1,5 +1,6 @@
 /* Sparse-row kernels: a gradient given as rows `indices` of a table whose rows hold `width`
- * contiguous elements. Included once per element type by driver.c (as rules.h).
+ * contiguous elements. Included once per element type by driver.c, before rules.h, whose
+ * rules get their sparse-row exports from EXPORT_ROWS here.
  *
  * Random rows of a large table are latency-bound, not bandwidth-bound: each loop prefetches
  * the rows PREFETCH_AHEAD iterations ahead, so the memory system serves several rows at once. */
@@ -29,32 +30,18 @@ void SFX(trainop_sum_rows)(int64_t n, int64_t width, const real *values, const i
     }
 }
 
-/* One row of LazyAdam: c = {alpha, beta1, beta2, epsilon, 1 - beta1, 1 - beta2}.
- *   m = m*beta1 + g*(1-beta1); v = v*beta2 + g*g*(1-beta2); x -= alpha*m/(sqrt(v) + eps) */
-static inline void SFX(lazy_adam_row)(int64_t width, const real *restrict g, real *restrict mr,
-                                      real *restrict vr, real *restrict xr, const real *c) {
-    const real alpha = c[0], beta1 = c[1], beta2 = c[2], eps = c[3];
-    const real one_minus_beta1 = c[4], one_minus_beta2 = c[5];
-    for (int64_t j = 0; j < width; ++j) {
-        const real mj = mr[j] * beta1 + g[j] * one_minus_beta1;
-        const real vj = vr[j] * beta2 + g[j] * g[j] * one_minus_beta2;
-        mr[j] = mj;
-        vr[j] = vj;
-        xr[j] += -(alpha * mj / (SQRT(vj) + eps));
-    }
-}
-
 /* One entry of a thread's table of distinct rows: the row, and its first and last occurrence
  * among the gradient's rows (the occurrences in between are chained through `next`). */
 typedef struct {
     int64_t row, first, last;
 } SFX(occurrences_t);
 
-/* LazyAdam's sparse rule straight from a gradient's rows as given: `indices` (n of them, in
+/* A sparse update straight from a gradient's rows as given: `indices` (n of them, in
  * [0, n_table_rows), repeats allowed, e.g. an embedding's backward in lookup order) and
  * `values` ([n, width]). As TF, the values of a repeated row are first summed in the order
- * given (unique + unsorted_segment_sum), then each distinct row r is updated once by
- * lazy_adam_row; no other row of m, v or var changes. hyper: alpha, beta1, beta2, epsilon.
+ * given (unique + unsorted_segment_sum); then the range function `fn` of a rule (rules.h) runs
+ * once on each distinct row r, with p[0] = row r of tables[0] (the variable), p[1] = the row's
+ * gradient and p[2 + k] = row r of tables[1 + k] (the slots). No other row changes.
  *
  * Both steps share one parallel region: each thread owns the rows that row_owner gives it,
  * finds their occurrences among all the indices with its own hash table, and sums and updates
@@ -62,14 +49,12 @@ typedef struct {
  * threads, so results do not depend on the number of threads.
  * Returns 0; -1 (nothing written) if an index lies outside [0, n_table_rows); -2 (nothing
  * written) when out of memory. */
-int SFX(trainop_lazy_adam_rows)(int64_t n, int64_t width, int64_t n_table_rows,
-                                const int64_t *indices, const real *values, real *var, real *m,
-                                real *v, const double *hyper, int n_threads) {
+static int SFX(drive_rows)(range_fn fn, int n_tables, int64_t n, int64_t width,
+                           int64_t n_table_rows, const int64_t *indices, const real *values,
+                           const uintptr_t *tables, const double *hyper, int n_threads) {
     for (int64_t k = 0; k < n; ++k)
         if (indices[k] < 0 || indices[k] >= n_table_rows) return -1;
     if (n == 0) return 0;
-    const real c[6] = {(real)hyper[0], (real)hyper[1], (real)hyper[2], (real)hyper[3],
-                       (real)(1.0 - hyper[1]), (real)(1.0 - hyper[2])};
     const int64_t bytes = width * (int64_t)sizeof(real);
     const int threads = n * width > PARALLEL_ABOVE && n_threads > 1 ? n_threads : 1;
     int64_t *next = (int64_t *)malloc((size_t)n * sizeof(int64_t));
@@ -112,12 +97,12 @@ int SFX(trainop_lazy_adam_rows)(int64_t n, int64_t width, int64_t n_table_rows,
                 table[h].last = k;
                 next[k] = -1;
             }
+            char *p[MAX_LISTS];
             for (int64_t i = 0; i < distinct; ++i) {
                 if (i + PREFETCH_AHEAD < distinct) {
                     const int64_t ahead = table[order[i + PREFETCH_AHEAD]].row * width;
-                    prefetch_row(m + ahead, bytes);
-                    prefetch_row(v + ahead, bytes);
-                    prefetch_row(var + ahead, bytes);
+                    for (int t = 0; t < n_tables; ++t)
+                        prefetch_row((const real *)tables[t] + ahead, bytes);
                 }
                 const SFX(occurrences_t) e = table[order[i]];
                 const real *g = values + e.first * width;
@@ -128,7 +113,10 @@ int SFX(trainop_lazy_adam_rows)(int64_t n, int64_t width, int64_t n_table_rows,
                     g = sum;
                 }
                 const int64_t base = e.row * width;
-                SFX(lazy_adam_row)(width, g, m + base, v + base, var + base, c);
+                p[0] = (char *)((real *)tables[0] + base);
+                p[1] = (char *)g;
+                for (int t = 1; t < n_tables; ++t) p[1 + t] = (char *)((real *)tables[t] + base);
+                fn(p, width, hyper, 1.0, NULL, 0);
             }
         }
         free(table);
@@ -138,3 +126,14 @@ int SFX(trainop_lazy_adam_rows)(int64_t n, int64_t width, int64_t n_table_rows,
     free(next);
     return failed ? -2 : 0;
 }
+
+/* The sparse-row export of a rule whose range function is SFX(rule): n_tables = the variable
+ * and its slots. */
+#define EXPORT_ROWS(rule, n_tables)                                                           \
+    int SFX(trainop_rows_##rule)(int64_t n, int64_t width, int64_t n_table_rows,             \
+                                 const int64_t *indices, const real *values,                \
+                                 const uintptr_t *tables, const double *hyper,              \
+                                 int n_threads) {                                           \
+        return SFX(drive_rows)(SFX(rule), n_tables, n, width, n_table_rows, indices, values, \
+                               tables, hyper, n_threads);                                   \
+    }

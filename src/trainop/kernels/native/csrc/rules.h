@@ -381,6 +381,42 @@ SIGNATURE(SFX(trainop_novograd)) {
     return status;
 }
 
+/* LazyAdam's rule, which TF runs on the touched rows only (the dense rule is Adam's, above).
+ * hyper: alpha, beta1, beta2, epsilon.
+ *   m = m*beta1 + g*(1-beta1); v = v*beta2 + g*g*(1-beta2); var -= alpha*m/(sqrt(v) + eps) */
+RANGE(lazy_adam) {
+    UNUSED_RANGE_ARGS;
+    real *restrict var = VAR; const real *restrict grad = GRAD;
+    real *restrict m = SLOT(0); real *restrict v = SLOT(1);
+    const real alpha = (real)hyper[0], beta1 = (real)hyper[1], beta2 = (real)hyper[2];
+    const real eps = (real)hyper[3], mult = (real)multiplier;
+    const real one_minus_beta1 = (real)(1.0 - hyper[1]);
+    const real one_minus_beta2 = (real)(1.0 - hyper[2]);
+    for (int64_t i = 0; i < n; ++i) {
+        const real g = grad[i] * mult;
+        const real mi = m[i] * beta1 + g * one_minus_beta1;
+        const real vi = v[i] * beta2 + g * g * one_minus_beta2;
+        m[i] = mi;
+        v[i] = vi;
+        var[i] += -(alpha * mi / (SQRT(vi) + eps));
+    }
+}
+
+/* The sparse-row exports (rows.h): trainop_rows_<rule>, each rule over a gradient's distinct
+ * rows, for the optimizers whose sparse update is their dense rule on the touched rows (not
+ * RMSProp: TF's sparse kernel computes it in another form). The count is the variable and its
+ * slots. */
+EXPORT_ROWS(gradient_descent, 1)
+EXPORT_ROWS(adagrad, 2)
+EXPORT_ROWS(adagrad_da, 3)
+EXPORT_ROWS(adadelta, 3)
+EXPORT_ROWS(ftrl, 3)
+EXPORT_ROWS(proximal_gd, 1)
+EXPORT_ROWS(proximal_adagrad, 2)
+EXPORT_ROWS(momentum, 2)
+EXPORT_ROWS(lazy_adam, 3)
+
+#undef EXPORT_ROWS
 #undef EXPORT_
 #undef EXPORT
 #undef RANGE
