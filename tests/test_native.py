@@ -206,7 +206,7 @@ def test_sparse_rows_decline_out_of_range_rows_and_unknown_rules():
     assert not native.sparse_rows("lazy_adam", var, [m, v], torch.tensor([-1]),
                                   torch.ones(1, 2), hyper)
     assert not native.sparse_rows("rmsprop", var, [m, v], torch.tensor([1]), torch.ones(1, 2),
-                                  hyper)  # no sparse-row export: TF's sparse RMSProp differs
+                                  hyper)  # the dense form has no sparse-row export
     assert not native.sparse_rows("lazy_adam", var, [m, v[:2]], torch.tensor([1]),
                                   torch.ones(1, 2), hyper)  # a slot of another shape
     assert torch.equal(var, torch.zeros(4, 2)) and torch.equal(m, torch.zeros(4, 2))

@@ -148,17 +148,19 @@ def test_lazy_adam_with_decoupled_decay_still_decays_the_touched_rows():
     assert torch.equal(difference[[0, 1, 2, 3, 5]], torch.zeros(5, 3, dtype=torch.float64))
 
 
-ROW_RULE_OPTIMIZERS = ["GradientDescentOptimizer", "MomentumOptimizer", "AdagradOptimizer",
-                       "AdagradDAOptimizer", "AdadeltaOptimizer", "FtrlOptimizer",
-                       "ProximalGradientDescentOptimizer", "ProximalAdagradOptimizer",
-                       "LazyAdamOptimizer"]
+ROW_RULE_OPTIMIZERS = [(name, {}) for name in (
+    "GradientDescentOptimizer", "MomentumOptimizer", "AdagradOptimizer", "AdagradDAOptimizer",
+    "AdadeltaOptimizer", "FtrlOptimizer", "ProximalGradientDescentOptimizer",
+    "ProximalAdagradOptimizer", "LazyAdamOptimizer", "RMSPropOptimizer")] + [
+    ("RMSPropOptimizer", {"centered": False})]
 
 
-@pytest.mark.parametrize("name", ROW_RULE_OPTIMIZERS)
-def test_sparse_steps_run_the_row_kernel_on_any_thread_count(name, monkeypatch):
-    """Every optimizer whose sparse update is its rule on the touched rows runs it in the
-    native row kernel, straight from the repeated rows: the same numbers on one thread or two,
-    and the reference's (1e-13 relative in float64, as every native path)."""
+@pytest.mark.parametrize("name, extra", ROW_RULE_OPTIMIZERS, ids=str)
+def test_sparse_steps_run_the_row_kernel_on_any_thread_count(name, extra, monkeypatch):
+    """Every optimizer whose sparse update is a rule on the touched rows (its dense rule;
+    RMSProp's in the form of TF's sparse kernel) runs it in the native row kernel, straight
+    from the repeated rows: the same numbers on one thread or two, and the reference's (1e-13
+    relative in float64, as every native path)."""
     from optimizer_kwargs import kwargs_for
     from test_fast_paths import EXTRAS
 
@@ -178,7 +180,7 @@ def test_sparse_steps_run_the_row_kernel_on_any_thread_count(name, monkeypatch):
         gen = torch.Generator().manual_seed(3)
         table = torch.randn(2000, 48, generator=gen, dtype=torch.float64).requires_grad_()
         opt = OPTIMIZER_CLASSES[name](params=[table], implementation=implementation,
-                                      **kwargs_for(name, EXTRAS))
+                                      **{**kwargs_for(name, EXTRAS), **extra})
         for _ in range(3):
             rows = torch.randint(0, 2000, (3000,), generator=gen)  # about 1.5 per row
             table.grad = sparse(rows, torch.randn(3000, 48, generator=gen, dtype=torch.float64),

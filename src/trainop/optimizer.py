@@ -711,6 +711,11 @@ class Optimizer(torch.optim.Optimizer):
         says so."""
         if type(self)._apply_sparse is not Optimizer._apply_sparse or not self._elementwise:
             return None
+        return self._native_rule_of(var, slots, hp, non_slot)
+
+    def _native_rule_of(self, var, slots, hp, non_slot):
+        """``_native_rule`` for one variable: the rule, its slot tensors in the rule's order,
+        the hyperparameters."""
         rule, slot_lists, hyper = self._native_rule(
             [var], {name: [slot] for name, slot in slots.items()}, hp, non_slot)
         return rule, [lst[0] for lst in slot_lists], hyper

@@ -69,5 +69,9 @@ class RMSPropOptimizer(Optimizer):
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         self._rmsprop(var, grad, slots, hp, blend_form=False)
 
+    def _native_sparse_rule(self, var, slots, hp, non_slot):
+        rule, tables, hyper = self._native_rule_of(var, slots, hp, non_slot)
+        return f"{rule}_sparse", tables, hyper  # the form of TF's sparse kernels (rules.h)
+
     def _apply_sparse(self, var, rows, slots, hp, non_slot) -> None:
         update_rows(lambda v, g, s: self._rmsprop(v, g, s, hp, blend_form=True), var, rows, slots)

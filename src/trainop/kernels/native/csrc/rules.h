@@ -127,6 +127,45 @@ RANGE(rmsprop_centered) {
 }
 EXPORT(rmsprop_centered, 5)
 
+/* RMSProp in the form of TF's sparse kernels (SparseApplyRMSProp, SparseApplyCenteredRMSProp),
+ * equal to the dense form up to rounding. Slots: ms, mom (centered: ms, mg, mom).
+ *   ms = ms*decay + g*g*(1-decay); centered: mg = mg*decay + g*(1-decay),
+ *   denominator sqrt(ms + eps - mg*mg), else sqrt(ms + eps); then as the dense form */
+#define RMSPROP_SPARSE_LOOP(CENTERED)                                                         \
+    for (int64_t i = 0; i < n; ++i) {                                                         \
+        const real g = grad[i] * mult;                                                        \
+        const real s = ms[i] * decay + g * g * one_minus_decay;                               \
+        ms[i] = s;                                                                            \
+        real d = s + eps;                                                                     \
+        if (CENTERED) {                                                                       \
+            const real c = mg[i] * decay + g * one_minus_decay;                               \
+            mg[i] = c;                                                                        \
+            d = d - c * c;                                                                    \
+        }                                                                                     \
+        const real m = mom[i] * momentum + g * lr / SQRT(d);                                  \
+        mom[i] = m;                                                                           \
+        var[i] -= m;                                                                          \
+    }
+#define RMSPROP_SPARSE_CONSTANTS                                                              \
+    real *restrict var = VAR; const real *restrict grad = GRAD;                               \
+    const real lr = (real)hyper[0], decay = (real)hyper[1], momentum = (real)hyper[2];        \
+    const real eps = (real)hyper[3], one_minus_decay = (real)(1.0 - hyper[1]);                \
+    const real mult = (real)multiplier
+RANGE(rmsprop_sparse) {
+    UNUSED_RANGE_ARGS;
+    RMSPROP_SPARSE_CONSTANTS;
+    real *restrict ms = SLOT(0); real *restrict mom = SLOT(1); real *restrict mg = NULL;
+    RMSPROP_SPARSE_LOOP(0)
+}
+RANGE(rmsprop_centered_sparse) {
+    UNUSED_RANGE_ARGS;
+    RMSPROP_SPARSE_CONSTANTS;
+    real *restrict ms = SLOT(0); real *restrict mg = SLOT(1); real *restrict mom = SLOT(2);
+    RMSPROP_SPARSE_LOOP(1)
+}
+#undef RMSPROP_SPARSE_LOOP
+#undef RMSPROP_SPARSE_CONSTANTS
+
 /* FTRL-Proximal. hyper: lr, lr_power, l1, l2, l2_shrinkage. P(x) = x^(-lr_power), sqrt for
  * lr_power = -0.5.
  *   gs = g + var*(2*shrinkage) (shrinkage > 0); new = accum + g*g
@@ -403,13 +442,14 @@ RANGE(lazy_adam) {
 }
 
 /* The sparse-row exports (rows.h): trainop_rows_<rule>, each rule over a gradient's distinct
- * rows, for the optimizers whose sparse update is their dense rule on the touched rows (not
- * RMSProp: TF's sparse kernel computes it in another form). The count is the variable and its
- * slots. */
+ * rows, for the optimizers whose sparse update is their dense rule on the touched rows, and
+ * RMSProp's sparse form. The count is the variable and its slots. */
 EXPORT_ROWS(gradient_descent, 1)
 EXPORT_ROWS(adagrad, 2)
 EXPORT_ROWS(adagrad_da, 3)
 EXPORT_ROWS(adadelta, 3)
+EXPORT_ROWS(rmsprop_sparse, 3)
+EXPORT_ROWS(rmsprop_centered_sparse, 4)
 EXPORT_ROWS(ftrl, 3)
 EXPORT_ROWS(proximal_gd, 1)
 EXPORT_ROWS(proximal_adagrad, 2)
