@@ -59,7 +59,7 @@ def empty(shape: tuple[int, ...] | torch.Size, dtype: torch.dtype,
     ``wanted``. The memory is not yet written (fill it before timing anything)."""
     device = torch.device(device)
     size = math.prod(shape)
-    nbytes = size * torch.empty((), dtype=dtype).element_size()
+    nbytes = size * dtype.itemsize
     if not wanted(nbytes, device):
         return torch.empty(shape, dtype=dtype, device=device)
     mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE)

@@ -106,9 +106,10 @@ class Optimizer(torch.optim.Optimizer):
     - ``_arg_names``: group key -> constructor argument name for messages (``lr`` ->
       ``learning_rate``);
     - ``_slot_specs(group)``, ``_init_non_slot(group_state, hp)``, ``_apply_dense``,
-      optionally ``_apply_sparse`` (default: the dense rule on the touched rows only),
-      ``_apply_sparse_gradient`` (the same from the gradient's rows as given) and
-      ``_finish`` (after all variables of a group were updated, e.g. Adam's beta powers).
+      optionally ``_apply_sparse`` (default: the dense rule on the touched rows only; on the
+      native path ``_native_sparse_rule`` names the C rule that does the same in one call
+      straight from the gradient's rows) and ``_finish`` (after all variables of a group were
+      updated, e.g. Adam's beta powers).
     """
 
     GATE_NONE: ClassVar[int] = 0

@@ -1,4 +1,4 @@
-/* Hashing row indices, shared by the deduplication (unique_rows.h) and LazyAdam's row kernel
+/* Hashing row indices, shared by the deduplication (unique_rows.h) and the sparse-row driver
  * (rows.h). Included once by driver.c, before the per-dtype files.
  *
  * Tables are open-addressing with linear probing and Fibonacci hashing, at least twice as many
