@@ -65,8 +65,8 @@ class DecoupledWeightDecayExtension:
             var.sub_(var * hp.weight_decay)
         super()._apply_dense(var, grad, slots, hp, non_slot)
 
-    def _apply_sparse_gradient(self, var, grad, slots, hp, non_slot) -> bool:
-        return False  # the decay of the touched rows comes first, in _apply_sparse
+    def _native_sparse_rule(self, var, slots, hp, non_slot):
+        return None  # the decay of the touched rows comes first, in _apply_sparse
 
     def _apply_sparse(self, var, rows, slots, hp, non_slot) -> None:
         if self._decays(var):
