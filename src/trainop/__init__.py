@@ -40,6 +40,12 @@ from trainop.registry import (
     optimizer_names,
     register_optimizer,
 )
+from trainop.training.numerics import (
+    NumericsChecker,
+    NumericsError,
+    add_check_numerics_ops,
+    check_numerics,
+)
 
 __version__ = "0.1.0"
 
@@ -81,4 +87,8 @@ __all__ = [
     "clip_gradients_by_global_norm",
     "global_norm",
     "processing",
+    "NumericsChecker",
+    "NumericsError",
+    "add_check_numerics_ops",
+    "check_numerics",
 ]

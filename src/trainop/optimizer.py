@@ -336,6 +336,9 @@ class Optimizer(torch.optim.Optimizer):
                                 f"require grad cannot be optimized ({describe_var(v)})")
         return variables
 
+    # torch's step hooks (``register_step_pre_hook``/``post_hook``) run around an update given
+    # as pairs too: TF's apply_gradients is the update step (what step() is for torch users).
+    @torch.optim.Optimizer.profile_hook_step
     def apply_gradients(
         self,
         grads_and_vars: Iterable[tuple[torch.Tensor | None, torch.Tensor]],
