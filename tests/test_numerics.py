@@ -495,3 +495,15 @@ def test_error_pickles():
     e2 = pickle.loads(pickle.dumps(e))
     assert (e2.phase, e2.module, e2.op, e2.step) == ("backward", "a.b", "SqrtBackward0", 4)
     assert str(e2) == str(e)
+
+
+def test_bench_numerics_runs_and_reports_the_three_candidates():
+    from trainop.bench.numerics import render_numerics, run_numerics_benchmark
+
+    result = run_numerics_benchmark(steps=1, rounds=3, warmup=1, d_model=16, layers=1,
+                                    batch=2, seq=4)
+    assert set(result["median_s"]) == {"plain", "check_numerics", "detect_anomaly"}
+    assert result["ratio_to_plain"]["plain"] == 1.0
+    assert all(t > 0 for t in result["median_s"].values())
+    text = render_numerics(result)
+    assert "| detect_anomaly |" in text and "target <= 1.3x" in text

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import torch
 
 from trainop.bench.candidates import AUTO, FLAT
+from trainop.bench.numerics import render_numerics, run_numerics_benchmark
 from trainop.bench.pipeline import render_pipeline, run_pipeline_benchmark
 from trainop.bench.report import render_markdown, write_json
 from trainop.bench.runner import BenchConfig, run_benchmark
@@ -179,6 +180,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "(unscale, finite check, clip at 1.0, Adam) with torch's GradScaler "
                         "recipe on (a) and (b) (uses --scale, --repeats as steps per round, "
                         "--warmup, --probe-mib, --json)")
+    p.add_argument("--numerics", action="store_true",
+                   help="instead of the optimizer workloads, time a small transformer's "
+                        "training step plain, inside trainop.check_numerics and under "
+                        "torch.autograd.detect_anomaly (uses --repeats as steps per round, "
+                        "--warmup, --json); exit status 1 if the check costs more than 1.3x")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
     return p
@@ -186,6 +192,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Run ``trainop bench`` with parsed ``args``; returns the exit status."""
+    if args.numerics:
+        result = run_numerics_benchmark(steps=args.repeats, warmup=args.warmup)
+        if args.json is not None:
+            write_json(result, args.json)
+        if args.json != "-":
+            sys.stdout.write(render_numerics(result))
+        return 0 if result["passed"] else 1
     if args.pipeline:
         result = run_pipeline_benchmark(scale=args.scale, steps=args.repeats,
                                         warmup=args.warmup, probe_mib=args.probe_mib)

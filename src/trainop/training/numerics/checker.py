@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_leaves
 
-from trainop._validation import check_bool, describe
+from trainop._validation import check_bool, check_choice, describe
 from trainop.training.numerics.errors import NumericsError, tensor_stats
 from trainop.training.numerics.locate import (
     Call,
@@ -85,11 +85,14 @@ class NumericsChecker:
                 raise TypeError(f"Expected ignore[{i}] to be a module name, an op name or pattern "
                                 f"(str), or a torch.nn.Module, got {describe(item)}")
         self._print_tensors = check_bool("print_tensors", print_tensors)
+        if isinstance(phases, str) or not isinstance(phases, Iterable):
+            raise TypeError(f"Expected `phases` to be a tuple of names from {list(PHASES)}, "
+                            f"got {describe(phases)}")
         self._phases = tuple(phases)
-        for phase in self._phases:
-            if phase not in PHASES:
-                raise ValueError(f"Expected every entry of `phases` in {list(PHASES)}, got "
-                                 f"{phase!r}")
+        if not self._phases:
+            raise ValueError(f"Expected `phases` to name at least one of {list(PHASES)}, got ()")
+        for i, phase in enumerate(self._phases):
+            check_choice(f"phases[{i}]", phase, PHASES)
         self._debug_print = check_bool("debug_print", debug_print)
         self._names: dict[int, str] = {}      # id(module) -> qualified name
         self._modules: dict[str, torch.nn.Module] = {}
@@ -215,7 +218,7 @@ class NumericsChecker:
         if (isinstance(t, torch.Tensor) and t.is_floating_point()
                 and not self._name_ignored(f"<input>.{arg.split('[')[0]}")
                 and not self._name_ignored("<input>")):
-            probe = Probe("forward", "<input>", self.step, len(self._calls) - 1, detail=arg)
+            probe = ("forward", "<input>", self.step, len(self._calls) - 1, arg, None)
             if at is None:
                 self._log.add(t, probe)
             else:
@@ -248,7 +251,7 @@ class NumericsChecker:
                     continue  # a container returning its child's output: probed already
                 self._outputs[id(t)] = t
                 if "forward" in self._phases:
-                    self._log.add(t, Probe("forward", name, self.step, call))
+                    self._log.add(t, ("forward", name, self.step, call, None, None))
                 if "backward" in self._phases and t.requires_grad:
                     t.register_hook(self._grad_probe(name, call))
         if top:
@@ -260,11 +263,11 @@ class NumericsChecker:
                         t.register_hook(self._output_grad_recorder(record, i))
 
     def _grad_probe(self, name: str, call: int):
-        step = self.step
+        meta = ("backward", name, self.step, call, None, None)
 
         def probe(grad: torch.Tensor) -> None:
             if not self._locating:
-                self._log.add(grad, Probe("backward", name, step, call))
+                self._log.add(grad, meta)
         return probe
 
     @staticmethod
@@ -280,21 +283,21 @@ class NumericsChecker:
         if "backward" in self._phases:
             for p in self._params():
                 if p.grad is not None:
-                    self._log.add(p.grad, Probe("backward", self._param_modules.get(p, ""),
-                                                self.step, max(len(self._calls) - 1, 0),
-                                                detail=self._param_names.get(p)))
+                    self._log.add(p.grad, ("backward", self._param_modules.get(p, ""),
+                                           self.step, max(len(self._calls) - 1, 0),
+                                           self._param_names.get(p), None))
         self.check()
 
     def _post_step(self, optimizer, args, kwargs) -> None:
         if "update" in self._phases:
+            state = optimizer.state
             for p in self._params():
                 name = self._param_names.get(p)
-                self._log.add(p, Probe("update", self._param_modules.get(p, ""), self.step,
-                                       detail=name))
-                for key, value in optimizer.state.get(p, {}).items():
+                module = self._param_modules.get(p, "")
+                self._log.add(p, ("update", module, self.step, 0, name, None))
+                for key, value in state.get(p, {}).items():
                     if isinstance(value, torch.Tensor) and value.is_floating_point():
-                        self._log.add(value, Probe("update", self._param_modules.get(p, ""),
-                                                   self.step, detail=name, slot=key))
+                        self._log.add(value, ("update", module, self.step, 0, name, key))
         self.step += 1
 
     # ------------------------------------------------------------------ reading and locating

@@ -38,27 +38,32 @@ class Probe:
 
 
 class ProbeLog:
-    """Probes in execution order, kept on the device until ``first_bad`` reads them."""
+    """Probes in execution order, kept on the device until ``first_bad`` reads them.
+
+    Each entry's description is kept as the tuple of ``Probe``'s fields (a ``Probe`` is only
+    built for the entry that is reported): ``add`` runs a hundred times a step.
+    """
 
     def __init__(self) -> None:
         self._values: list[torch.Tensor] = []
-        self._probes: list[Probe] = []
+        self._probes: list[tuple] = []
 
     def __len__(self) -> int:
         return len(self._probes)
 
-    def add(self, tensor: torch.Tensor, probe: Probe) -> None:
-        """Record one floating-point tensor (other dtypes cannot hold NaN or Inf)."""
+    def add(self, tensor: torch.Tensor, probe: tuple) -> None:
+        """Record one floating-point tensor described by ``probe`` (``Probe``'s fields)."""
         if tensor.is_sparse:
             tensor = tensor._values()
         if tensor.numel() == 0:
             return
-        value = tensor.detach().sum(dtype=torch.float32) if tensor.dtype in _WIDEN \
-            else tensor.detach().sum()
-        self._values.append(value)
+        if tensor.requires_grad:
+            tensor = tensor.detach()
+        self._values.append(tensor.sum(dtype=torch.float32) if tensor.dtype in _WIDEN
+                            else tensor.sum())
         self._probes.append(probe)
 
-    def insert(self, index: int, tensor: torch.Tensor, probe: Probe) -> None:
+    def insert(self, index: int, tensor: torch.Tensor, probe: tuple) -> None:
         """Record a probe at position ``index`` (keyword inputs, known only after the call, go
         where the call began)."""
         n = len(self._probes)
@@ -66,10 +71,6 @@ class ProbeLog:
         if len(self._probes) > n:
             self._values.insert(index, self._values.pop())
             self._probes.insert(index, self._probes.pop())
-
-    def add_many(self, tensors: list[torch.Tensor], probes: list[Probe]) -> None:
-        for tensor, probe in zip(tensors, probes, strict=True):
-            self.add(tensor, probe)
 
     def clear(self) -> None:
         self._values.clear()
@@ -86,7 +87,7 @@ class ProbeLog:
             for value, probe in zip(self._values, self._probes, strict=True):
                 v = float(value)
                 if v != v or v in (float("inf"), float("-inf")):
-                    return probe, v
+                    return Probe(*probe), v
             return None
         finally:
             self.clear()
