@@ -40,11 +40,18 @@ from trainop.registry import (
     optimizer_names,
     register_optimizer,
 )
-from trainop.training.numerics import (
+from trainop.training import (
+    OPTIMIZER_SUMMARIES,
     NumericsChecker,
     NumericsError,
+    TrainOp,
     add_check_numerics_ops,
+    apply_regularization,
     check_numerics,
+    get_regularization_loss,
+    l1_regularizer,
+    l2_regularizer,
+    optimize_loss,
 )
 
 __version__ = "0.1.0"
@@ -91,4 +98,12 @@ __all__ = [
     "NumericsError",
     "add_check_numerics_ops",
     "check_numerics",
+    "OPTIMIZER_SUMMARIES",
+    "TrainOp",
+    "apply_regularization",
+    "get_regularization_loss",
+    "l1_regularizer",
+    "l2_regularizer",
+    "optimize_loss",
+    "training",
 ]

@@ -276,17 +276,23 @@ class GradientPipeline:
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        if self._hooks is not None:
-            batch = self._hooks._batch_from_grads()
-        else:
-            params = [p for g in self._optimizer.param_groups for p in g["params"]]
-            scaler = self.loss_scaler
-            batch = Gradients.from_grads(
-                params, loss_scale=None if scaler is None else scaler.loss_scale)
+        batch = self.batch_from_grads()
         if not batch.present:
             return self._empty_result(batch, loss)
         result = self._run(batch, None, fast=self._hooks is None)
         return result if loss is None else _with_loss(result, loss)
+
+    def batch_from_grads(self) -> Gradients:
+        """The parameters' ``.grad`` (gradients of ``scale_loss(loss)``) as the batch ``step``
+        processes: with mixed precision, float32 gradients paired with the masters (the
+        regularization gradient ``S * dR/dv32`` added); ``pending_loss_scale`` is the scale
+        they still carry."""
+        if self._hooks is not None:
+            return self._hooks._batch_from_grads()
+        params = [p for g in self._optimizer.param_groups for p in g["params"]]
+        scaler = self.loss_scaler
+        return Gradients.from_grads(params,
+                                    loss_scale=None if scaler is None else scaler.loss_scale)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of the parameters (of the model, with mixed precision)."""
