@@ -1,0 +1,124 @@
+"""optimize_loss across processes and restarts: on_horovod=True over 2 gloo ranks equals one
+process on the whole batch; a run saved at any micro-step resumes bit-identically in a fresh
+interpreter."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+import training_scenarios as S
+
+import trainop
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank(rank: int, world: int, port: int, iter_size: int, steps: int, out: str) -> None:
+    import torch.distributed as dist
+
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=__import__("datetime").timedelta(seconds=60))
+    try:
+        net = S.model()
+        op = S.build(net, mode="float32", iter_size=iter_size, on_horovod=True)
+        S.run(net, op, 0, steps, rank=rank, world=world)
+        if rank == 0:
+            torch.save({n: p.detach().clone() for n, p in net.named_parameters()}, out)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("iter_size", [1, 3])
+def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(tmp_path, iter_size):
+    steps = 7
+    out = str(tmp_path / "rank0.pt")
+    ctx = mp.get_context("spawn")
+    port = _free_port()
+    procs = [ctx.Process(target=_rank, args=(r, 2, port, iter_size, steps, out))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    distributed = torch.load(out, weights_only=True)
+    net = S.model()
+    op = S.build(net, mode="float32", iter_size=iter_size)
+    S.run(net, op, 0, steps)
+    for n, p in net.named_parameters():
+        torch.testing.assert_close(distributed[n], p.detach(), rtol=1e-5, atol=1e-7)
+    assert int(op.global_step) == len(range(0, steps, iter_size))
+
+
+_RESUME = """
+import sys, torch
+sys.path.insert(0, {tests!r})
+import training_scenarios as S
+mode, iter_size, start, stop, ckpt, out = {args!r}
+net = S.model(torch.bfloat16 if mode == "mixed" else torch.float32)
+op = S.build(net, mode=mode, iter_size=iter_size)
+state = torch.load(ckpt, weights_only=True)
+net.load_state_dict(state["model"])
+op.load_state_dict(state["train_op"])
+S.run(net, op, start, stop)
+torch.save({{"params": {{n: p.detach().clone() for n, p in net.named_parameters()}},
+            "global_step": op.global_step.clone(), "train_op": op.state_dict()}}, out)
+"""
+
+
+@pytest.mark.parametrize("mode,iter_size", [("float32", 3), ("mixed", 3), ("mixed", 1)])
+def test_resume_at_a_random_micro_step_in_a_fresh_process(tmp_path, mode, iter_size):
+    stop = 11
+    start = random.Random(f"{mode}{iter_size}").randrange(1, stop - 1)
+    if iter_size > 1 and start % iter_size == 1:
+        start += 1  # mid-accumulation: gradients waiting in the accumulators
+    dtype = torch.bfloat16 if mode == "mixed" else torch.float32
+    net = S.model(dtype)
+    op = S.build(net, mode=mode, iter_size=iter_size)
+    S.run(net, op, 0, start)
+    ckpt = str(tmp_path / "ckpt.pt")
+    torch.save({"model": net.state_dict(), "train_op": op.state_dict()}, ckpt)
+    S.run(net, op, start, stop)
+    out = str(tmp_path / "resumed.pt")
+    code = _RESUME.format(tests=TESTS, args=(mode, iter_size, start, stop, ckpt, out))
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(trainop.__file__))}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=300,
+                   capture_output=True)
+    resumed = torch.load(out, weights_only=True)
+    for n, p in net.named_parameters():
+        assert torch.equal(resumed["params"][n], p.detach()), n
+    assert torch.equal(resumed["global_step"], op.global_step)
+    mine = op.state_dict()
+    if mode == "mixed":
+        assert torch.equal(resumed["train_op"]["optimizer"]["loss_scaler"]["loss_scale"],
+                           mine["optimizer"]["loss_scaler"]["loss_scale"])
+    assert resumed["train_op"]["step"]["micro_steps"] == mine["step"]["micro_steps"] == stop
+
+
+def test_state_dict_loads_with_weights_only(tmp_path):
+    net = S.model(torch.bfloat16)
+    op = S.build(net, mode="mixed", iter_size=2)
+    S.run(net, op, 0, 4)  # Q5: updates at micro-steps 0 and 2; micro-step 3 waits
+    path = tmp_path / "s.pt"
+    torch.save(op.state_dict(), path)
+    state = torch.load(path, weights_only=True)
+    assert state["step"]["accumulator"]["micro_steps"] == 1
+    assert state["step"]["micro_steps"] == 4 and int(state["step"]["global_step"]) == 2
