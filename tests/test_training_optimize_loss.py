@@ -336,3 +336,12 @@ def test_transformer_equals_the_pieces_driven_by_hand(name, params, mode):
         assert torch.equal(a, b), n
     losses = [float(op()) for _ in range(3)]
     assert losses[-1] < losses[0] or name == "Ftrl"
+
+
+def test_bench_train_step_runs_and_reports_three_comparisons():
+    from trainop.bench.train_step import render_train_step, run_train_step_benchmark
+
+    result = run_train_step_benchmark(rounds=2, steps=1, warmup=1, d_model=16, layers=1)
+    assert set(result["results"]) == {"post_backward", "whole_step", "fixed_overhead"}
+    assert all(r["torch_s"] > 0 and r["trainop_s"] > 0 for r in result["results"].values())
+    assert "| post backward |" in render_train_step(result)

@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import gc
-import statistics
-import time
 import warnings
 from collections.abc import Callable
 
@@ -29,6 +26,7 @@ import torch
 from torch import nn
 
 import trainop
+from trainop.bench.rounds import time_rounds
 
 __all__ = ["TARGET", "render_numerics", "run_numerics_benchmark"]
 
@@ -76,30 +74,13 @@ def run_numerics_benchmark(*, steps: int = 5, rounds: int = 8, warmup: int = 3,
     x = torch.randn(batch, seq, d_model, generator=g)
     y = torch.randn(batch, seq, d_model, generator=g)
     built = {kind: _candidate(kind, base, x, y) for kind in CANDIDATES}
-    times: dict[str, list[float]] = {kind: [] for kind in CANDIDATES}
     try:
         with torch.autograd.set_detect_anomaly(False):
-            for step, _ in built.values():
-                for _ in range(warmup):
-                    step()
-            gc_was = gc.isenabled()
-            gc.disable()
-            try:
-                for r in range(rounds):
-                    order = CANDIDATES[r % 3:] + CANDIDATES[:r % 3]
-                    for kind in order:
-                        step = built[kind][0]
-                        for _ in range(steps):
-                            t0 = time.perf_counter()
-                            step()
-                            times[kind].append(time.perf_counter() - t0)
-            finally:
-                if gc_was:
-                    gc.enable()
+            medians = time_rounds({kind: step for kind, (step, _) in built.items()},
+                                  rounds=rounds, steps=steps, warmup=warmup)
     finally:
         for _, stack in built.values():
             stack.close()
-    medians = {kind: statistics.median(ts) for kind, ts in times.items()}
     params = sum(p.numel() for p in base.parameters())
     return {
         "workload": {"d_model": d_model, "layers": layers, "batch": batch, "seq": seq,

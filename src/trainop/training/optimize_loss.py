@@ -291,9 +291,9 @@ class TrainOp:
         if not isinstance(state_dict, Mapping) or set(state_dict) != {"optimizer", "step"}:
             raise ValueError(f"Expected a TrainOp state_dict with keys ['optimizer', 'step'], "
                              f"got {describe(state_dict)}")
-        self._core.check_state_dict(state_dict["step"])
+        accumulator = self._core.check_state_dict(state_dict["step"])  # nothing changed yet
         self.optimizer.load_state_dict(state_dict["optimizer"])
-        self._core.load_state_dict(state_dict["step"])
+        self._core.load_state_dict(state_dict["step"], accumulator)
 
 
 def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
@@ -304,7 +304,8 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
                   on_horovod: bool = False, iter_size: int = 1, skip_update_ph: Any = None,
                   model: torch.nn.Module | None = None, summary_writer: Any = None,
                   summary_frequency: int = 100, *,
-                  accumulate_first: bool = False) -> TrainOp:
+                  accumulate_first: bool = False,
+                  float32_loss_scaling: bool = False) -> TrainOp:
     """OpenSeq2Seq's ``optimize_loss`` on PyTorch: the whole training step in one object.
 
     ::
@@ -356,6 +357,9 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
             in between read nothing from the device.
         accumulate_first: keyword-only, trainop's option: update on micro-steps ``k`` with
             ``(k + 1) % iter_size == 0`` (full windows from the start) instead of Q5's schedule.
+        float32_loss_scaling: keyword-only, trainop's option: apply ``loss_scaling`` with
+            ``dtype=torch.float32`` too (upstream ignores it there): PyTorch's autocast recipe,
+            float32 weights with half-precision compute, needs it.
 
     Returns:
         a ``TrainOp``.
@@ -379,6 +383,7 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
     iter_size = _check_iter_size(iter_size)
     check_bool("on_horovod", on_horovod)
     check_bool("accumulate_first", accumulate_first)
+    check_bool("float32_loss_scaling", float32_loss_scaling)
     if skip_update_ph is not None and skip_update_ph is not True:
         raise ValueError(f"Expected `skip_update_ph` to be None or True, got {skip_update_ph!r}")
     if isinstance(summary_frequency, bool) or not isinstance(summary_frequency, int) \
@@ -410,7 +415,7 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
     else:
         wrapped = None
         front = opt
-        if half:
+        if half or float32_loss_scaling:
             processors.append(LossScale(scale))
     if clip_gradients is not None:
         processors.append(ClipByGlobalNorm(clip_gradients))

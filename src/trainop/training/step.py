@@ -150,8 +150,9 @@ class TrainingStep:
                 "accumulator": self._accumulator.state_dict(),
                 "pipeline": self.pipeline.state_dict()}
 
-    def check_state_dict(self, state: Any) -> None:
-        """Validate ``state`` without changing anything."""
+    def check_state_dict(self, state: Any) -> Accumulator:
+        """Validate ``state`` without changing anything; returns the loaded accumulators (to
+        be installed by ``load_state_dict``)."""
         keys = {"global_step", "micro_steps", "update_steps", "accumulator", "pipeline"}
         if not isinstance(state, dict) or set(state) != keys:
             raise ValueError(f"Expected a training-step state with keys {sorted(keys)}, got "
@@ -164,11 +165,15 @@ class TrainingStep:
             value = state[key]
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"Expected `{key}` to be an int >= 0, got {describe(value)}")
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.check_state_dict(state)
         accumulator = Accumulator(self._accumulator._vars, self._accumulator._divisor)
         accumulator.load_state_dict(state["accumulator"])
+        return accumulator
+
+    def load_state_dict(self, state: dict[str, Any],
+                        accumulator: Accumulator | None = None) -> None:
+        """Load ``state`` (``accumulator``: what ``check_state_dict`` returned for it)."""
+        if accumulator is None:
+            accumulator = self.check_state_dict(state)
         self.pipeline.load_state_dict(state["pipeline"])
         self._accumulator = accumulator
         self.global_step = state["global_step"].clone()
