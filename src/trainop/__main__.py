@@ -11,8 +11,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``trainop`` console script; returns the exit status."""
     from trainop.bench import cli as bench_cli
 
+    from trainop import __version__
+
     parser = argparse.ArgumentParser(
         prog="trainop", description="trainop command-line tools.")
+    parser.add_argument("--version", action="version", version=f"trainop {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     bench_cli.add_parser(subparsers)
     args = parser.parse_args(argv)
