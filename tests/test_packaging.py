@@ -5,8 +5,9 @@ from __future__ import annotations
 import fnmatch
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import pytest
 
 import trainop
 
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_package_data_ships_every_kernel_source():
     """The native kernels and the metadata reader build from these files on first use: a
     non-editable install without one of them falls back to slower paths."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     globs = config["tool"]["setuptools"]["package-data"]["trainop.kernels.native"]
     csrc = ROOT / "src" / "trainop" / "kernels" / "native" / "csrc"

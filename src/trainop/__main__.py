@@ -9,9 +9,8 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``trainop`` console script; returns the exit status."""
-    from trainop.bench import cli as bench_cli
-
     from trainop import __version__
+    from trainop.bench import cli as bench_cli
 
     parser = argparse.ArgumentParser(
         prog="trainop", description="trainop command-line tools.")

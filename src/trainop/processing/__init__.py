@@ -20,6 +20,7 @@ from trainop.processing.clipping import (
     ClipByGlobalNorm,
     ClipByNorm,
     ClipByValue,
+    ClipToZero,
 )
 from trainop.processing.larc import LARC, larc
 from trainop.processing.loss_scale import (
@@ -50,6 +51,7 @@ __all__ = [
     "ClipByGlobalNorm",
     "ClipByNorm",
     "ClipByValue",
+    "ClipToZero",
     "FilterZeroGradients",
     "GradientNoise",
     "GradientPipeline",

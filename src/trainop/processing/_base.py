@@ -33,6 +33,7 @@ STAGES: tuple[str, ...] = (
     "clip_by_average_norm",
     "clip_by_global_norm",
     "nan_inf_filter",
+    "clip_to_zero",
     "larc",
     "zero_filter",
     "check",

@@ -14,13 +14,13 @@ from typing import Any
 
 import torch
 
-from trainop._validation import check_real
+from trainop._validation import check_choice, check_real
 from trainop.processing._base import Processor
 from trainop.processing._batch import Gradients
 from trainop.processing._checks import POSITIVE, check_scalar, show_scalar
 from trainop.processing.clip_ops import clip_by_value
 
-__all__ = ["ClipByAverageNorm", "ClipByGlobalNorm", "ClipByNorm", "ClipByValue"]
+__all__ = ["ClipByAverageNorm", "ClipByGlobalNorm", "ClipByNorm", "ClipByValue", "ClipToZero"]
 
 _F32 = torch.float32
 
@@ -40,6 +40,10 @@ class ClipByGlobalNorm(Processor):
     Args:
         clip_norm: real number > 0 or a 0-dim floating tensor (OpenSeq2Seq ``max_grad_norm``,
             RETURNN ``gradient_clip_global_norm``).
+        use_norm: ``"stage"`` (default): ``N`` is measured here; ``"given"``: ``N`` is the
+            batch's ``given_global_norm``, a norm the caller measured elsewhere (TF's
+            ``clip_by_global_norm(..., use_norm=)``; RETURNN's TF updater clips the accumulated
+            gradients by the norm of the micro-step's raw gradients).
 
     Example:
         >>> import torch
@@ -51,11 +55,12 @@ class ClipByGlobalNorm(Processor):
 
     stage = "clip_by_global_norm"
 
-    def __init__(self, clip_norm: Any) -> None:
+    def __init__(self, clip_norm: Any, *, use_norm: str = "stage") -> None:
         self.clip_norm = check_scalar("clip_norm", clip_norm, POSITIVE)
+        self.use_norm = check_choice("use_norm", use_norm, ("stage", "given"))
 
     def process(self, batch: Gradients) -> Gradients:
-        norm = batch.global_norm()
+        norm = given_norm(batch) if self.use_norm == "given" else batch.global_norm()
         batch.stats.setdefault("global_norm", norm)
         c = _scalar(self.clip_norm, batch.device)
         scale = c * torch.minimum(torch.reciprocal(norm), 1.0 / c)
@@ -65,7 +70,54 @@ class ClipByGlobalNorm(Processor):
         return batch
 
     def _args(self) -> str:
-        return show_scalar("clip_norm", self.clip_norm)
+        text = show_scalar("clip_norm", self.clip_norm)
+        return text if self.use_norm == "stage" else f"{text}, use_norm='given'"
+
+
+def given_norm(batch: Gradients) -> torch.Tensor:
+    """The batch's ``given_global_norm`` (set by the caller), as float32 on its device."""
+    norm = getattr(batch, "given_global_norm", None)
+    if norm is None:
+        raise ValueError("Expected the batch to carry `given_global_norm` (use_norm='given'), got "
+                         "none: pass given_global_norm= to the pipeline's step/apply_gradients")
+    return norm.to(device=batch.device, dtype=_F32)
+
+
+class ClipToZero(Processor):
+    """Stage ``clip_to_zero``: RETURNN's ``grad_norm_to_clip_to_zero``: every gradient becomes 0
+    when the global norm ``N`` is NaN, infinite or above ``threshold`` (new tensors, with
+    ``torch.where``, so a NaN gradient becomes 0 too). The update still runs (momentum moves).
+
+    Args:
+        threshold: real number > 0 or a 0-dim floating tensor.
+        use_norm: ``"stage"``: ``N`` measured here; ``"given"`` (RETURNN's TF updater: the norm
+            of the micro-step's raw gradients): the batch's ``given_global_norm``.
+    """
+
+    stage = "clip_to_zero"
+
+    def __init__(self, threshold: Any, *, use_norm: str = "stage") -> None:
+        self.threshold = check_scalar("threshold", threshold, POSITIVE)
+        self.use_norm = check_choice("use_norm", use_norm, ("stage", "given"))
+
+    def process(self, batch: Gradients) -> Gradients:
+        norm = given_norm(batch) if self.use_norm == "given" else batch.global_norm()
+        zero = ~torch.isfinite(norm) | (norm > _scalar(self.threshold, batch.device))
+        batch.stats["clipped_to_zero"] = zero
+        batch.map_present(lambda g, v: torch.where(zero.to(g.device), torch.zeros_like(g), g)
+                          if not g.is_sparse else _sparse_where(zero, g))
+        return batch
+
+    def _args(self) -> str:
+        text = show_scalar("threshold", self.threshold)
+        return text if self.use_norm == "stage" else f"{text}, use_norm='given'"
+
+
+def _sparse_where(zero: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    g = g.coalesce()
+    values = g.values()
+    values = torch.where(zero.to(values.device), torch.zeros_like(values), values)
+    return torch.sparse_coo_tensor(g.indices(), values, g.shape)
 
 
 class ClipByNorm(Processor):

@@ -240,13 +240,16 @@ class GradientPipeline:
         return batch
 
     def apply_gradients(self, grads_and_vars: Any, global_step: torch.Tensor | None = None,
-                        name: str | None = None) -> StepResult:
+                        name: str | None = None, *,
+                        given_global_norm: torch.Tensor | None = None) -> StepResult:
         """Process ``grads_and_vars`` (gradients of the unscaled loss, or a batch from
-        ``compute_gradients``) and apply them; ``global_step`` advances only if applied."""
+        ``compute_gradients``) and apply them; ``global_step`` advances only if applied.
+        ``given_global_norm``: the norm for stages with ``use_norm="given"``."""
         if name is not None:
             check_name(name)
         check_global_step(global_step)
         batch = Gradients.of(grads_and_vars)
+        _give_norm(batch, given_global_norm)
         self._optimizer._validate_pairs(batch.raw_pairs())
         if self._hooks is not None:
             self._hooks._prepare_batch(batch)
@@ -268,15 +271,18 @@ class GradientPipeline:
         return self.apply_gradients(batch, global_step=global_step, name=name)
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> StepResult:
+    def step(self, closure: Callable[[], Any] | None = None, *,
+             given_global_norm: torch.Tensor | None = None) -> StepResult:
         """torch style: process and apply the ``.grad`` of every parameter (gradients of
-        ``scale_loss(loss)``). Without any gradient nothing happens (``applied`` is False)."""
+        ``scale_loss(loss)``). Without any gradient nothing happens (``applied`` is False).
+        ``given_global_norm``: the norm for stages with ``use_norm="given"``."""
         check_callable_or_none("closure", closure)
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
         batch = self.batch_from_grads()
+        _give_norm(batch, given_global_norm)
         if not batch.present:
             return self._empty_result(batch, loss)
         result = self._run(batch, None, fast=self._hooks is None)
@@ -398,6 +404,15 @@ class GradientPipeline:
             num_zero_filtered=torch.zeros((), dtype=_I64, device=device),
             skipped_steps=self.skipped_steps.clone(),
             consecutive_skips=self.consecutive_skips.clone(), loss=loss)
+
+
+def _give_norm(batch: Gradients, norm: torch.Tensor | None) -> None:
+    if norm is None:
+        return
+    if not isinstance(norm, torch.Tensor) or norm.dim() != 0 or not norm.is_floating_point():
+        raise TypeError(f"Expected `given_global_norm` to be a 0-dim floating tensor or None, "
+                        f"got {describe(norm)}")
+    batch.given_global_norm = norm
 
 
 def _with_loss(result: StepResult, loss: Any) -> StepResult:

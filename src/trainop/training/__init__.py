@@ -2,6 +2,7 @@
 
 - ``optimize_loss`` / ``TrainOp``: OpenSeq2Seq's training step (``docs/training.md``), on the
   shared core ``TrainingStep`` (accumulation, distributed averaging, counters, checkpoints).
+- ``Updater``: RETURNN's config-driven updater (``docs/updater.md``), on the same core.
 - regularizers (``l2_regularizer``, ``apply_regularization``, ``get_regularization_loss``).
 - ``trainop.training.numerics``: find where the first NaN or Inf of a run comes from
   (``check_numerics``, ``add_check_numerics_ops``, ``NumericsError``).
@@ -21,6 +22,7 @@ from trainop.training.regularization import (
     l1_regularizer,
     l2_regularizer,
 )
+from trainop.training.returnn import Updater
 from trainop.training.step import TrainingStep
 from trainop.training.summaries import DEFAULT_SUMMARIES, OPTIMIZER_SUMMARIES
 
@@ -33,6 +35,7 @@ __all__ = [
     "TensorStats",
     "TrainOp",
     "TrainingStep",
+    "Updater",
     "add_check_numerics_ops",
     "apply_regularization",
     "check_numerics",

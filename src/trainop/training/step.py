@@ -90,8 +90,9 @@ class TrainingStep:
         self.last_result = self._accumulating_result()
         return self.last_result
 
-    def update(self) -> StepResult:
-        """A micro-step with an update (see the module doc)."""
+    def update(self, given_global_norm: torch.Tensor | None = None) -> StepResult:
+        """A micro-step with an update (see the module doc). ``given_global_norm``: the norm
+        for pipeline stages with ``use_norm="given"`` (RETURNN's raw micro-step norm)."""
         if self._accumulate or self._accumulator.pending:
             self._take_grads()
             pairs = self._accumulator.pairs()
@@ -99,13 +100,14 @@ class TrainingStep:
                 reduced = average_gradients([g for g, _ in pairs])
                 pairs = [(g, v) for g, (_, v) in zip(reduced, pairs, strict=True)]
             try:
-                result = self.pipeline.apply_gradients(pairs, global_step=self.global_step)
+                result = self.pipeline.apply_gradients(pairs, global_step=self.global_step,
+                                                       given_global_norm=given_global_norm)
             finally:
                 self._accumulator.reset()
         else:
             if self._average and world_size() > 1:
                 self._average_grads_in_place()
-            result = self.pipeline.step()
+            result = self.pipeline.step(given_global_norm=given_global_norm)
             self.global_step.add_(result.applied.to(self.global_step.device, _I64))
             self.pipeline.zero_grad(set_to_none=True)
         self.micro_steps += 1

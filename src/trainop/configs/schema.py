@@ -1,0 +1,27 @@
+"""Strict keys: an unknown key is an error naming the closest valid one."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["check_keys", "closest"]
+
+
+def closest(name: str, valid: Iterable[str]) -> str | None:
+    """The valid name closest to ``name`` (difflib), or ``None`` if none is close."""
+    matches = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def check_keys(given: Mapping[str, Any], valid: Iterable[str], where: str) -> None:
+    """Raise ``ValueError`` for the first key of ``given`` not in ``valid``:
+    ``Unknown key 'gradient_clip_globl_norm' in <where>; did you mean
+    'gradient_clip_global_norm'?``."""
+    valid = list(valid)
+    for key in given:
+        if key not in valid:
+            hint = closest(str(key), valid)
+            suggestion = f"; did you mean {hint!r}?" if hint else f"; valid keys: {sorted(valid)}"
+            raise ValueError(f"Unknown key {key!r} in {where}{suggestion}")

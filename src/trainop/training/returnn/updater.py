@@ -1,0 +1,341 @@
+"""RETURNN's config-driven ``Updater`` (its TF updater's semantics) on PyTorch.
+
+``updater = trainop.Updater(config, model)``; ``updater.step(loss)`` per micro-batch. One step:
+
+1. backward of ``loss`` (no loss scaling; RETURNN's TF updater has none);
+2. ``G``: the global norm of this micro-step's raw gradients (only when a global-norm option
+   needs it), as RETURNN's TF updater measures it: before accumulation, noise and clipping;
+3. ``accum_grad_multiple_step = N > 1``: ``acc += g``; the update runs when ``t mod N ==
+   N - 1`` (``t``: ``global_train_step`` before this step), so the window is tied to the step
+   counter; the accumulators are saved in ``state_dict`` (RETURNN does not save them);
+4. on an update: decoupled L2 (``w *= 1 - 2*L2`` for parameters with
+   ``param.RETURNN_constraint_L2``, when ``decouple_constraints``), then the ``GradientPipeline``
+   in RETURNN's per-variable order: ``gradient_noise``, ``gradient_clip``,
+   ``gradient_clip_norm``, ``gradient_clip_avg_norm``, ``gradient_clip_global_norm`` (by
+   ``G``), ``gradient_nan_inf_filter``, ``grad_norm_to_clip_to_zero`` (by ``G``), and
+   ``num_allowed_consec_invalid_gradient_steps`` (PyTorch backend's skip and abort); then the
+   optimizer's fused update;
+5. ``global_train_step += 1`` (micro-steps, as RETURNN counts them).
+
+``docs/updater.md`` lists every option with RETURNN's TF and PyTorch semantics and trainop's
+choice.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from trainop._ranges import NON_NEGATIVE
+from trainop._validation import check_real, describe
+from trainop.configs import Unresolved
+from trainop.processing import (
+    ClipByAverageNorm,
+    ClipByGlobalNorm,
+    ClipByNorm,
+    ClipByValue,
+    ClipToZero,
+    GradientNoise,
+    GradientPipeline,
+    NanInfFilter,
+    SkipNonFinite,
+    StepResult,
+    global_norm,
+)
+from trainop.training.distributed import world_size
+from trainop.training.returnn.options import NOT_SUPPORTED, read_config
+from trainop.training.returnn.resolve import optimizer_spec, resolve_class
+from trainop.training.step import TrainingStep
+
+__all__ = ["Updater"]
+
+_I64 = torch.int64
+SEED_ADVICE = (
+    "If you get NaN/Inf: for Adam-like optimizers try a larger `optimizer_epsilon` (1e-8, 1e-6, "
+    "or even 0.1/1.0; RETURNN's TF default is 1e-16); train with a zero learning rate to find "
+    "setup bugs; try `gradient_nan_inf_filter`, beta1=0.5, or `debug_add_check_numerics_ops` "
+    "(trainop.check_numerics)."
+)
+
+
+def _number(options: dict[str, Any], key: str) -> float:
+    value = options[key]
+    if isinstance(value, Unresolved):
+        raise ValueError(f"Expected `{key}` to be a number, but it needs code ({value}): pass it "
+                         f"from Python")
+    if value is None or value is False:
+        return 0.0
+    return check_real(key, value, NON_NEGATIVE)
+
+
+class _Step:
+    """One built update: the pipeline, the core and what a step needs (``get_optim_op``)."""
+
+    def __init__(self, updater: Updater) -> None:
+        o = updater._options
+        cls, kwargs, multiplier = updater._spec
+        params = updater._trainable
+        previous = updater._optimizer
+        self.optimizer = cls(learning_rate=updater._lr_fn(multiplier), params=params, **kwargs)
+        if previous is not None and type(previous) is type(self.optimizer):
+            for p in params:  # slots of parameters that stay are kept
+                if p in previous.state:
+                    self.optimizer.state[p] = previous.state[p]
+            old, new = previous.param_groups[0]["non_slot"], self.optimizer.param_groups[0]
+            new["non_slot"] = {k: v.clone() for k, v in old.items()}
+        self.n = int(_number(o, "accum_grad_multiple_step"))
+        clip_global = _number(o, "gradient_clip_global_norm")
+        to_zero = _number(o, "grad_norm_to_clip_to_zero")
+        torch_backend = o["backend"] == "torch"
+        use = "stage" if torch_backend else "given"
+        processors: list[Any] = []
+        if _number(o, "gradient_noise"):
+            processors.append(GradientNoise(_number(o, "gradient_noise")))
+        if _number(o, "gradient_clip"):
+            c = _number(o, "gradient_clip")
+            processors.append(ClipByValue(-c, c))
+        if _number(o, "gradient_clip_norm"):
+            processors.append(ClipByNorm(_number(o, "gradient_clip_norm")))
+        if _number(o, "gradient_clip_avg_norm"):
+            processors.append(ClipByAverageNorm(_number(o, "gradient_clip_avg_norm")))
+        if clip_global:
+            processors.append(ClipByGlobalNorm(clip_global, use_norm=use))
+        if o["gradient_nan_inf_filter"]:
+            processors.append(NanInfFilter())
+        if to_zero:
+            processors.append(ClipToZero(to_zero, use_norm=use))
+        k = o["num_allowed_consec_invalid_gradient_steps"]
+        if k is not None:
+            processors.append(SkipNonFinite(max_consecutive_skips=int(k)))
+        self.needs_norm = not torch_backend and bool(clip_global or to_zero)
+        self.pipeline = GradientPipeline(self.optimizer, processors)
+        self.core = TrainingStep(self.pipeline, divisor=None, accumulate=self.n > 1,
+                                 average_over_ranks=bool(o["use_horovod"]))
+        self.decay = [(p, float(p.RETURNN_constraint_L2))
+                      for p in params if o["decouple_constraints"]
+                      and getattr(p, "RETURNN_constraint_L2", 0)]
+
+
+class Updater:
+    """RETURNN's ``Updater`` from a config: optimizer, learning rate, accumulation, noise, five
+    kinds of clipping, the NaN/Inf filter, decoupled L2 (see the module doc and
+    ``docs/updater.md``).
+
+    Args:
+        config: a dict, a path to a ``.yaml``/``.json`` file (strict: unknown keys name the
+            closest valid one), or a path to a RETURNN config file (``.config``/``.py``:
+            parsed, never executed; keys of other parts of RETURNN are ignored).
+        model: a ``torch.nn.Module`` (its trainable parameters) or an iterable of parameters.
+        initial_learning_rate: the base learning rate (default: the config's
+            ``learning_rate``, 1.0); ``set_learning_rate`` changes it.
+
+    Example::
+
+        updater = trainop.Updater({"optimizer": {"class": "adam"},
+                                   "gradient_clip_global_norm": 5.0,
+                                   "accum_grad_multiple_step": 2}, model)
+        for x, y in data:
+            result = updater.step(loss_fn(model(x), y))
+    """
+
+    def __init__(self, config: Any, model: Any, initial_learning_rate: float | None = None
+                 ) -> None:
+        options, unresolved = read_config(config)
+        for key in NOT_SUPPORTED:
+            if options[key] not in (None, 0, 0.0, False):
+                raise ValueError(f"The Updater option `{key}` is not supported by trainop yet "
+                                 f"(got {options[key]!r})")
+        if options["backend"] not in ("tf", "torch"):
+            raise ValueError(f"Expected `backend` to be one of ['tf', 'torch'], got "
+                             f"{options['backend']!r}")
+        if options["debug_add_check_numerics_on_output"]:
+            raise ValueError("The Updater option `debug_add_check_numerics_on_output` belongs to "
+                             "the network: use trainop.check_numerics(model) around the steps")
+        self._options = options
+        self.unresolved = unresolved
+        self._spec = optimizer_spec(options)  # validated now; the optimizer is built lazily
+        self._model = model if isinstance(model, torch.nn.Module) else None
+        self._trainable = _parameters(model)
+        base = options["learning_rate"] if initial_learning_rate is None \
+            else initial_learning_rate
+        self._base_lr = check_real("learning_rate", base, NON_NEGATIVE)
+        device = self._trainable[0].device
+        self._lr = torch.tensor(self._base_lr, dtype=torch.float32, device=device)
+        self._dynamic = self._dynamic_lr(options["dynamic_learning_rate"])
+        self.global_train_step = torch.zeros((), dtype=_I64)
+        self._step_count = 0  # host mirror of global_train_step (decides the update steps)
+        self._optimizer = None
+        self._built: _Step | None = None
+        self._checker = None
+        if options["debug_add_check_numerics_ops"]:
+            print("Adding checks for inf/nan.")
+
+    # ------------------------------------------------------------------ learning rate
+    def _dynamic_lr(self, dynamic: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        if dynamic is None or dynamic is False:
+            return None
+        if isinstance(dynamic, Unresolved):
+            raise ValueError(f"`dynamic_learning_rate` is a function in the config ({dynamic}): "
+                             f"pass it from Python (config dict)")
+        if callable(dynamic):
+            params = inspect.signature(dynamic).parameters.values()
+            if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+                raise ValueError("Expected `dynamic_learning_rate` to accept **kwargs (RETURNN "
+                                 "asserts it for future compatibility)")
+            return lambda lr: dynamic(network=self._model, global_train_step=self.global_train_step,
+                                      learning_rate=lr)
+        if isinstance(dynamic, dict):
+            if set(dynamic) != {"interval", "decay"}:
+                raise ValueError(f"Expected `dynamic_learning_rate` as a dict to have exactly the "
+                                 f"keys ['decay', 'interval'], got {sorted(dynamic)}")
+            interval, decay = int(dynamic["interval"]), float(dynamic["decay"])
+
+            def cyclic(lr: torch.Tensor) -> torch.Tensor:  # lr * decay ** (t mod interval)
+                step = torch.remainder(self.global_train_step.to(lr.device), interval)
+                return lr * torch.pow(torch.tensor(decay, dtype=torch.float32,
+                                                   device=lr.device), step.to(torch.float32))
+            return cyclic
+        raise TypeError(f"Expected `dynamic_learning_rate` to be a callable, a dict "
+                        f"{{'interval', 'decay'}} or None, got {describe(dynamic)}")
+
+    def _lr_fn(self, multiplier: float) -> Callable[[], torch.Tensor]:
+        scale = world_size() if self._options["use_horovod"] and \
+            self._options["horovod_scale_lr"] else 1
+
+        def lr() -> torch.Tensor:
+            value = self._lr if self._dynamic is None else self._dynamic(self._lr)
+            return value * (multiplier * scale) if multiplier * scale != 1 else value
+        return lr
+
+    def set_learning_rate(self, value: float) -> None:
+        """The base learning rate (RETURNN's learning-rate control sets it once per epoch); the
+        device tensor the optimizer reads is updated in place (no host read in a step)."""
+        self._base_lr = check_real("value", value, NON_NEGATIVE)
+        self._lr.fill_(self._base_lr)
+
+    def get_current_step_learning_rate(self) -> torch.Tensor:
+        """The effective learning rate for the current ``global_train_step``."""
+        return self._lr_fn(1.0)()
+
+    # ------------------------------------------------------------------ the update op
+    @staticmethod
+    def get_optimizer_class(class_name: Any) -> type:
+        """RETURNN's name resolution (``"adam"``, ``"AdamOptimizer"``, a class, a callable
+        returning a name)."""
+        return resolve_class(class_name)
+
+    @property
+    def optimizer(self):
+        """The trainop optimizer (built on first use)."""
+        self.get_optim_op()
+        return self._optimizer
+
+    def get_optim_op(self, callback_on_new: Callable[[], None] | None = None):
+        """The callable that performs one update step (what ``step`` runs); built lazily and
+        rebuilt after ``reset_optim_op``/``set_trainable_vars``; ``callback_on_new()`` when
+        (re)built."""
+        if self._built is None:
+            self._built = _Step(self)
+            self._optimizer = self._built.optimizer
+            if callback_on_new is not None:
+                callback_on_new()
+        return self._run
+
+    def reset_optim_op(self) -> None:
+        """Mark the update op for rebuilding (the optimizer state of parameters that stay is
+        kept)."""
+        if self._built is not None and self._built.core.accumulated_micro_steps:
+            raise ValueError("Expected no gradients waiting in the accumulators when the update "
+                             "op is rebuilt; call it at the end of an accumulation window")
+        self._built = None
+
+    def set_trainable_vars(self, trainable_vars: Iterable[torch.Tensor]) -> None:
+        """Train only these parameters from now on (e.g. a pretraining stage)."""
+        params = _parameters(trainable_vars)
+        if params == self._trainable:
+            return
+        self.reset_optim_op()
+        self._trainable = params
+
+    def step(self, loss: torch.Tensor) -> StepResult:
+        """One micro-step: backward of ``loss``, accumulation, and on update steps the
+        post-processing and the update (see the module doc)."""
+        if not isinstance(loss, torch.Tensor) or loss.dim() != 0 or not loss.requires_grad:
+            raise TypeError(f"Expected `loss` to be a 0-dim tensor that requires grad, got "
+                            f"{describe(loss)}")
+        return self.get_optim_op()(loss)
+
+    def _run(self, loss: torch.Tensor) -> StepResult:
+        built = self._built
+        t = self._step_count
+        n = built.n
+        update = n <= 1 or t % n == n - 1
+        built.core.backward(loss)
+        if not update:
+            result = built.core.accumulate()
+        else:
+            norm = None
+            if built.needs_norm:
+                norm = global_norm([p.grad for p in self._trainable if p.grad is not None])
+            with torch.no_grad():
+                for p, l2 in built.decay:
+                    p.mul_(1.0 - 2.0 * l2)
+            result = built.core.update(given_global_norm=norm)
+        self.global_train_step.add_(1)
+        self._step_count += 1
+        if bool(self._options["num_allowed_consec_invalid_gradient_steps"] is not None) \
+                and update and not bool(result.applied):  # documented host read (abort counter)
+            warnings.warn(f"Invalid gradient in step {t}, skipping. {SEED_ADVICE}",
+                          RuntimeWarning, stacklevel=2)
+        return result
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Optimizer, accumulators, pipeline counters, ``global_train_step`` and the base
+        learning rate; loads with ``torch.load(weights_only=True)``."""
+        self.get_optim_op()
+        return {"optimizer": self._optimizer.state_dict(), "step": self._built.core.state_dict(),
+                "global_train_step": self.global_train_step.clone(),
+                "learning_rate": self._base_lr}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Validate, then load, a ``state_dict`` of an Updater built from the same config."""
+        self.get_optim_op()
+        keys = {"optimizer", "step", "global_train_step", "learning_rate"}
+        if not isinstance(state, dict) or set(state) != keys:
+            raise ValueError(f"Expected an Updater state_dict with keys {sorted(keys)}, got "
+                             f"{describe(state)}")
+        t = state["global_train_step"]
+        if not isinstance(t, torch.Tensor) or t.dtype != _I64 or t.dim() != 0 or t < 0:
+            raise ValueError(f"Expected `global_train_step` to be a 0-dim int64 tensor >= 0, got "
+                             f"{describe(t)}")
+        lr = check_real("learning_rate", state["learning_rate"], NON_NEGATIVE)
+        accumulator = self._built.core.check_state_dict(state["step"])
+        self._optimizer.load_state_dict(state["optimizer"])
+        self._built.core.load_state_dict(state["step"], accumulator)
+        self.global_train_step = t.clone()
+        self._step_count = int(t)
+        self.set_learning_rate(lr)
+
+
+def _parameters(model: Any) -> list[torch.Tensor]:
+    if isinstance(model, torch.nn.Module):
+        params = [p for p in model.parameters() if p.requires_grad]
+    else:
+        try:
+            params = list(model)
+        except TypeError:
+            raise TypeError(f"Expected `model` to be a torch.nn.Module or an iterable of "
+                            f"parameters, got {describe(model)}") from None
+        for i, p in enumerate(params):
+            if not isinstance(p, torch.Tensor) or not p.requires_grad:
+                raise TypeError(f"Expected parameter {i} to be a tensor that requires grad, got "
+                                f"{describe(p)}")
+    if not params:
+        raise ValueError("Expected at least one trainable parameter, got none (RETURNN: 'no "
+                         "variables to update/optimize')")
+    return params
