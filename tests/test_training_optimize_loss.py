@@ -345,3 +345,48 @@ def test_bench_train_step_runs_and_reports_three_comparisons():
     assert set(result["results"]) == {"post_backward", "whole_step", "fixed_overhead"}
     assert all(r["torch_s"] > 0 and r["trainop_s"] > 0 for r in result["results"].values())
     assert "| post backward |" in render_train_step(result)
+
+
+# ---------------------------------------------------------------- remaining behaviour bullets
+def test_none_gradient_with_clipping_and_summaries(tmp_path):
+    used, unused = torch.ones(2, requires_grad=True), torch.ones(3, requires_grad=True)
+    op = trainop.optimize_loss(lambda: used.sum(), "Adam", {}, 0.1, var_list=[used, unused],
+                               clip_gradients=1.0, summary_writer=str(tmp_path),
+                               summaries=["gradients", "gradient_norm", "global_gradient_norm"],
+                               summary_frequency=1)
+    op()
+    assert torch.equal(unused.detach(), torch.ones(3))  # Q7: upstream crashes on a None grad
+    assert float(op.last_result.global_norm) == pytest.approx(math.sqrt(2), rel=1e-6)
+
+
+def test_pure_bfloat16_with_an_integer_loss_scale():
+    w = torch.tensor([1.0, -2.0], dtype=torch.bfloat16, requires_grad=True)
+    op = trainop.optimize_loss(lambda: (w.float() ** 2).sum(), "SGD", {}, 0.25, var_list=[w],
+                               dtype=torch.bfloat16, loss_scaling=128)  # Q9: an int works
+    op()
+    # g = 2w, scaled by 128 and unscaled exactly (a power of two): w - 0.25 * 2w = w / 2
+    assert _f(w) == [0.5, -1.0]
+
+
+def test_novograd_parity_mode_reaches_through():
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    op = trainop.optimize_loss(lambda: (w * torch.tensor([3.0, 4.0])).sum(), trainop.NovoGrad,
+                               {"second_moment": "openseq2seq", "beta1": 0.0}, 0.1,
+                               var_list=[w])
+    op()
+    assert op.optimizer.param_groups[0]["second_moment"] == "openseq2seq"
+    # shipped NovoGrad: v = ||g||^2 = 25, step g / sqrt(v + eps); beta1 = 0: m = that
+    np.testing.assert_allclose(_f(w), [1.0 - 0.1 * 3 / 5, 2.0 - 0.1 * 4 / 5], rtol=1e-5)
+
+
+def test_sparse_gradients_accumulate_densely():
+    emb = nn.Embedding(5, 2, sparse=True)
+    w0 = emb.weight.detach().clone()
+    op = trainop.optimize_loss(lambda idx: emb(idx).sum(), "SGD", {}, 1.0, model=emb,
+                               iter_size=2, accumulate_first=True)
+    op(torch.tensor([0, 1]))
+    op(torch.tensor([1, 1, 4]))
+    expected = w0.clone()
+    counts = torch.tensor([1.0, 3.0, 0.0, 0.0, 1.0])  # row 1 twice in one batch, once before
+    expected -= (counts / 2)[:, None]
+    torch.testing.assert_close(emb.weight.detach(), expected)
