@@ -3,22 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
-
 import pytest
 import torch
+from error_table import Row, check, ids
 from torch import nn
 
 import trainop
-
-
-class Row(NamedTuple):
-    id: str
-    call: Callable[[], object]
-    exc: type[Exception]
-    match: str
-
 
 W = torch.zeros(2, requires_grad=True)
 
@@ -142,22 +132,17 @@ ERRORS = [
         lambda: trainop.apply_regularization(nn.Linear(2, 2), 0.1), TypeError,
         r"Expected `regularizer` to be callable, got 0\.1 \(float\)$"),
     Row("apply_regularization params", lambda: trainop.apply_regularization(3, lambda w: w),
-        TypeError, r"Expected `params` to be a module, a tensor or an iterable of tensors, got "
+        TypeError, r"Expected `params` to be a torch\.nn\.Module, a tensor or an iterable of "
+                   r"tensors, got "
                    r"3 \(int\)$"),
     Row("get_regularization_loss scope", lambda: trainop.get_regularization_loss(scope=3),
         TypeError, r"Expected `scope` to be a str or None, got 3 \(int\)$"),
 ]
 
 
-def test_error_table_ids_are_unique():
-    ids = [row.id for row in ERRORS]
-    assert len(ids) == len(set(ids))
-
-
-@pytest.mark.parametrize("row", ERRORS, ids=[row.id for row in ERRORS])
+@pytest.mark.parametrize("row", ERRORS, ids=ids(ERRORS))
 def test_error(row: Row):
-    with pytest.raises(row.exc, match=row.match):
-        row.call()
+    check(row)
 
 
 def test_optimizer_params_dict_is_never_mutated():

@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from host_reads import ALL_READS, READS, no_host_reads
 from torch import nn
 
 import trainop
@@ -108,27 +109,6 @@ def test_larc_and_loss_scale_tags(tmp_path):
     assert acc.Scalars("loss_scale")[0].value == 2.0 ** 14  # Backoff starts at scale_max
 
 
-READS = ["item", "__bool__", "tolist", "numpy"]
-ALL_READS = [*READS, "__float__", "__int__", "__index__"]
-
-
-@contextlib.contextmanager
-def _no_host_reads(names=tuple(ALL_READS)):
-    """Tensor methods that read a value on the host raise while active. The native CPU kernels
-    read CPU scalar hyperparameters (a tensor learning rate) with float() to pass them to C as
-    doubles: no device is involved; run with READS for them."""
-    saved = {n: getattr(torch.Tensor, n) for n in names}
-
-    def boom(*args, **kwargs):
-        raise AssertionError("host read inside a non-summary step")
-
-    try:
-        for n in names:
-            setattr(torch.Tensor, n, boom)
-        yield
-    finally:
-        for n, f in saved.items():
-            setattr(torch.Tensor, n, f)
 
 
 # The foreach path reads the skip flag of a loss-scaled step once (a documented limit of the
@@ -154,7 +134,7 @@ def test_no_host_read_on_non_summary_steps(tmp_path, mode, implementation):
     for k in range(12):
         summary = op._core.update_steps % 3 == 0 and (
             mode == "float32" or k % 2 == 0)
-        with contextlib.nullcontext() if summary else _no_host_reads(reads):
+        with contextlib.nullcontext() if summary else no_host_reads(reads):
             op()
         updates = op._core.update_steps
     assert updates == (12 if mode == "float32" else 6)
@@ -168,6 +148,6 @@ def test_no_summaries_without_a_writer_reads_nothing():
                                trainop.schedules.policy("poly_decay", learning_rate=0.1,
                                                         decay_steps=20, power=1.0),
                                model=model, clip_gradients=1.0)
-    with _no_host_reads(READS):
+    with no_host_reads(READS):
         for _ in range(3):
             op()

@@ -3,12 +3,12 @@ RETURNN's upstream test cases (spec §11) with their numbers."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import warnings
 
 import pytest
 import torch
+from host_reads import no_host_reads
 from torch import nn
 
 import trainop
@@ -344,23 +344,6 @@ def test_set_trainable_vars_keeps_slots_and_rebuilds():
     assert torch.equal(b.detach(), b_before)
 
 
-@contextlib.contextmanager
-def _no_host_reads():
-    names = ["item", "__bool__", "tolist", "numpy"]
-    saved = {n: getattr(torch.Tensor, n) for n in names}
-
-    def boom(*a, **k):
-        raise AssertionError("host read inside an Updater step")
-
-    try:
-        for n in names:
-            setattr(torch.Tensor, n, boom)
-        yield
-    finally:
-        for n, f in saved.items():
-            setattr(torch.Tensor, n, f)
-
-
 def test_no_host_read_in_a_step():
     # (gradient_noise is left out: torch's trunc_normal_ turns its Python-float bounds into
     # CPU tensors and back with .item(), inside torch; no device value is read)
@@ -371,7 +354,7 @@ def test_no_host_read_in_a_step():
                          "dynamic_learning_rate": {"interval": 4, "decay": 0.9}}, model)
     x = torch.randn(3, 5, 4)
     u.step(model(x)[0].pow(2).mean())  # builds the op, creates the slots
-    with _no_host_reads():
+    with no_host_reads():
         for _ in range(4):
             u.step(model(x)[0].pow(2).mean())
     assert int(u.global_train_step) == 5

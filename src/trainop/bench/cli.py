@@ -200,28 +200,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Run ``trainop bench`` with parsed ``args``; returns the exit status."""
-    if args.train_step:
-        result = run_train_step_benchmark(steps=args.repeats, warmup=args.warmup)
+    if args.train_step or args.numerics or args.pipeline:
+        if args.train_step:
+            result = run_train_step_benchmark(steps=args.repeats, warmup=args.warmup)
+            render, status = render_train_step, 0 if result["passed"] else 1
+        elif args.numerics:
+            result = run_numerics_benchmark(steps=args.repeats, warmup=args.warmup)
+            render, status = render_numerics, 0 if result["passed"] else 1
+        else:
+            result = run_pipeline_benchmark(scale=args.scale, steps=args.repeats,
+                                            warmup=args.warmup, probe_mib=args.probe_mib)
+            render, status = render_pipeline, 0
         if args.json is not None:
             write_json(result, args.json)
         if args.json != "-":
-            sys.stdout.write(render_train_step(result))
-        return 0 if result["passed"] else 1
-    if args.numerics:
-        result = run_numerics_benchmark(steps=args.repeats, warmup=args.warmup)
-        if args.json is not None:
-            write_json(result, args.json)
-        if args.json != "-":
-            sys.stdout.write(render_numerics(result))
-        return 0 if result["passed"] else 1
-    if args.pipeline:
-        result = run_pipeline_benchmark(scale=args.scale, steps=args.repeats,
-                                        warmup=args.warmup, probe_mib=args.probe_mib)
-        if args.json is not None:
-            write_json(result, args.json)
-        if args.json != "-":
-            sys.stdout.write(render_pipeline(result))
-        return 0
+            sys.stdout.write(render(result))
+        return status
     config = BenchConfig(
         optimizers=args.optimizers or list(SPECS),
         implementations=args.implementations,

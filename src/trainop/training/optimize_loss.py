@@ -41,6 +41,7 @@ from trainop.processing import (
 from trainop.processing.larc import LARC
 from trainop.processing.loss_scale import LossScale
 from trainop.registry import get_optimizer_class
+from trainop.training._params import as_parameters
 from trainop.training.regularization import regularized
 from trainop.training.step import TrainingStep
 from trainop.training.summaries import SummaryLog, check_summaries, open_writer
@@ -79,19 +80,9 @@ def _variables(var_list: Any, model: Any) -> tuple[list[torch.Tensor], dict[int,
         if model is None:
             raise ValueError("Expected `var_list` or `model` (whose trainable parameters are "
                              "optimized), got neither")
-        variables = [p for p in model.parameters() if p.requires_grad]
+        variables = as_parameters(model, "model")
     else:
-        if isinstance(var_list, torch.Tensor):
-            var_list = [var_list]
-        try:
-            variables = list(var_list)
-        except TypeError:
-            raise TypeError(f"Expected `var_list` to be an iterable of tensors or None, got "
-                            f"{describe(var_list)}") from None
-        for i, v in enumerate(variables):
-            if not isinstance(v, torch.Tensor) or not v.requires_grad:
-                raise TypeError(f"Expected var_list[{i}] to be a tensor that requires grad, "
-                                f"got {describe(v)}")
+        variables = as_parameters(var_list, "var_list")
     if not variables:
         raise ValueError("No variables to optimize.")
     for i, v in enumerate(variables):

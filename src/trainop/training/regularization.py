@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from trainop._validation import Interval, check_name, check_real, describe
+from trainop.training._params import as_parameters
 
 __all__ = ["apply_regularization", "get_regularization_loss", "get_regularizer",
            "l1_regularizer", "l2_regularizer"]
@@ -74,22 +75,6 @@ def l1_regularizer(scale: float) -> Callable[[torch.Tensor], torch.Tensor]:
     return _Scaled("l1", scale)
 
 
-def _params(params: Any, arg: str) -> list[torch.Tensor]:
-    if isinstance(params, torch.nn.Module):
-        return [p for p in params.parameters() if p.requires_grad]
-    if isinstance(params, torch.Tensor):
-        return [params]
-    try:
-        out = list(params)
-    except TypeError:
-        raise TypeError(f"Expected `{arg}` to be a module, a tensor or an iterable of tensors, "
-                        f"got {describe(params)}") from None
-    for i, p in enumerate(out):
-        if not isinstance(p, torch.Tensor):
-            raise TypeError(f"Expected {arg}[{i}] to be a tensor, got {describe(p)}")
-    return out
-
-
 def apply_regularization(params: Any, regularizer: Callable[[torch.Tensor], torch.Tensor],
                          *, weights_only: bool = True) -> list[torch.Tensor]:
     """Attach ``regularizer`` to ``params`` (a module's parameters, a tensor or a list).
@@ -100,7 +85,8 @@ def apply_regularization(params: Any, regularizer: Callable[[torch.Tensor], torc
     """
     if not callable(regularizer):
         raise TypeError(f"Expected `regularizer` to be callable, got {describe(regularizer)}")
-    chosen = [p for p in _params(params, "params") if not weights_only or p.dim() >= 2]
+    chosen = [p for p in as_parameters(params, "params", trainable=False)
+              if not weights_only or p.dim() >= 2]
     for p in chosen:
         _register(p, regularizer)
     return chosen
@@ -133,7 +119,7 @@ def get_regularization_loss(params: Any = None, scope: str | None = None,
         chosen = [p for n, p in params.named_parameters()
                   if scope is None or n.startswith(scope)]
     else:
-        chosen = _params(params, "params")
+        chosen = as_parameters(params, "params", trainable=False)
     total = None
     for p in chosen:
         fn = _lookup(p)

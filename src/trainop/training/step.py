@@ -23,6 +23,7 @@ import torch
 from trainop._validation import describe
 from trainop.processing import GradientPipeline, StepResult
 from trainop.processing._base import SKIP_ACCUMULATING
+from trainop.training._params import check_count_tensor
 from trainop.training.accumulate import Accumulator
 from trainop.training.distributed import average_gradients, world_size
 
@@ -159,10 +160,7 @@ class TrainingStep:
         if not isinstance(state, dict) or set(state) != keys:
             raise ValueError(f"Expected a training-step state with keys {sorted(keys)}, got "
                              f"{describe(state)}")
-        gs = state["global_step"]
-        if not isinstance(gs, torch.Tensor) or gs.dtype != _I64 or gs.dim() != 0 or gs < 0:
-            raise ValueError(f"Expected `global_step` to be a 0-dim int64 tensor >= 0, got "
-                             f"{describe(gs)}")
+        check_count_tensor("global_step", state["global_step"])
         for key in ("micro_steps", "update_steps"):
             value = state[key]
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:

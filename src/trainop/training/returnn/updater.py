@@ -46,6 +46,7 @@ from trainop.processing import (
     StepResult,
     global_norm,
 )
+from trainop.training._params import as_parameters, check_count_tensor
 from trainop.training.distributed import world_size
 from trainop.training.returnn.options import NOT_SUPPORTED, read_config
 from trainop.training.returnn.resolve import optimizer_spec, resolve_class
@@ -309,10 +310,7 @@ class Updater:
         if not isinstance(state, dict) or set(state) != keys:
             raise ValueError(f"Expected an Updater state_dict with keys {sorted(keys)}, got "
                              f"{describe(state)}")
-        t = state["global_train_step"]
-        if not isinstance(t, torch.Tensor) or t.dtype != _I64 or t.dim() != 0 or t < 0:
-            raise ValueError(f"Expected `global_train_step` to be a 0-dim int64 tensor >= 0, got "
-                             f"{describe(t)}")
+        t = check_count_tensor("global_train_step", state["global_train_step"])
         lr = check_real("learning_rate", state["learning_rate"], NON_NEGATIVE)
         accumulator = self._built.core.check_state_dict(state["step"])
         self._optimizer.load_state_dict(state["optimizer"])
@@ -323,18 +321,7 @@ class Updater:
 
 
 def _parameters(model: Any) -> list[torch.Tensor]:
-    if isinstance(model, torch.nn.Module):
-        params = [p for p in model.parameters() if p.requires_grad]
-    else:
-        try:
-            params = list(model)
-        except TypeError:
-            raise TypeError(f"Expected `model` to be a torch.nn.Module or an iterable of "
-                            f"parameters, got {describe(model)}") from None
-        for i, p in enumerate(params):
-            if not isinstance(p, torch.Tensor) or not p.requires_grad:
-                raise TypeError(f"Expected parameter {i} to be a tensor that requires grad, got "
-                                f"{describe(p)}")
+    params = as_parameters(model, "model")
     if not params:
         raise ValueError("Expected at least one trainable parameter, got none (RETURNN: 'no "
                          "variables to update/optimize')")

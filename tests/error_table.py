@@ -1,0 +1,26 @@
+"""The shape of an error table (as ``test_errors.py``): rows and the check of one row."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import pytest
+
+
+class Row(NamedTuple):
+    id: str
+    call: Callable[[], object]
+    exc: type[Exception]
+    match: str
+
+
+def ids(rows: list[Row]) -> list[str]:
+    names = [row.id for row in rows]
+    assert len(names) == len(set(names)), "error table ids must be unique"
+    return names
+
+
+def check(row: Row) -> None:
+    with pytest.raises(row.exc, match=row.match):
+        row.call()
