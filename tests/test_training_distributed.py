@@ -26,7 +26,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank(rank: int, world: int, port: int, iter_size: int, steps: int, out: str) -> None:
+def _rank(rank: int, world: int, port: int, iter_size: int, steps: int, out: str,
+          front: str = "optimize_loss") -> None:
     import torch.distributed as dist
 
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
@@ -35,21 +36,28 @@ def _rank(rank: int, world: int, port: int, iter_size: int, steps: int, out: str
                             timeout=__import__("datetime").timedelta(seconds=60))
     try:
         net = S.model()
-        op = S.build(net, mode="float32", iter_size=iter_size, on_horovod=True)
-        S.run(net, op, 0, steps, rank=rank, world=world)
+        if front == "updater":
+            updater = trainop.Updater({**S.UPDATER_CONFIG, "use_horovod": True}, net)
+            S.run_updater(net, updater, 0, steps, rank=rank, world=world)
+        else:
+            op = S.build(net, mode="float32", iter_size=iter_size, on_horovod=True)
+            S.run(net, op, 0, steps, rank=rank, world=world)
         if rank == 0:
             torch.save({n: p.detach().clone() for n, p in net.named_parameters()}, out)
     finally:
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("iter_size", [1, 3])
-def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(tmp_path, iter_size):
+@pytest.mark.parametrize("front,iter_size", [("optimize_loss", 1), ("optimize_loss", 3),
+                                             ("updater", 2)])
+def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(tmp_path, front, iter_size):
+    """optimize_loss(on_horovod=True) and the Updater (use_horovod, accumulation) over 2 gloo
+    ranks, each on half of every batch, equal one process on the whole batch."""
     steps = 7
     out = str(tmp_path / "rank0.pt")
     ctx = mp.get_context("spawn")
     port = _free_port()
-    procs = [ctx.Process(target=_rank, args=(r, 2, port, iter_size, steps, out))
+    procs = [ctx.Process(target=_rank, args=(r, 2, port, iter_size, steps, out, front))
              for r in range(2)]
     for p in procs:
         p.start()
@@ -61,11 +69,15 @@ def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(tmp_path, iter_size
     assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
     distributed = torch.load(out, weights_only=True)
     net = S.model()
-    op = S.build(net, mode="float32", iter_size=iter_size)
-    S.run(net, op, 0, steps)
+    if front == "updater":
+        S.run_updater(net, trainop.Updater(S.UPDATER_CONFIG, net), 0, steps)
+    else:
+        op = S.build(net, mode="float32", iter_size=iter_size)
+        S.run(net, op, 0, steps)
+        assert int(op.global_step) == len(range(0, steps, iter_size))
     for n, p in net.named_parameters():
         torch.testing.assert_close(distributed[n], p.detach(), rtol=1e-5, atol=1e-7)
-    assert int(op.global_step) == len(range(0, steps, iter_size))
+        assert not torch.equal(p.detach(), S.model().state_dict()[n])  # it trained
 
 
 _RESUME = """

@@ -366,3 +366,30 @@ def test_seed_advice_in_the_skip_message():
     with pytest.warns(RuntimeWarning, match="larger `optimizer_epsilon`.*zero learning rate.*"
                                             "gradient_nan_inf_filter.*beta1=0.5"):
         u.step((w * math.nan).sum())
+
+
+def test_debug_add_check_numerics_ops_names_the_origin(capsys):
+    """RETURNN's test_Updater_add_check_numerics_ops: loss log(x), x = 1, lr = 1: the first step
+    gives x = 0, the second raises (here: NumericsError, forward pass, aten.log, step 1)."""
+
+    class Log(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.x = nn.Parameter(torch.tensor(1.0))
+
+        def forward(self):
+            return torch.log(self.x)
+
+    model = Log()
+    u = trainop.Updater({"learning_rate": 1.0, "debug_add_check_numerics_ops": True}, model)
+    try:
+        u.step(model())  # d log(x)/dx = 1: x = 0
+        assert model.x.item() == 0.0
+        with pytest.raises(trainop.NumericsError) as info:
+            u.step(model())
+            u._checker.check()
+        assert (info.value.phase, info.value.module, info.value.op, info.value.step) == (
+            "forward", "", "aten.log", 1)
+        assert "Adding checks for inf/nan." in capsys.readouterr().out
+    finally:
+        u._checker.remove()

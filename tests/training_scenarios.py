@@ -40,3 +40,16 @@ def run(net, op, start: int, stop: int, *, rank: int = 0, world: int = 1) -> Non
         x, y = batch(k)
         rows = slice(rank * BATCH // world, (rank + 1) * BATCH // world)
         op(x[rows].to(dtype), y[rows])
+
+
+UPDATER_CONFIG = {"optimizer": {"class": "adam", "beta2": 0.99}, "learning_rate": 0.01,
+                  "accum_grad_multiple_step": 2, "gradient_clip_global_norm": 1.0,
+                  "optimizer_epsilon": 1e-8}
+
+
+def run_updater(net, updater, start: int, stop: int, *, rank: int = 0, world: int = 1) -> None:
+    """Micro-steps of the Updater over the same batches as ``run``."""
+    for k in range(start, stop):
+        x, y = batch(k)
+        rows = slice(rank * BATCH // world, (rank + 1) * BATCH // world)
+        updater.step(nn.functional.mse_loss(net(x[rows]), y[rows]))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-__all__ = ["average_gradients", "world_size"]
+__all__ = ["average_gradients", "reduce_grads_in_place", "world_size"]
 
 
 def world_size() -> int:
@@ -23,9 +23,11 @@ def world_size() -> int:
     return dist.get_world_size()
 
 
-def average_gradients(grads: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
+def average_gradients(grads: list[torch.Tensor | None], *, average: bool = True
+                      ) -> list[torch.Tensor | None]:
     """The average over the ranks of each gradient (``None`` stays ``None``; every rank must
-    pass gradients of the same shapes in the same order). Dense results; inputs untouched."""
+    pass gradients of the same shapes in the same order); ``average=False``: the sum (RETURNN's
+    ``horovod_avg_grad=False``). Dense results; inputs untouched."""
     n = world_size()
     if n == 1:
         return grads
@@ -39,10 +41,21 @@ def average_gradients(grads: list[torch.Tensor | None]) -> list[torch.Tensor | N
     for indices in groups.values():
         flat = torch.cat([dense[i].reshape(-1) for i in indices])
         dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-        flat.div_(n)
+        if average:
+            flat.div_(n)
         offset = 0
         for i in indices:
             numel = dense[i].numel()
             out[i] = flat[offset:offset + numel].view_as(dense[i])
             offset += numel
     return out
+
+
+def reduce_grads_in_place(params: list[torch.Tensor], *, average: bool = True) -> None:
+    """Replace each parameter's ``.grad`` by its average (or sum) over the ranks."""
+    if world_size() == 1:
+        return
+    params = [p for p in params if p.grad is not None]
+    reduced = average_gradients([p.grad for p in params], average=average)
+    for p, g in zip(params, reduced, strict=True):
+        p.grad = g

@@ -25,7 +25,7 @@ from trainop.processing import GradientPipeline, StepResult
 from trainop.processing._base import SKIP_ACCUMULATING
 from trainop.training._params import check_count_tensor
 from trainop.training.accumulate import Accumulator
-from trainop.training.distributed import average_gradients, world_size
+from trainop.training.distributed import average_gradients, reduce_grads_in_place
 
 __all__ = ["TrainingStep"]
 
@@ -106,8 +106,8 @@ class TrainingStep:
             finally:
                 self._accumulator.reset()
         else:
-            if self._average and world_size() > 1:
-                self._average_grads_in_place()
+            if self._average:
+                reduce_grads_in_place(self._model_params())
             result = self.pipeline.step(given_global_norm=given_global_norm)
             self.global_step.add_(result.applied.to(self.global_step.device, _I64))
             self.pipeline.zero_grad(set_to_none=True)
@@ -115,12 +115,6 @@ class TrainingStep:
         self.update_steps += 1
         self.last_result = result
         return result
-
-    def _average_grads_in_place(self) -> None:
-        params = [p for p in self._model_params() if p.grad is not None]
-        averaged = average_gradients([p.grad for p in params])
-        for p, g in zip(params, averaged, strict=True):
-            p.grad = g
 
     def _model_params(self) -> list[torch.Tensor]:
         hooks = self.pipeline._hooks

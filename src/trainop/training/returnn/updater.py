@@ -47,7 +47,7 @@ from trainop.processing import (
     global_norm,
 )
 from trainop.training._params import as_parameters, check_count_tensor
-from trainop.training.distributed import world_size
+from trainop.training.distributed import reduce_grads_in_place, world_size
 from trainop.training.returnn.options import NOT_SUPPORTED, read_config
 from trainop.training.returnn.resolve import optimizer_spec, resolve_class
 from trainop.training.step import TrainingStep
@@ -114,8 +114,12 @@ class _Step:
             processors.append(SkipNonFinite(max_consecutive_skips=int(k)))
         self.needs_norm = not torch_backend and bool(clip_global or to_zero)
         self.pipeline = GradientPipeline(self.optimizer, processors)
+        # use_horovod: every micro-step's gradients are reduced before anything else (RETURNN's
+        # TF order: the global norm G is of the reduced gradients), so not again in the core
+        self.reduce = bool(o["use_horovod"]) and o["horovod_reduce_type"] == "grad"
+        self.average = bool(o["horovod_avg_grad"])
         self.core = TrainingStep(self.pipeline, divisor=None, accumulate=self.n > 1,
-                                 average_over_ranks=bool(o["use_horovod"]))
+                                 average_over_ranks=False)
         self.decay = [(p, float(p.RETURNN_constraint_L2))
                       for p in params if o["decouple_constraints"]
                       and getattr(p, "RETURNN_constraint_L2", 0)]
@@ -153,6 +157,10 @@ class Updater:
         if options["backend"] not in ("tf", "torch"):
             raise ValueError(f"Expected `backend` to be one of ['tf', 'torch'], got "
                              f"{options['backend']!r}")
+        if options["use_horovod"] and options["horovod_reduce_type"] != "grad":
+            raise ValueError(f"The Updater supports horovod_reduce_type='grad' (gradients "
+                             f"reduced every step) only, got "
+                             f"{options['horovod_reduce_type']!r}")
         if options["debug_add_check_numerics_on_output"]:
             raise ValueError("The Updater option `debug_add_check_numerics_on_output` belongs to "
                              "the network: use trainop.check_numerics(model) around the steps")
@@ -172,8 +180,6 @@ class Updater:
         self._optimizer = None
         self._built: _Step | None = None
         self._checker = None
-        if options["debug_add_check_numerics_ops"]:
-            print("Adding checks for inf/nan.")
 
     # ------------------------------------------------------------------ learning rate
     def _dynamic_lr(self, dynamic: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
@@ -242,9 +248,24 @@ class Updater:
         if self._built is None:
             self._built = _Step(self)
             self._optimizer = self._built.optimizer
+            self._install_checks()
             if callback_on_new is not None:
                 callback_on_new()
         return self._run
+
+    def _install_checks(self) -> None:
+        """``debug_add_check_numerics_ops``: trainop's numerics checks on the model and the
+        optimizer's updates, installed with the update op (as RETURNN adds them to it); the
+        first NaN/Inf raises ``trainop.NumericsError`` naming the phase, module, op and step."""
+        if not self._options["debug_add_check_numerics_ops"]:
+            return
+        from trainop.training.numerics import NumericsChecker
+
+        if self._checker is not None:
+            self._checker.remove()
+        print("Adding checks for inf/nan.")
+        watched = [self._model] if self._model is not None else []
+        self._checker = NumericsChecker(watched, self._optimizer).install()
 
     def reset_optim_op(self) -> None:
         """Mark the update op for rebuilding (the optimizer state of parameters that stay is
@@ -276,6 +297,8 @@ class Updater:
         n = built.n
         update = n <= 1 or t % n == n - 1
         built.core.backward(loss)
+        if built.reduce:
+            reduce_grads_in_place(self._trainable, average=built.average)
         if not update:
             result = built.core.accumulate()
         else:
