@@ -36,10 +36,9 @@ def openseq2seq_transformer() -> None:
     for step in range(40):
         loss = train_op()
         if step % 10 == 0 or step == 39:
-            r = train_op.last_result
+            r, scale = train_op.last_result, float(train_op.optimizer.loss_scale)
             print(f"   micro-step {step:2d}: loss {float(loss):.4f}, global_step "
-                  f"{int(train_op.global_step)}, loss scale {float(train_op.optimizer.loss_scale):g}"
-                  f", {r.why()}")
+                  f"{int(train_op.global_step)}, loss scale {scale:g}, {r.why()}")
 
 
 def returnn_lstm() -> None:
