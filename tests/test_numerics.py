@@ -507,3 +507,75 @@ def test_bench_numerics_runs_and_reports_the_three_candidates():
     assert all(t > 0 for t in result["median_s"].values())
     text = render_numerics(result)
     assert "| detect_anomaly |" in text and "target <= 1.3x" in text
+
+
+class SqrtHead(nn.Module):
+    """A head whose backward alone can be made non-finite: sqrt at 0 (finite forward)."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(d, 1)
+        self.fault = False
+
+    def forward(self, h):
+        out = self.proj(h)
+        if self.fault:
+            out = out + torch.sqrt(out * 0.0)
+        return out
+
+
+def _transformer_model():
+    torch.manual_seed(4)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.1, batch_first=True)
+    return nn.Sequential(nn.TransformerEncoder(layer, 3, enable_nested_tensor=False),
+                         SqrtHead(16))
+
+
+@pytest.mark.parametrize("fault", ["forward", "backward", "update", "data"])
+def test_transformer_encoder_every_phase(fault):
+    model = _transformer_model()
+    head = model[1].proj.weight
+    # the head's weight in a group of its own: the update fault gives it a huge learning rate
+    opt = trainop.GradientDescentOptimizer(
+        params=[{"params": [p for p in model.parameters() if p is not head]},
+                {"params": [head]}], learning_rate=1e-3)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 6, 16, generator=g)
+    bad = x.clone()
+    bad[1, 2, 3] = float("nan")
+
+    def inject(step):
+        if step != 2:
+            return
+        if fault == "forward":  # activations overflow in layer 1's first linear layer
+            with torch.no_grad():
+                model[0].layers[1].linear1.weight.mul_(1e38)
+        elif fault == "backward":
+            model[1].fault = True
+        elif fault == "update":
+            opt.param_groups[1]["lr"] = 3e38
+
+    with pytest.raises(NumericsError) as info, trainop.check_numerics(model, optimizer=opt):
+        for step in range(4):
+            inject(step)
+            opt.zero_grad()
+            inputs = bad if fault == "data" and step == 2 else x
+            (1e3 * model(inputs).pow(2).mean()).backward()
+            opt.step()
+    e = info.value
+    assert e.step == 2
+    expected = {
+        "forward": ("forward", "0.layers.1.linear1"),
+        "backward": ("backward", "1"),
+        "update": ("update", "1.proj"),
+        "data": ("forward", "<input>"),
+    }[fault]
+    assert (e.phase, e.module) == expected
+    if fault == "forward":
+        assert e.op in ("aten.addmm", "aten.linear", "aten.mm", "aten.bmm")
+    if fault == "backward":
+        assert e.op == "SqrtBackward0"
+    if fault == "update":
+        assert e.parameter == "1.proj.weight" and e.op == "GradientDescentOptimizer.step"
+    if fault == "data":
+        assert e.op == "args[0]" and e.tensor_stats.nan == 1
