@@ -579,3 +579,20 @@ def test_transformer_encoder_every_phase(fault):
         assert e.parameter == "1.proj.weight" and e.op == "GradientDescentOptimizer.step"
     if fault == "data":
         assert e.op == "args[0]" and e.tensor_stats.nan == 1
+
+
+def test_lstm_input_data_reported_as_data():
+    model = LSTMThenLog()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(3, 5, 4)
+    bad = x.clone()
+    bad[0, 4, 1] = float("inf")
+    with pytest.raises(NumericsError) as info, trainop.check_numerics(model, optimizer=opt):
+        for step in range(3):
+            opt.zero_grad()
+            model(bad if step == 1 else x).pow(2).mean().backward()
+            opt.step()
+    e = info.value
+    assert (e.phase, e.module, e.op, e.step, e.origin) == ("forward", "<input>", "args[0]", 1,
+                                                          "data")
+    assert e.tensor_stats.posinf == 1
