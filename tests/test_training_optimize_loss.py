@@ -362,8 +362,10 @@ def test_none_gradient_with_clipping_and_summaries(tmp_path):
 def test_pure_bfloat16_with_an_integer_loss_scale():
     w = torch.tensor([1.0, -2.0], dtype=torch.bfloat16, requires_grad=True)
     op = trainop.optimize_loss(lambda: (w.float() ** 2).sum(), "SGD", {}, 0.25, var_list=[w],
-                               dtype=torch.bfloat16, loss_scaling=128)  # Q9: an int works
+                               dtype=torch.bfloat16, loss_scaling=128,  # Q9: an int works
+                               apply_loss_scaling=True)
     op()
+    assert float(op.last_result.loss_scale) == 128.0
     # g = 2w, scaled by 128 and unscaled exactly (a power of two): w - 0.25 * 2w = w / 2
     assert _f(w) == [0.5, -1.0]
 
@@ -390,3 +392,16 @@ def test_sparse_gradients_accumulate_densely():
     counts = torch.tensor([1.0, 3.0, 0.0, 0.0, 1.0])  # row 1 twice in one batch, once before
     expected -= (counts / 2)[:, None]
     torch.testing.assert_close(emb.weight.detach(), expected)
+
+
+def test_loss_scaling_outside_mixed_mode_follows_upstream():
+    """OpenSeq2Seq scales the loss in its mixed-precision wrapper only: with float32 (or pure
+    float16) parameters an automatic scaler exists for its summary, and nothing is scaled, so
+    an overflow is applied as upstream applies it (no skipped step)."""
+    w = torch.ones(2, requires_grad=True)
+    op = trainop.optimize_loss(lambda x: (w * x).sum(), "SGD", {}, 0.5, var_list=[w],
+                               loss_scaling="Backoff")
+    op(torch.tensor([1.0, 1.0]))
+    assert op.last_result.loss_scale is None and _f(w) == [0.5, 0.5]
+    op(torch.tensor([float("inf"), 1.0]))
+    assert bool(op.last_result.applied) and math.isinf(w[0].item())

@@ -6,7 +6,7 @@ canonical recipe, in one process, interleaved.
   opt.zero_grad(set_to_none=True)`` with ``torch.amp.GradScaler`` and
   ``torch.optim.Adam(fused=True)``;
 - trainop: ``optimize_loss(loss, "Adam", {}, lr, clip_gradients=1.0, loss_scaling="Backoff",
-  float32_loss_scaling=True)``: unscale, finite check, clip and Adam as one norm pass plus one
+  apply_loss_scaling=True)``: unscale, finite check, clip and Adam as one norm pass plus one
   fused update.
 
 Three comparisons (float32 weights, the same initial model and data on both sides):
@@ -60,7 +60,7 @@ class _Sides:
         self.op = trainop.optimize_loss(
             lambda: nn.functional.mse_loss(self.o_model(x), y), "Adam", {}, 1e-4,
             model=self.o_model, clip_gradients=1.0, loss_scaling="Backoff",
-            float32_loss_scaling=True)
+            apply_loss_scaling=True)
         scale = 2.0 ** 14  # both scalers start there; no overflow in the run
         loss = nn.functional.mse_loss(base(x), y) * scale
         self.grads = [g.detach() for g in torch.autograd.grad(loss, list(base.parameters()))]

@@ -296,7 +296,7 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
                   model: torch.nn.Module | None = None, summary_writer: Any = None,
                   summary_frequency: int = 100, *,
                   accumulate_first: bool = False,
-                  float32_loss_scaling: bool = False) -> TrainOp:
+                  apply_loss_scaling: bool | None = None) -> TrainOp:
     """OpenSeq2Seq's ``optimize_loss`` on PyTorch: the whole training step in one object.
 
     ::
@@ -323,14 +323,14 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
         var_list: the parameters; ``None``: every parameter of ``model`` that requires grad.
         dtype: ``torch.float32``; ``"mixed"`` (float16/bfloat16 parameters with float32
             masters and slots, loss scaling); ``torch.float16``/``torch.bfloat16`` (pure half
-            precision: every floating variable must have that dtype; loss scaling applies).
+            precision: every floating variable must have that dtype).
         clip_gradients: clip by the global norm (float32) at this value; not with LARC.
         summaries: names from ``OPTIMIZER_SUMMARIES``; ``None``: ``["learning_rate",
             "global_gradient_norm", "loss_scale"]``.
         larc_params: OpenSeq2Seq's LARC dict (``larc_eta``, ``larc_mode``, ``min_update``,
             ``epsilon``).
-        loss_scaling: a number > 0 (static), ``"Backoff"`` or ``"LogMax"``; used in mixed and
-            pure half precision (float32 ignores it, as upstream, apart from the summary).
+        loss_scaling: a number > 0 (static), ``"Backoff"`` or ``"LogMax"``; used with
+            ``dtype="mixed"`` (as upstream; see ``apply_loss_scaling``).
         loss_scaling_params: the automatic scaler's parameters (``{"upstream_quirks": True}``
             for LogMax's upstream behaviour).
         on_horovod: average the gradients over torch.distributed's default process group once
@@ -348,9 +348,11 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
             in between read nothing from the device.
         accumulate_first: keyword-only, trainop's option: update on micro-steps ``k`` with
             ``(k + 1) % iter_size == 0`` (full windows from the start) instead of Q5's schedule.
-        float32_loss_scaling: keyword-only, trainop's option: apply ``loss_scaling`` with
-            ``dtype=torch.float32`` too (upstream ignores it there): PyTorch's autocast recipe,
-            float32 weights with half-precision compute, needs it.
+        apply_loss_scaling: keyword-only, trainop's option. ``None`` (default, upstream):
+            ``loss_scaling`` scales the loss only with ``dtype="mixed"`` (OpenSeq2Seq applies it
+            in its mixed-precision wrapper; otherwise only the ``loss_scale`` summary sees it).
+            ``True``: with every dtype, e.g. PyTorch's autocast recipe (float32 weights,
+            half-precision compute) or pure float16 weights.
 
     Returns:
         a ``TrainOp``.
@@ -374,7 +376,8 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
     iter_size = _check_iter_size(iter_size)
     check_bool("on_horovod", on_horovod)
     check_bool("accumulate_first", accumulate_first)
-    check_bool("float32_loss_scaling", float32_loss_scaling)
+    if apply_loss_scaling is not None:
+        check_bool("apply_loss_scaling", apply_loss_scaling)
     if skip_update_ph is not None and skip_update_ph is not True:
         raise ValueError(f"Expected `skip_update_ph` to be None or True, got {skip_update_ph!r}")
     if isinstance(summary_frequency, bool) or not isinstance(summary_frequency, int) \
@@ -395,7 +398,6 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
         params["weight_decay"] = lambda: wd * lr()
     _check_params(cls, params)
     opt = cls(learning_rate=lr, params=variables, **params)
-    half = dtype == "mixed" or (isinstance(dtype, torch.dtype) and dtype in _HALF)
     processors: list[Any] = []
     if dtype == "mixed":
         wrapped = MixedPrecisionOptimizerWrapper(opt, loss_scale=scale)
@@ -406,7 +408,7 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
     else:
         wrapped = None
         front = opt
-        if half or float32_loss_scaling:
+        if apply_loss_scaling:
             processors.append(LossScale(scale))
     if clip_gradients is not None:
         processors.append(ClipByGlobalNorm(clip_gradients))
