@@ -393,3 +393,11 @@ def test_debug_add_check_numerics_ops_names_the_origin(capsys):
         assert "Adding checks for inf/nan." in capsys.readouterr().out
     finally:
         u._checker.remove()
+
+
+def test_bench_updater_runs():
+    from trainop.bench.updater import render_updater, run_updater_benchmark
+
+    result = run_updater_benchmark(rounds=2, steps=1, warmup=1, d_model=16, layers=1)
+    assert set(result["median_s"]) == {"pipeline", "updater"} and result["ratio"] > 0
+    assert "| trainop.Updater |" in render_updater(result)

@@ -16,6 +16,7 @@ from trainop.bench.report import render_markdown, write_json
 from trainop.bench.runner import BenchConfig, run_benchmark
 from trainop.bench.specs import SPECS
 from trainop.bench.train_step import render_train_step, run_train_step_benchmark
+from trainop.bench.updater import render_updater, run_updater_benchmark
 from trainop.bench.workloads import WORKLOADS
 from trainop.registry import OPTIMIZER_CLASSES, get_optimizer_class
 
@@ -193,6 +194,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "parameter transformer; fixed overhead on a 50-tensor model); uses "
                         "--repeats as steps per round, --warmup, --json; exit status 1 if a "
                         "target is missed")
+    p.add_argument("--updater", action="store_true",
+                   help="instead of the optimizer workloads, compare a whole training step "
+                        "through trainop.Updater with the equivalent hand-built "
+                        "GradientPipeline step (uses --repeats as steps per round, --warmup, "
+                        "--json); exit status 1 above 1.05x")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
     return p
@@ -200,8 +206,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Run ``trainop bench`` with parsed ``args``; returns the exit status."""
-    if args.train_step or args.numerics or args.pipeline:
-        if args.train_step:
+    if args.train_step or args.numerics or args.pipeline or args.updater:
+        if args.updater:
+            result = run_updater_benchmark(steps=args.repeats, warmup=args.warmup)
+            render, status = render_updater, 0 if result["passed"] else 1
+        elif args.train_step:
             result = run_train_step_benchmark(steps=args.repeats, warmup=args.warmup)
             render, status = render_train_step, 0 if result["passed"] else 1
         elif args.numerics:

@@ -92,7 +92,13 @@ class _Step:
         clip_global = _number(o, "gradient_clip_global_norm")
         to_zero = _number(o, "grad_norm_to_clip_to_zero")
         torch_backend = o["backend"] == "torch"
-        use = "stage" if torch_backend else "given"
+        # RETURNN TF measures G on the micro-step's raw gradients; where nothing before the clip
+        # changes them (no accumulation, noise, value or per-tensor clip) that is the norm the
+        # clip stage measures anyway, so no separate pass is needed
+        changed_before_clip = self.n > 1 or any(_number(o, key) for key in (
+            "gradient_noise", "gradient_clip", "gradient_clip_norm", "gradient_clip_avg_norm"))
+        use = "given" if not torch_backend and changed_before_clip else "stage"
+        use_zero = "stage" if torch_backend else "given"
         processors: list[Any] = []
         if _number(o, "gradient_noise"):
             processors.append(GradientNoise(_number(o, "gradient_noise")))
@@ -108,11 +114,12 @@ class _Step:
         if o["gradient_nan_inf_filter"]:
             processors.append(NanInfFilter())
         if to_zero:
-            processors.append(ClipToZero(to_zero, use_norm=use))
+            processors.append(ClipToZero(to_zero, use_norm=use_zero))
         k = o["num_allowed_consec_invalid_gradient_steps"]
         if k is not None:
             processors.append(SkipNonFinite(max_consecutive_skips=int(k)))
-        self.needs_norm = not torch_backend and bool(clip_global or to_zero)
+        self.needs_norm = (bool(clip_global) and use == "given") or (
+            bool(to_zero) and use_zero == "given")
         self.pipeline = GradientPipeline(self.optimizer, processors)
         # use_horovod: every micro-step's gradients are reduced before anything else (RETURNN's
         # TF order: the global norm G is of the reduced gradients), so not again in the core
