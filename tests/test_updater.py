@@ -401,3 +401,66 @@ def test_bench_updater_runs():
     result = run_updater_benchmark(rounds=2, steps=1, warmup=1, d_model=16, layers=1)
     assert set(result["median_s"]) == {"pipeline", "updater"} and result["ratio"] > 0
     assert "| trainop.Updater |" in render_updater(result)
+
+
+class ThreeLayers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b, self.c = nn.Linear(3, 3), nn.Linear(3, 3), nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.c(torch.tanh(self.b(torch.tanh(self.a(x)))))
+
+
+def test_upstream_multiple_optimizers_and_opts():
+    """RETURNN's test_Updater_multiple_optimizers(_and_opts): per-layer Adam and Adagrad plus the
+    default -> 3 optimizers; accumulation 2 on the Adam layer, learning_rate_multiplier 3 and
+    noise on the Adagrad layer; the step runs."""
+    model = ThreeLayers()
+    u = trainop.Updater({"learning_rate": 0.1, "updater_opts": {
+        "a.*": {"optimizer": {"class": "adam"}, "accum_grad_multiple_step": 2},
+        "b.*": {"optimizer": {"class": "adagrad", "learning_rate_multiplier": 3.0},
+                "gradient_noise": 0.1},
+    }}, model)
+    assert [type(o).__name__ for o in u.optimizers] == [
+        "GradientDescentOptimizer", "AdamOptimizer", "AdagradOptimizer"]
+    x = torch.randn(4, 3)
+    a0, c0 = model.a.weight.detach().clone(), model.c.weight.detach().clone()
+    u.step(model(x).pow(2).sum())
+    assert torch.equal(model.a.weight.detach(), a0)  # accumulating: t mod 2 != 1
+    assert not torch.equal(model.c.weight.detach(), c0)  # the default SGD applied
+    u.step(model(x).pow(2).sum())
+    assert not torch.equal(model.a.weight.detach(), a0)
+
+
+def test_per_parameter_override_numbers():
+    """The default group SGD lr 1; 'b.*' with its own accumulation 2 (a sum) and a value clip."""
+    model = ThreeLayers()
+    u = trainop.Updater({"learning_rate": 1.0, "updater_opts": {
+        "b.*": {"accum_grad_multiple_step": 2, "gradient_clip": 0.01}}}, model)
+    x = torch.randn(4, 3)
+    b0 = model.b.weight.detach().clone()
+    loss = model(x).pow(2).sum()
+    g1 = torch.autograd.grad(loss, model.b.weight, retain_graph=True)[0]
+    u.step(loss)
+    assert torch.equal(model.b.weight.detach(), b0)
+    loss = model(x).pow(2).sum()
+    g2 = torch.autograd.grad(loss, model.b.weight, retain_graph=True)[0]
+    u.step(loss)
+    torch.testing.assert_close(model.b.weight.detach(), b0 - (g1 + g2).clamp(-0.01, 0.01))
+
+
+def test_updater_opts_errors():
+    model = ThreeLayers()
+    with pytest.raises(ValueError, match=r"Unknown key 'gradient_clip_globl_norm' in "
+                                         r"updater_opts\['a\.\*'\]; did you mean "
+                                         r"'gradient_clip_global_norm'"):
+        trainop.Updater({"updater_opts": {"a.*": {"gradient_clip_globl_norm": 1.0}}}, model)
+    with pytest.raises(ValueError, match=r"Unknown key 'learning_rate' in updater_opts"):
+        trainop.Updater({"updater_opts": {"a.*": {"learning_rate": 1.0}}}, model)  # Q16
+    with pytest.raises(ValueError, match="Expected updater_opts pattern 'z.*' to match"):
+        trainop.Updater({"updater_opts": {"z.*": {"gradient_clip": 1.0}}}, model)
+    with pytest.raises(ValueError, match="Expected a torch.nn.Module as `model`"):
+        trainop.Updater({"updater_opts": {"a.*": {"gradient_clip": 1.0}}},
+                        list(model.parameters()))

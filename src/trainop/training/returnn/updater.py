@@ -23,6 +23,7 @@ choice.
 
 from __future__ import annotations
 
+import fnmatch
 import inspect
 import warnings
 from collections.abc import Callable, Iterable
@@ -32,7 +33,7 @@ import torch
 
 from trainop._ranges import NON_NEGATIVE
 from trainop._validation import check_real, describe
-from trainop.configs import Unresolved
+from trainop.configs import Unresolved, check_keys
 from trainop.processing import (
     ClipByAverageNorm,
     ClipByGlobalNorm,
@@ -76,18 +77,21 @@ def _number(options: dict[str, Any], key: str) -> float:
 class _Step:
     """One built update: the pipeline, the core and what a step needs (``get_optim_op``)."""
 
-    def __init__(self, updater: Updater) -> None:
-        o = updater._options
-        cls, kwargs, multiplier = updater._spec
-        params = updater._trainable
-        previous = updater._optimizer
+    def __init__(self, updater: Updater, o: dict[str, Any], params: list[torch.Tensor],
+                 spec: tuple[type, dict[str, Any], float], previous: list[Any], *,
+                 shared_norm: bool = False) -> None:
+        cls, kwargs, multiplier = spec
+        self.params = params
         self.optimizer = cls(learning_rate=updater._lr_fn(multiplier), params=params, **kwargs)
-        if previous is not None and type(previous) is type(self.optimizer):
-            for p in params:  # slots of parameters that stay are kept
-                if p in previous.state:
-                    self.optimizer.state[p] = previous.state[p]
-            old, new = previous.param_groups[0]["non_slot"], self.optimizer.param_groups[0]
-            new["non_slot"] = {k: v.clone() for k, v in old.items()}
+        for old in previous:  # slots of parameters that stay are kept
+            if type(old) is not type(self.optimizer):
+                continue
+            kept = [p for p in params if p in old.state]
+            for p in kept:
+                self.optimizer.state[p] = old.state[p]
+            if kept:
+                self.optimizer.param_groups[0]["non_slot"] = {
+                    k: v.clone() for k, v in old.param_groups[0]["non_slot"].items()}
         self.n = int(_number(o, "accum_grad_multiple_step"))
         clip_global = _number(o, "gradient_clip_global_norm")
         to_zero = _number(o, "grad_norm_to_clip_to_zero")
@@ -97,7 +101,8 @@ class _Step:
         # clip stage measures anyway, so no separate pass is needed
         changed_before_clip = self.n > 1 or any(_number(o, key) for key in (
             "gradient_noise", "gradient_clip", "gradient_clip_norm", "gradient_clip_avg_norm"))
-        use = "given" if not torch_backend and changed_before_clip else "stage"
+        # with several groups a stage measures its own group only: G spans every variable
+        use = "given" if not torch_backend and (changed_before_clip or shared_norm) else "stage"
         use_zero = "stage" if torch_backend else "given"
         processors: list[Any] = []
         if _number(o, "gradient_noise"):
@@ -176,6 +181,10 @@ class Updater:
         self._spec = optimizer_spec(options)  # validated now; the optimizer is built lazily
         self._model = model if isinstance(model, torch.nn.Module) else None
         self._trainable = _parameters(model)
+        self._overrides = _check_overrides(options["updater_opts"], self._model)
+        for overrides in self._overrides.values():
+            if "optimizer" in overrides:
+                optimizer_spec({**options, "optimizer": overrides["optimizer"]})
         base = options["learning_rate"] if initial_learning_rate is None \
             else initial_learning_rate
         self._base_lr = check_real("learning_rate", base, NON_NEGATIVE)
@@ -185,7 +194,8 @@ class Updater:
         self.global_train_step = torch.zeros((), dtype=_I64)
         self._step_count = 0  # host mirror of global_train_step (decides the update steps)
         self._optimizer = None
-        self._built: _Step | None = None
+        self._groups: list[_Step] | None = None
+        self._groups_before: list[_Step] | None = None
         self._checker = None
 
     # ------------------------------------------------------------------ learning rate
@@ -244,17 +254,49 @@ class Updater:
 
     @property
     def optimizer(self):
-        """The trainop optimizer (built on first use)."""
+        """The trainop optimizer of the parameters without per-parameter overrides (built on
+        first use)."""
         self.get_optim_op()
         return self._optimizer
+
+    @property
+    def optimizers(self) -> list:
+        """One optimizer per group of parameters with the same options (``updater_opts``), the
+        default group first (RETURNN: ``len(updater.optimizers)``)."""
+        self.get_optim_op()
+        return [g.optimizer for g in self._groups]
+
+    def _group_params(self) -> list[tuple[dict[str, Any], list[torch.Tensor]]]:
+        """``(overrides, params)`` per group, the default (no overrides) first; a parameter
+        takes the first pattern of ``updater_opts`` its qualified name matches."""
+        names = {} if self._model is None else {
+            id(p): n for n, p in self._model.named_parameters()}
+        groups: dict[str, tuple[dict[str, Any], list[torch.Tensor]]] = {"": ({}, [])}
+        for p in self._trainable:
+            name = names.get(id(p), "")
+            pattern = next((pat for pat in self._overrides if fnmatch.fnmatchcase(name, pat)),
+                           None)
+            key = "" if pattern is None else repr(sorted(self._overrides[pattern].items(),
+                                                         key=lambda kv: kv[0]))
+            groups.setdefault(key, (self._overrides.get(pattern, {}), []))[1].append(p)
+        return [(o, ps) for o, ps in groups.values() if ps]
 
     def get_optim_op(self, callback_on_new: Callable[[], None] | None = None):
         """The callable that performs one update step (what ``step`` runs); built lazily and
         rebuilt after ``reset_optim_op``/``set_trainable_vars``; ``callback_on_new()`` when
         (re)built."""
-        if self._built is None:
-            self._built = _Step(self)
-            self._optimizer = self._built.optimizer
+        if self._groups is None:
+            previous = [] if self._groups_before is None else \
+                [g.optimizer for g in self._groups_before]
+            groups = []
+            parts = self._group_params()
+            for overrides, params in parts:
+                options = {**self._options, **overrides}
+                spec = self._spec if "optimizer" not in overrides else optimizer_spec(options)
+                groups.append(_Step(self, options, params, spec, previous,
+                                    shared_norm=len(parts) > 1))
+            self._groups = groups
+            self._optimizer = groups[0].optimizer
             self._install_checks()
             if callback_on_new is not None:
                 callback_on_new()
@@ -277,10 +319,11 @@ class Updater:
     def reset_optim_op(self) -> None:
         """Mark the update op for rebuilding (the optimizer state of parameters that stay is
         kept)."""
-        if self._built is not None and self._built.core.accumulated_micro_steps:
+        if self._groups is not None and any(g.core.accumulated_micro_steps
+                                            for g in self._groups):
             raise ValueError("Expected no gradients waiting in the accumulators when the update "
                              "op is rebuilt; call it at the end of an accumulation window")
-        self._built = None
+        self._groups_before, self._groups = self._groups, None
 
     def set_trainable_vars(self, trainable_vars: Iterable[torch.Tensor]) -> None:
         """Train only these parameters from now on (e.g. a pretraining stage)."""
@@ -299,55 +342,96 @@ class Updater:
         return self.get_optim_op()(loss)
 
     def _run(self, loss: torch.Tensor) -> StepResult:
-        built = self._built
+        groups = self._groups
         t = self._step_count
-        n = built.n
-        update = n <= 1 or t % n == n - 1
-        built.core.backward(loss)
-        if built.reduce:
-            reduce_grads_in_place(self._trainable, average=built.average)
-        if not update:
-            result = built.core.accumulate()
-        else:
-            norm = None
-            if built.needs_norm:
-                norm = global_norm([p.grad for p in self._trainable if p.grad is not None])
+        loss.backward()
+        if groups[0].reduce:
+            reduce_grads_in_place(self._trainable, average=groups[0].average)
+        norm = None
+        if any(g.needs_norm for g in groups):  # G over every variable (RETURNN's G_all)
+            norm = global_norm([p.grad for p in self._trainable if p.grad is not None])
+        results = []
+        for g in groups:
+            update = g.n <= 1 or t % g.n == g.n - 1
+            if not update:
+                results.append(g.core.accumulate())
+                continue
             with torch.no_grad():
-                for p, l2 in built.decay:
+                for p, l2 in g.decay:
                     p.mul_(1.0 - 2.0 * l2)
-            result = built.core.update(given_global_norm=norm)
+            results.append(g.core.update(given_global_norm=norm if g.needs_norm else None))
+            if self._options["num_allowed_consec_invalid_gradient_steps"] is not None \
+                    and not bool(results[-1].applied):  # documented host read (abort counter)
+                warnings.warn(f"Invalid gradient in step {t}, skipping. {SEED_ADVICE}",
+                              RuntimeWarning, stacklevel=3)
         self.global_train_step.add_(1)
         self._step_count += 1
-        if bool(self._options["num_allowed_consec_invalid_gradient_steps"] is not None) \
-                and update and not bool(result.applied):  # documented host read (abort counter)
-            warnings.warn(f"Invalid gradient in step {t}, skipping. {SEED_ADVICE}",
-                          RuntimeWarning, stacklevel=2)
-        return result
+        self.last_results = results
+        return results[0]
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """Optimizer, accumulators, pipeline counters, ``global_train_step`` and the base
-        learning rate; loads with ``torch.load(weights_only=True)``."""
+        """Per group the optimizer and the core (accumulators, pipeline counters), plus
+        ``global_train_step`` and the base learning rate; loads with
+        ``torch.load(weights_only=True)``."""
         self.get_optim_op()
-        return {"optimizer": self._optimizer.state_dict(), "step": self._built.core.state_dict(),
+        return {"groups": [{"optimizer": g.optimizer.state_dict(), "step": g.core.state_dict()}
+                           for g in self._groups],
                 "global_train_step": self.global_train_step.clone(),
                 "learning_rate": self._base_lr}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Validate, then load, a ``state_dict`` of an Updater built from the same config."""
         self.get_optim_op()
-        keys = {"optimizer", "step", "global_train_step", "learning_rate"}
+        keys = {"groups", "global_train_step", "learning_rate"}
         if not isinstance(state, dict) or set(state) != keys:
             raise ValueError(f"Expected an Updater state_dict with keys {sorted(keys)}, got "
                              f"{describe(state)}")
+        saved = state["groups"]
+        if not isinstance(saved, list) or len(saved) != len(self._groups) or not all(
+                isinstance(g, dict) and set(g) == {"optimizer", "step"} for g in saved):
+            raise ValueError(f"Expected {len(self._groups)} groups of {{'optimizer', 'step'}} "
+                             f"in the Updater state_dict, got {describe(saved)}")
         t = check_count_tensor("global_train_step", state["global_train_step"])
         lr = check_real("learning_rate", state["learning_rate"], NON_NEGATIVE)
-        accumulator = self._built.core.check_state_dict(state["step"])
-        self._optimizer.load_state_dict(state["optimizer"])
-        self._built.core.load_state_dict(state["step"], accumulator)
+        accumulators = [g.core.check_state_dict(s["step"])
+                        for g, s in zip(self._groups, saved, strict=True)]
+        for g, s, acc in zip(self._groups, saved, accumulators, strict=True):
+            g.optimizer.load_state_dict(s["optimizer"])
+            g.core.load_state_dict(s["step"], acc)
         self.global_train_step = t.clone()
         self._step_count = int(t)
         self.set_learning_rate(lr)
+
+
+PER_PARAMETER_KEYS = ("optimizer", "accum_grad_multiple_step", "gradient_noise", "gradient_clip",
+                      "gradient_clip_norm", "gradient_clip_avg_norm",
+                      "gradient_clip_global_norm", "gradient_nan_inf_filter",
+                      "grad_norm_to_clip_to_zero")
+
+
+def _check_overrides(updater_opts: Any, model: Any) -> dict[str, dict[str, Any]]:
+    """``updater_opts``: parameter-name pattern -> option overrides (RETURNN's per-layer
+    ``updater_opts``); every key must be one the per-variable processing reads (RETURNN's
+    ``assert_all_read``) and every pattern must match a parameter."""
+    if updater_opts in (None, {}):
+        return {}
+    if not isinstance(updater_opts, dict):
+        raise TypeError(f"Expected `updater_opts` to be a dict of parameter-name pattern -> "
+                        f"option overrides, got {describe(updater_opts)}")
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError("Expected a torch.nn.Module as `model` with `updater_opts` (its "
+                         "parameter names are matched), got a list of parameters")
+    names = [n for n, _ in model.named_parameters()]
+    for pattern, overrides in updater_opts.items():
+        if not isinstance(pattern, str) or not isinstance(overrides, dict):
+            raise TypeError(f"Expected `updater_opts` entries of str -> dict, got "
+                            f"{describe(pattern)} -> {describe(overrides)}")
+        check_keys(overrides, PER_PARAMETER_KEYS, f"updater_opts[{pattern!r}]")
+        if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+            raise ValueError(f"Expected updater_opts pattern {pattern!r} to match a parameter "
+                             f"name of the model, got no match (names: {names[:8]}...)")
+    return dict(updater_opts)
 
 
 def _parameters(model: Any) -> list[torch.Tensor]:
