@@ -12,8 +12,8 @@ import torch
 
 from trainop._validation import describe
 
-__all__ = ["VALID_DTYPES", "check_global_step", "check_gradient", "check_loss", "check_variable",
-           "describe_var"]
+__all__ = ["VALID_DTYPES", "check_global_step", "check_gradient", "check_loss",
+           "check_sparse_rows", "check_variable", "describe_var"]
 
 #: The floating dtypes TF's ``_valid_dtypes`` allows for variables and losses.
 VALID_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -61,6 +61,25 @@ def check_gradient(g: Any, v: torch.Tensor, where: str) -> None:
         raise ValueError(
             f"Expected {where} to be on the variable's device {v.device}, got {g.device}"
         )
+    if g.layout == torch.sparse_coo:
+        check_sparse_rows(g, where)
+
+
+def check_sparse_rows(g: torch.Tensor, where: str) -> None:
+    """Every index of a sparse COO gradient lies in ``[0, size)`` of its dimension (negative
+    ones included: torch's own sparse ops do not check them). Reads the indices' minimum and
+    maximum on the host: free on the CPU, one synchronisation per sparse gradient on a GPU
+    (the documented exception to "no host reads in a step")."""
+    indices = g._indices()
+    if indices.numel() == 0:
+        return
+    low = indices.amin(dim=1).tolist()
+    high = indices.amax(dim=1).tolist()
+    for d, (lo, hi) in enumerate(zip(low, high, strict=True)):
+        if lo < 0 or hi >= g.shape[d]:
+            bad = lo if lo < 0 else hi
+            raise ValueError(f"Expected the indices of {where} (a sparse gradient) to lie in "
+                             f"[0, {g.shape[d]}) in dimension {d}, got {bad}")
 
 
 def check_loss(t: Any, name: str) -> None:

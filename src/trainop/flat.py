@@ -35,52 +35,16 @@ Rules and limits:
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 import torch
 
 from trainop import _huge_pages as huge_pages
-from trainop._step_plan import Bucket, StepPlan
+from trainop._flat_plan import FlatBucket, FlatLayout
 from trainop._validation import describe
-
-if TYPE_CHECKING:
-    from trainop.optimizer import Optimizer
+from trainop.optimizer import Optimizer
 
 __all__ = ["FlatBucket", "FlatLayout", "flatten"]
-
-
-@dataclass
-class FlatBucket:
-    """The parameters of one param group and dtype laid out in one buffer."""
-
-    group_index: int
-    params: list[torch.Tensor]
-    offsets: list[int]
-    param_buffer: torch.Tensor
-    grad_buffer: torch.Tensor
-    grad_views: list[torch.Tensor]
-    slot_buffers: dict[str, torch.Tensor]
-    data_ptrs: list[int]
-    whole: bool  # True: slots are buffers too and the rule is elementwise: one call per step
-
-
-@dataclass
-class FlatLayout:
-    """Every flat bucket of an optimizer, and the parameters left outside the buffers."""
-
-    buckets: list[FlatBucket]
-    loose: set[int] = field(default_factory=set)  # ids of parameters not flattened
-
-    def __post_init__(self) -> None:
-        self._grad_views = {id(p): v for b in self.buckets
-                            for p, v in zip(b.params, b.grad_views, strict=True)}
-
-    def owns_grad(self, p: torch.Tensor) -> bool:
-        """Whether ``p.grad`` is (still) its view into a gradient buffer."""
-        return self._grad_views.get(id(p)) is p.grad
 
 
 def _eligible(p: torch.Tensor) -> bool:
@@ -112,8 +76,6 @@ def flatten(optimizer: Optimizer, model: torch.nn.Module | None = None,
         >>> len(layout.buckets), layout.buckets[0].param_buffer.numel()
         (1, 25)
     """
-    from trainop.optimizer import Optimizer
-
     if not isinstance(optimizer, Optimizer):
         raise TypeError(
             f"Expected `optimizer` to be a trainop.Optimizer, got {describe(optimizer)}")
@@ -190,128 +152,5 @@ def _make_bucket(optimizer: Optimizer, gi: int, params: list[torch.Tensor]) -> F
     whole = optimizer._elementwise and len(flat_specs) == len(specs)
     return FlatBucket(gi, params, offsets, param_buffer, grad_buffer, grad_views, slot_buffers,
                       [p.data_ptr() for p in params], whole)
-
-
-class FlatPlan(StepPlan):
-    """A ``StepPlan`` whose whole buckets are the flat buffers (one tensor each)."""
-
-    def __init__(self, layout: FlatLayout, plan: StepPlan) -> None:
-        self.layout = layout
-        whole = [b for b in layout.buckets if b.whole]
-        self.flat_params = [p for b in whole for p in b.params]
-        self.flat_views = [v for b in whole for v in b.grad_views]
-        self.flat_ptrs = [ptr for b in whole for ptr in b.data_ptrs]
-        whole_ids = {id(p) for p in self.flat_params}
-        self.loose = [p for p in plan.params if id(p) not in whole_ids]
-        buckets, params = [], []
-        for b in whole:
-            buckets.append(Bucket(b.group_index, [b.param_buffer],
-                                  {n: [buf] for n, buf in b.slot_buffers.items()},
-                                  len(params), len(params) + 1))
-            params.append(b.param_buffer)
-        for bucket in plan.buckets:
-            keep = [i for i, p in enumerate(bucket.params) if id(p) not in whole_ids]
-            if not keep:
-                continue
-            ps = [bucket.params[i] for i in keep]
-            buckets.append(Bucket(bucket.group_index, ps,
-                                  {n: [s[i] for i in keep] for n, s in bucket.slots.items()},
-                                  len(params), len(params) + len(ps)))
-            params.extend(ps)
-        super().__init__(params, buckets, plan.groups)
-        self._loose_plan = StepPlan(self.loose, [], plan.groups)
-
-    def gradients(self) -> list[torch.Tensor] | None:
-        if [p.data_ptr() for p in self.flat_params] != self.flat_ptrs:
-            bad = next(i for i, p in enumerate(self.flat_params)
-                       if p.data_ptr() != self.flat_ptrs[i])
-            raise ValueError(
-                f"A flattened parameter (shape {tuple(self.flat_params[bad].shape)}) was replaced "
-                "after trainop.flatten (its data is no longer a view into the flat buffer); "
-                "flatten a fresh optimizer after changing parameters")
-        grads = [p.grad for p in self.flat_params]
-        if not all(map(operator.is_, grads, self.flat_views)) and not self._reattach(grads):
-            return None
-        loose = self._loose_plan.gradients() if self.loose else []
-        if loose is None:
-            return None
-        flat_grads = [b.grad_buffer for b in self.layout.buckets if b.whole]
-        return flat_grads + loose
-
-
-    def _reattach(self, grads: list[torch.Tensor | None]) -> bool:
-        """Gradients that are no longer their views (``model.zero_grad()`` set them to None, or
-        autograd created new ones) go back into the buffer: a dense gradient is copied into its
-        view, a missing one becomes zeros, and the view is ``.grad`` again. Returns False, and
-        changes nothing, if some gradient cannot (sparse, or of another shape/dtype/device)."""
-        moved = [(p, g, v) for p, g, v in zip(self.flat_params, grads, self.flat_views,
-                                                strict=True) if g is not v]
-        for _, g, v in moved:
-            if g is not None and (g.layout != torch.strided or g.shape != v.shape
-                                  or g.dtype != v.dtype or g.device != v.device):
-                return False
-        with torch.no_grad():
-            for p, g, v in moved:
-                if g is None:
-                    v.zero_()
-                else:
-                    v.copy_(g)
-                p.grad = v
-        return True
-
-
-def flat_plan(layout: FlatLayout, plan: StepPlan | None) -> StepPlan | None:
-    return None if plan is None else FlatPlan(layout, plan)
-
-
-def zero_flat_grads(layout: FlatLayout) -> None:
-    """Zero every gradient buffer (the views stay attached to their parameters)."""
-    grads = [b.grad_buffer for b in layout.buckets]
-    if grads:
-        torch._foreach_zero_(grads)
-
-
-def relink(layout: FlatLayout) -> None:
-    """After the layout was copied with its optimizer: make every parameter and gradient
-    view a view of the copied buffers again and record the new addresses. ``deepcopy`` keeps
-    views as views (nothing to do); ``pickle`` copies each view on its own, so the values go
-    back into the buffers (the slots follow when the next step re-attaches the state)."""
-    with torch.no_grad():
-        for b in layout.buckets:
-            for i, (p, offset) in enumerate(zip(b.params, b.offsets, strict=True)):
-                span = slice(offset, offset + p.numel())
-                view = b.param_buffer[span].view_as(p)
-                if p.data_ptr() != view.data_ptr():
-                    view.copy_(p.detach())
-                    p.data = view
-                grad_view = b.grad_buffer[span].view_as(p)
-                old = b.grad_views[i]
-                if old.data_ptr() != grad_view.data_ptr():
-                    grad_view.copy_(old)
-                    b.grad_views[i] = grad_view
-                    if p.grad is old or p.grad is None:
-                        p.grad = grad_view
-            b.data_ptrs = [p.data_ptr() for p in b.params]
-
-
-def reattach(layout: FlatLayout, optimizer: Any) -> None:
-    """After the state changed (``load_state_dict``, a slot replaced by the user, new slots
-    made after a reset): copy every slot that is not its view into the view, and make the view
-    the parameter's state again. A slot missing from the state stays missing (the next step
-    makes a fresh one, which the step after that copies in)."""
-    with torch.no_grad():
-        for b in layout.buckets:
-            for p, offset in zip(b.params, b.offsets, strict=True):
-                state = optimizer.state.get(p)
-                if not state:
-                    continue
-                span = slice(offset, offset + p.numel())
-                for name, buf in b.slot_buffers.items():
-                    slot = state.get(name)
-                    if slot is None or slot.data_ptr() == buf[span].data_ptr():
-                        continue
-                    view = buf[span].view_as(p)
-                    view.copy_(slot)
-                    state[name] = view
 
 

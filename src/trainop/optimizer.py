@@ -42,7 +42,6 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
-import numpy as np
 import torch
 
 from trainop import _huge_pages as huge_pages
@@ -53,11 +52,12 @@ from trainop._arguments import (
     check_variable,
     describe_var,
 )
+from trainop._flat_plan import FlatLayout, flat_plan, reattach, relink, zero_flat_grads
 from trainop._gate import NO_GATE, Gate, make_gate
 from trainop._hyper import Prepared, evaluate_hyper, plain_snapshot
-from trainop._sparse import RowSlices, row_slices, update_rows
+from trainop._sparse import RowSlices, update_rows
 from trainop._state import OptimizerState, SlotState, adopt
-from trainop._step_plan import Bucket, GroupsSnapshot, StepPlan, build_plan
+from trainop._step_plan import GroupsSnapshot, StepPlan, build_plan
 from trainop._validation import (
     Interval,
     check_bool,
@@ -66,8 +66,7 @@ from trainop._validation import (
     check_name,
     describe,
 )
-from trainop.flat import FlatLayout, flat_plan, reattach, relink, zero_flat_grads
-from trainop.kernels import native
+from trainop.kernels import dispatch, native
 from trainop.kernels.chunking import chunked
 from trainop.kernels.tensor_list import TensorList
 
@@ -521,8 +520,9 @@ class Optimizer(torch.optim.Optimizer):
         for bucket in plan.buckets:
             group = self.param_groups[bucket.group_index]
             hp = prepared[bucket.group_index].for_tensor(bucket.params[0])
-            self._update_bucket(bucket.params, grads[bucket.start:bucket.stop], bucket.slots,
-                                hp, group["non_slot"], bucket=bucket)
+            dispatch.update_bucket(self, bucket.params, grads[bucket.start:bucket.stop],
+                                   bucket.slots, hp, group["non_slot"], self._gate,
+                                   bucket=bucket)
         self._finish_groups(prepared)
 
     def _finish_groups(self, prepared: dict[int, Prepared]) -> None:
@@ -629,84 +629,8 @@ class Optimizer(torch.optim.Optimizer):
             self._finish_groups(prepared)
 
     def _update(self, pairs, index: dict[int, int], prepared: dict[int, Prepared]) -> None:
-        """Run the update rule over ``pairs``: dense pairs in buckets of one group, dtype and
-        device through the chosen implementation, sparse pairs one by one."""
-        if len({id(v) for _, v in pairs}) != len(pairs):
-            # The same variable twice (TF: two independent updates, in order): one by one.
-            for g, v in pairs:
-                self._update_one(g, v, prepared[index[id(v)]], self.param_groups[index[id(v)]])
-            return
-        buckets: dict[tuple, tuple[list, list]] = {}
-        for g, v in pairs:
-            gi = index[id(v)]
-            if g.is_sparse:
-                self._update_one(g, v, prepared[gi], self.param_groups[gi])
-            else:
-                vs, gs = buckets.setdefault((gi, v.dtype, v.device), ([], []))
-                vs.append(v)
-                gs.append(g)
-        for (gi, _, _), (vs, gs) in buckets.items():
-            names = list(self.state[vs[0]])
-            slot_lists = {n: [self.state[v][n] for v in vs] for n in names}
-            self._update_bucket(vs, gs, slot_lists, prepared[gi].for_tensor(vs[0]),
-                                self.param_groups[gi]["non_slot"])
-
-    def _update_bucket(self, vs, gs, slot_lists, hp, non_slot, *,
-                       bucket: Bucket | None = None) -> None:
-        """Dense update of one bucket (same group, dtype, device) by the chosen implementation.
-
-        ``bucket``: the step plan's bucket, where the native branch remembers the slots it has
-        checked (the C kernels index every slot like its variable)."""
-        # Only step() passes a plan bucket; there the choice depends on dtype, device and hp
-        # alone (a decay_var_list, which also steers it, exists only inside apply_gradients).
-        if bucket is not None and bucket.chosen_for is hp:
-            implementation = bucket.implementation  # the same hyperparameters as last step
-        else:
-            implementation = self._choose_implementation(vs[0].dtype, vs[0].device, hp)
-            if bucket is not None:
-                bucket.chosen_for, bucket.implementation = hp, implementation
-        gate = self._gate
-        if implementation == "native":
-            rule, slots, hyper = self._native_rule(vs, slot_lists, hp, non_slot)
-            lists = [vs, gs, *slots]
-            addresses = native.pointers(lists)
-            if addresses is not None:
-                numel = native.sizes(vs)
-                if _sizes_fit(vs, gs, slot_lists, addresses, numel, bucket):
-                    native.run(rule, lists, hyper, multiplier=gate.multiplier,
-                               found_inf=gate.found_inf, addresses=addresses, numel=numel)
-                    return
-            implementation = "foreach"  # a non-contiguous tensor: the list path
-        if implementation == "fused":
-            self._apply_fused(vs, gs, slot_lists, hp, non_slot, gate)
-            return
-        if gate.skipped():
-            return
-        gs = gate.scale(gs)
-        if implementation == "foreach":
-            self._apply_foreach(vs, gs, slot_lists, hp, non_slot)
-        else:
-            for i, (g, v) in enumerate(zip(gs, vs, strict=True)):
-                self._apply_dense(v, g, {n: s[i] for n, s in slot_lists.items()}, hp, non_slot)
-
-    def _update_one(self, g, v, prepared: Prepared, group) -> None:
-        if self._gate.skipped():
-            return
-        g = self._gate.scale([g])[0]
-        hp = prepared.for_tensor(v)
-        if g.is_sparse:
-            if not self._apply_sparse_gradient(v, g, self.state[v], hp, group["non_slot"]):
-                self._apply_sparse(v, self._row_slices(g, v, hp), self.state[v], hp,
-                                   group["non_slot"])
-        else:
-            self._apply_dense(v, g, self.state[v], hp, group["non_slot"])
-
-    def _apply_sparse_gradient(self, var, grad, slots, hp, non_slot) -> bool:
-        """A sparse update straight from the COO gradient as given (rows may repeat) by the
-        native row kernel, which deduplicates on the way; False where it does not apply (then
-        ``_apply_sparse`` gets the distinct rows)."""
-        return grad.sparse_dim() == 1 and self._sparse_rows_natively(
-            var, grad._indices()[0], grad._values(), slots, hp, non_slot)
+        """Hand ``pairs`` to the dispatch (``kernels.dispatch.update_pairs``)."""
+        dispatch.update_pairs(self, pairs, index, prepared, self.param_groups, self._gate)
 
     def _native_sparse_rule(self, var, slots, hp, non_slot):
         """``(rule, slot tensors, hyper)`` of the native sparse-row kernel, or None. By default
@@ -725,25 +649,9 @@ class Optimizer(torch.optim.Optimizer):
         return rule, [lst[0] for lst in slot_lists], hyper
 
     def _sparse_rows_natively(self, var, indices, values, slots, hp, non_slot) -> bool:
-        """The rows ``indices`` (repeats allowed) updated by the native row kernel; False
-        (nothing done) where the native path is not chosen or cannot run them."""
-        if self._choose_implementation(var.dtype, var.device, hp) != "native":
-            return False
-        found = self._native_sparse_rule(var, slots, hp, non_slot)
-        return found is not None and native.sparse_rows(found[0], var, found[1], indices,
-                                                        values, found[2])
-
-    def _row_slices(self, grad: torch.Tensor, var: torch.Tensor, hp: Any) -> RowSlices:
-        """The distinct rows of a sparse gradient and their summed values (TF's
-        ``_apply_sparse_duplicate_indices``): on the native path found by a hash over the
-        indices (first-occurrence order, values uncopied when no row repeats), else by
-        ``coalesce`` (sorted). Every sparse rule updates each row on its own, so the order of
-        the rows does not change a result."""
-        if self._choose_implementation(var.dtype, var.device, hp) == "native":
-            rows = native.unique_rows(grad)
-            if rows is not None:
-                return rows
-        return row_slices(grad)
+        """The rows ``indices`` (repeats allowed) by the native row kernel, or False (see
+        ``kernels.dispatch.sparse_rows_natively``)."""
+        return dispatch.sparse_rows_natively(self, var, indices, values, slots, hp, non_slot)
 
     def _choose_implementation(self, dtype: torch.dtype, device: torch.device, hp: Any) -> str:
         """Precedence: the explicit ``implementation`` argument, then defaults by device and
@@ -751,15 +659,9 @@ class Optimizer(torch.optim.Optimizer):
         the class maps TF's math onto a torch fused kernel for this dtype/device and these
         hyperparameters (CUDA), else ``foreach``. An explicit ``fused`` that a dynamic
         hyperparameter rules out for one step (e.g. momentum 0) runs ``foreach``."""
-        chosen = self._implementation
-        if chosen == "reference":
-            return "reference"
-        if chosen in (None, "native") and self._native_supported(dtype, device, hp):
-            return "native"
-        if (chosen in (None, "fused") and "fused" in self.IMPLEMENTATIONS
-                and self._fused_supported(dtype, device, hp)):
-            return "fused"
-        return "foreach" if "foreach" in self.IMPLEMENTATIONS else "reference"
+        return dispatch.choose(self._implementation, self.IMPLEMENTATIONS,
+                               self._native_supported(dtype, device, hp),
+                               self._fused_supported(dtype, device, hp))
 
     def _fused_supported(self, dtype: torch.dtype, device: torch.device, hp: Any) -> bool:
         return False
@@ -871,29 +773,6 @@ class Optimizer(torch.optim.Optimizer):
 
 # Caches an optimizer derives from its groups and state (not pickled, rebuilt when needed).
 _DERIVED = frozenset({"_step_plan", "_param_index_cache", "_hyper_cache", "_gate"})
-
-
-def _sizes_fit(vars_: list[torch.Tensor], grads: list[torch.Tensor],
-               slots: dict[str, list[torch.Tensor]], addresses: np.ndarray, numel: np.ndarray,
-               bucket: Bucket | None) -> bool:
-    """Every variable, gradient and non-scalar slot has the bucket's dtype and its variable's
-    shape, so a C kernel never reads past a tensor's end (else the list path runs and fails
-    with torch's size or dtype error). A plan bucket remembers what it checked: the same
-    variable and slot storages with the same variable sizes need no new check (the plan
-    checks the gradients' shapes and dtypes itself)."""
-    n = len(vars_)
-    static = np.concatenate((addresses[:n], addresses[2 * n:], numel.view(np.uint64)))
-    checked = None if bucket is None else bucket.native_checked
-    if checked is not None and np.array_equal(checked, static):
-        return True
-    dtype = vars_[0].dtype
-    fit = all(v.dtype == dtype and g.dtype == dtype and g.shape == v.shape
-              for g, v in zip(grads, vars_, strict=True)) and all(
-        s.dim() == 0 or (s.shape == v.shape and s.dtype == dtype)
-        for tensors in slots.values() for s, v in zip(tensors, vars_, strict=True))
-    if fit and bucket is not None:
-        bucket.native_checked = static
-    return fit
 
 
 @functools.cache

@@ -132,14 +132,12 @@ class AdamOptimizer(Optimizer):
         alpha = self._alpha(var, hp, non_slot)
         lists = [[var], [m], [v]]
         if (self._choose_implementation(var.dtype, var.device, hp) == "native"
-                and m.shape == var.shape == v.shape):
-            addresses = native.pointers(lists)
-            if addresses is not None:
-                decay_moments_sparse(m, v, rows.indices, rows.values, beta1=hp.beta1,
-                                     beta2=hp.beta2)
-                native.run("adam_apply", lists, [float(alpha), float(hp.epsilon)],
-                           addresses=addresses)
-                return
+                and native.boundary.checked(lists, dtype=var.dtype, read_only=frozenset({1, 2}),
+                                            rule="adam_apply") is not None):
+            decay_moments_sparse(m, v, rows.indices, rows.values, beta1=hp.beta1,
+                                 beta2=hp.beta2)
+            native.run("adam_apply", lists, [float(alpha), float(hp.epsilon)])
+            return
         adam_sparse(var, rows.indices, rows.values, m, v, alpha=alpha, beta1=hp.beta1,
                     beta2=hp.beta2, epsilon=hp.epsilon)
 

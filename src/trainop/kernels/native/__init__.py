@@ -12,7 +12,10 @@ Sparse gradients (``rows``, ``csrc/rows.h``, ``csrc/unique_rows.h``): TF's dedup
 gradient's rows by a hash over the indices (no sort, no copy when no row repeats), and
 LazyAdam's rule over the touched rows only, prefetching rows ahead of the loop.
 
-Requirements: CPU tensors, float32 or float64, contiguous. The library is compiled on first
+Every call to C goes through ``boundary.checked`` (plain dense tensors of the expected dtype,
+element count and layout, no written memory shared); ``run``, ``sparse_rows``, ``unique_rows``
+and ``l2_norms`` are the only entry points. Requirements: CPU tensors, float32 or float64,
+contiguous. The library is compiled on first
 use with the system C compiler (see ``build``); without one, ``available()`` is False and the
 optimizers fall back to ``foreach``.
 """
@@ -21,10 +24,12 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
+from trainop.kernels.native import boundary
 from trainop.kernels.native._binding import (
     DTYPES,
     SUFFIXES,
@@ -37,8 +42,8 @@ from trainop.kernels.native._binding import (
 from trainop.kernels.native.build import unavailable_reason
 from trainop.kernels.native.rows import sparse_rows, unique_rows
 
-__all__ = ["DTYPES", "SUFFIXES", "available", "l2_norms", "pointers", "run", "sparse_rows",
-           "sizes", "supports", "unavailable_reason", "unique_rows"]
+__all__ = ["DTYPES", "LISTS", "SUFFIXES", "available", "boundary", "l2_norms", "pointers", "run",
+           "sizes", "sparse_rows", "supports", "unavailable_reason", "unique_rows"]
 
 _SQUARE_SUMS_ARGS = [ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int]
 
@@ -49,29 +54,47 @@ def _scalar(value: torch.Tensor | None) -> torch.Tensor | None:
     return value.detach().to(device="cpu", dtype=torch.float64).contiguous()
 
 
+#: The tensor lists each dense rule reads (``csrc/rules.h``: variables, gradients, slots...).
+LISTS = {"gradient_descent": 2, "adagrad": 3, "adagrad_da": 4, "adadelta": 4, "rmsprop": 4,
+         "rmsprop_centered": 5, "ftrl": 4, "proximal_gd": 2, "proximal_adagrad": 3,
+         "momentum": 3, "adam": 4, "adam_apply": 3, "novograd": 4}
+#: Lists of a rule the kernel only reads (default: the gradients, list 1).
+_READ_ONLY = {"adam_apply": frozenset({1, 2})}
+#: Lists a rule reads as one float32 per tensor (NovoGrad's 0-dim second moments).
+_SCALAR_F32 = {"novograd": frozenset({3})}
+
+
 def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[float], *,
         multiplier: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
-        addresses: np.ndarray | None = None, numel: np.ndarray | None = None) -> None:
+        cache: Any = None) -> bool:
     """Run ``rule`` over the tensor lists (variables, gradients, slots..., as the rule in
-    ``csrc/rules.h`` lists them) in one call.
+    ``csrc/rules.h`` lists them) in one call, after ``boundary.checked``; returns False
+    (nothing done) where the check sends the caller to its safe path (a tensor subclass or a
+    non-contiguous tensor), and raises ``ValueError`` for tensors no path can run (see
+    ``boundary``).
 
     ``multiplier`` scales every gradient inside the update (the gradients are not written);
     a nonzero ``found_inf`` leaves everything as it is. Both are 0-dim tensors or ``None``.
-    The caller guarantees what ``supports`` checks (for the variables; the other lists share
-    their dtype, except NovoGrad's float32 moments), contiguity, and equal sizes within each
-    tensor tuple; ``addresses`` are the lists' ``pointers`` and ``numel`` the variables' sizes
-    (int64) if the caller already has them.
+    ``cache``: where the check is remembered (a step plan's bucket), or ``None``.
     """
     variables = lists[0]
     if not variables:
-        return
-    kernel = function(f"trainop_{rule}_{SUFFIXES[variables[0].dtype]}")
-    if addresses is None:
-        addresses = pointers(lists)
-        if addresses is None:
-            raise ValueError(f"trainop's native {rule} kernel needs contiguous tensors")
-    if numel is None:
-        numel = sizes(variables)
+        return True
+    expected = LISTS.get(rule)
+    if expected != len(lists):
+        raise ValueError(f"trainop's native {rule} kernel reads {expected} tensor lists, "
+                         f"got {len(lists)}")
+    dtype = variables[0].dtype
+    if not supports(dtype, variables[0].device):
+        return False
+    scalar = _SCALAR_F32.get(rule, frozenset())
+    found = boundary.checked(lists, dtype=dtype, list_dtypes=dict.fromkeys(scalar, torch.float32),
+                             scalar_lists=scalar, read_only=_READ_ONLY.get(rule, frozenset({1})),
+                             cache=cache, rule=rule)
+    if found is None:
+        return False
+    addresses, numel = found
+    kernel = function(f"trainop_{rule}_{SUFFIXES[dtype]}")
     hyper_array = np.asarray(hyper, dtype=np.float64)
     multiplier = _scalar(multiplier)
     found_inf = _scalar(found_inf)
@@ -82,6 +105,7 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[floa
                       torch.get_num_threads())
     if status != 0:
         raise MemoryError(f"trainop's native {rule} kernel could not allocate its work plan")
+    return True
 
 
 def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
@@ -94,11 +118,11 @@ def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
         return None
     if any(t.dtype != dtype or t.device.type != "cpu" for t in tensors):
         return None
-    addresses = pointers([tensors])
-    if addresses is None:
+    found = boundary.checked([tensors], dtype=dtype, read_only=frozenset({0}), rule="norm")
+    if found is None:
         return None
+    addresses, numel = found
     kernel = function(f"trainop_square_sums_{SUFFIXES[dtype]}", _SQUARE_SUMS_ARGS)
-    numel = sizes(tensors)
     sums = torch.empty(len(tensors), dtype=torch.float64)
     if kernel(len(tensors), numel.ctypes.data, addresses.ctypes.data, sums.data_ptr(),
                 torch.get_num_threads()) != 0:

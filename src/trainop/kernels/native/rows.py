@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from trainop._sparse import RowSlices
+from trainop.kernels.native import boundary
 from trainop.kernels.native._binding import SUFFIXES, function, supports
 
 __all__ = ["sparse_rows", "unique_rows"]
@@ -45,6 +46,10 @@ def unique_rows(grad: torch.Tensor) -> RowSlices | None:
     if grad.is_coalesced():
         return RowSlices(indices, values)
     indices, values = indices.contiguous(), values.contiguous()
+    if (not boundary.plain_dense([indices, values]) or indices.dtype != torch.int64
+            or values.dtype != grad.dtype or values.dim() == 0
+            or values.shape[0] != indices.numel()):
+        return None
     n = indices.numel()
     slot_of = torch.empty(n, dtype=torch.int64)
     first_of = torch.empty(n, dtype=torch.int64)
@@ -77,13 +82,8 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
     COO gradient needs no separate deduplication."""
     dtype = var.dtype
     tables = [var, *slots]
-    if (not supports(dtype, var.device) or var.dim() == 0 or indices.dtype != torch.int64
-            or not all(t.dtype == dtype and t.device.type == "cpu" and t.is_contiguous()
-                       and t.shape == var.shape for t in tables)
-            or not (values.dtype == dtype and values.device.type == "cpu"
-                    and values.is_contiguous() and indices.is_contiguous()
-                    and indices.dim() == 1
-                    and values.shape == (indices.numel(), *var.shape[1:]))):
+    if (not supports(dtype, var.device)
+            or not boundary.checked_rows(tables, indices, values, rule=rule)):
         return False
     name = f"trainop_rows_{rule}_{SUFFIXES[dtype]}"
     if name in _MISSING:

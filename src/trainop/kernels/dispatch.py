@@ -1,0 +1,144 @@
+"""The dispatch: which implementation runs an update, in which buckets, and how sparse rows are
+routed; the layer between the optimizer's contract (``trainop.optimizer``) and the kernels.
+
+Data flows one way: the ``Optimizer`` validates the call and keeps the bookkeeping (groups,
+slots, counters), the step plan (``trainop._step_plan``) groups the tensors, and this module
+hands each bucket to one implementation:
+
+- ``reference``: the algorithm's per-tensor rule (``opt._apply_dense``), one tensor at a time;
+- ``foreach``: the same rule over lists (``opt._apply_foreach``);
+- ``fused``: torch's fused kernel where the class maps TF's math onto it (``opt._apply_fused``);
+- ``native``: trainop's C kernels (``kernels.native.run``), which check every tensor at the one
+  C boundary (``kernels.native.boundary``) and send what they cannot run to ``foreach``.
+
+``opt`` is the optimizer, used only through its algorithm hooks (``_choose_implementation``,
+``_native_rule``, ``_native_sparse_rule``, ``_apply_dense``, ``_apply_sparse``,
+``_apply_foreach``, ``_apply_fused``, ``state``); this module imports nothing above the kernels.
+
+Example (what ``Optimizer.step`` does for one bucket)::
+
+    dispatch.update_bucket(opt, params, grads, slot_lists, hp, non_slot, gate)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from trainop._sparse import RowSlices, row_slices
+from trainop.kernels import native
+
+__all__ = ["choose", "row_slices_for", "sparse_rows_natively", "update_bucket", "update_one",
+           "update_pairs"]
+
+
+def choose(explicit: str | None, offered: tuple[str, ...], native_ok: bool,
+           fused_ok: bool) -> str:
+    """The implementation to run: ``explicit`` (the constructor's choice) first, then
+    ``native`` where it runs these tensors, then ``fused``, then ``foreach`` (or the reference
+    for a class that offers no list path). An explicit ``native``/``fused`` that cannot run
+    this bucket runs ``foreach``."""
+    if explicit == "reference":
+        return "reference"
+    if explicit in (None, "native") and native_ok:
+        return "native"
+    if explicit in (None, "fused") and "fused" in offered and fused_ok:
+        return "fused"
+    return "foreach" if "foreach" in offered else "reference"
+
+
+def update_pairs(opt: Any, pairs, index: dict[int, int], prepared: dict[int, Any],
+                 param_groups, gate) -> None:
+    """Run the update rule over ``pairs``: dense pairs in buckets of one group, dtype and
+    device through the chosen implementation, sparse pairs one by one."""
+    if len({id(v) for _, v in pairs}) != len(pairs):
+        # The same variable twice (TF: two independent updates, in order): one by one.
+        for g, v in pairs:
+            update_one(opt, g, v, prepared[index[id(v)]], param_groups[index[id(v)]], gate)
+        return
+    buckets: dict[tuple, tuple[list, list]] = {}
+    for g, v in pairs:
+        gi = index[id(v)]
+        if g.is_sparse:
+            update_one(opt, g, v, prepared[gi], param_groups[gi], gate)
+        else:
+            vs, gs = buckets.setdefault((gi, v.dtype, v.device), ([], []))
+            vs.append(v)
+            gs.append(g)
+    for (gi, _, _), (vs, gs) in buckets.items():
+        names = list(opt.state[vs[0]])
+        slot_lists = {n: [opt.state[v][n] for v in vs] for n in names}
+        update_bucket(opt, vs, gs, slot_lists, prepared[gi].for_tensor(vs[0]),
+                      param_groups[gi]["non_slot"], gate)
+
+
+def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
+                  bucket: Any = None) -> None:
+    """Dense update of one bucket (same group, dtype, device) by the chosen implementation.
+
+    ``bucket``: the step plan's bucket, where the choice and the C boundary's check are
+    remembered."""
+    # Only step() passes a plan bucket; there the choice depends on dtype, device and hp
+    # alone (a decay_var_list, which also steers it, exists only inside apply_gradients).
+    if bucket is not None and bucket.chosen_for is hp:
+        implementation = bucket.implementation  # the same hyperparameters as last step
+    else:
+        implementation = opt._choose_implementation(vs[0].dtype, vs[0].device, hp)
+        if bucket is not None:
+            bucket.chosen_for, bucket.implementation = hp, implementation
+    if implementation == "native":
+        rule, slots, hyper = opt._native_rule(vs, slot_lists, hp, non_slot)
+        if native.run(rule, [vs, gs, *slots], hyper, multiplier=gate.multiplier,
+                      found_inf=gate.found_inf, cache=bucket):
+            return
+        implementation = "foreach"  # a subclass or a non-contiguous tensor: the list path
+    if implementation == "fused":
+        opt._apply_fused(vs, gs, slot_lists, hp, non_slot, gate)
+        return
+    if gate.skipped():
+        return
+    gs = gate.scale(gs)
+    if implementation == "foreach":
+        opt._apply_foreach(vs, gs, slot_lists, hp, non_slot)
+    else:
+        for i, (g, v) in enumerate(zip(gs, vs, strict=True)):
+            opt._apply_dense(v, g, {n: s[i] for n, s in slot_lists.items()}, hp, non_slot)
+
+
+def update_one(opt: Any, g, v, prepared, group, gate) -> None:
+    """One variable's update (a sparse gradient, or a variable named twice in one apply)."""
+    if gate.skipped():
+        return
+    g = gate.scale([g])[0]
+    hp = prepared.for_tensor(v)
+    slots, non_slot = opt.state[v], group["non_slot"]
+    if g.is_sparse:
+        if not (g.sparse_dim() == 1 and sparse_rows_natively(
+                opt, v, g._indices()[0], g._values(), slots, hp, non_slot)):
+            opt._apply_sparse(v, row_slices_for(opt, g, v, hp), slots, hp, non_slot)
+    else:
+        opt._apply_dense(v, g, slots, hp, non_slot)
+
+
+def sparse_rows_natively(opt: Any, var, indices, values, slots, hp, non_slot) -> bool:
+    """The rows ``indices`` (repeats allowed) updated by the native row kernel; False
+    (nothing done) where the native path is not chosen or cannot run them."""
+    if opt._choose_implementation(var.dtype, var.device, hp) != "native":
+        return False
+    found = opt._native_sparse_rule(var, slots, hp, non_slot)
+    return found is not None and native.sparse_rows(found[0], var, found[1], indices, values,
+                                                    found[2])
+
+
+def row_slices_for(opt: Any, grad: torch.Tensor, var: torch.Tensor, hp: Any) -> RowSlices:
+    """The distinct rows of a sparse gradient and their summed values (TF's
+    ``_apply_sparse_duplicate_indices``): on the native path found by a hash over the
+    indices (first-occurrence order, values uncopied when no row repeats), else by
+    ``coalesce`` (sorted). Every sparse rule updates each row on its own, so the order of
+    the rows does not change a result."""
+    if opt._choose_implementation(var.dtype, var.device, hp) == "native":
+        rows = native.unique_rows(grad)
+        if rows is not None:
+            return rows
+    return row_slices(grad)

@@ -1,0 +1,211 @@
+"""The one checked C boundary: what must hold before any tensor's memory is handed to C.
+
+The native kernels work on raw data pointers and element counts, so a wrong size is not an
+exception but a crash or a silent overwrite. Every entry point of ``trainop.kernels.native``
+that reaches C (the dense rules ``run``, the sparse rows ``sparse_rows``, ``unique_rows``,
+``l2_norms``) calls ``checked`` first; nothing else in trainop calls the C functions.
+
+``checked(lists, dtype=..., ...)`` verifies, for every tensor of every list:
+
+- it is a plain dense tensor: exactly ``torch.Tensor`` or ``torch.nn.Parameter`` (not a
+  subclass such as ``DTensor``, ``FakeTensor`` or ``FunctionalTensor``), strided, on the CPU
+  (so not ``meta``);
+- it has the expected dtype (the variables' dtype, or a list's own fixed dtype: NovoGrad's
+  float32 second moments) and element count (tensor ``t`` of every list has the element count
+  of variable ``t``; a list the rule reads as one element per tensor holds 0-dim tensors);
+- it is contiguous;
+- no tensor that is written (every list but the gradients) overlaps another tensor of the call
+  (tensors that are only read may share memory).
+
+Outcomes: ``None`` (a subclass or a non-contiguous tensor: the caller takes its safe path,
+``foreach`` or the reference, which handle such tensors), a ``ValueError`` naming the list, the
+tensor and what is wrong (wrong dtype, element count, layout, device or written memory that
+overlaps: no path could run it correctly), or the data pointers and element counts to call C
+with.
+
+Cost: the full check is a Python pass over the tensors plus a sort of their address ranges.
+A caller that steps the same tensors again passes a ``cache`` object: the check is then
+remembered under the tensors' data pointers and element counts (read in bulk), and repeated
+only when one of them changed (a tensor replaced, ``resize_()``, ``set_()``, a new storage);
+the gradients, which change every step, have their types and contiguity checked every time,
+their dtype and shape by the step plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainop.kernels.native._binding import pointers, sizes
+
+__all__ = ["PLAIN", "checked", "checked_rows", "is_plain", "plain_dense"]
+
+#: The tensor types whose memory may go to C (exact types, no subclasses).
+PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
+_LIST_NAMES = ("variables", "gradients")
+
+
+def is_plain(tensors: Sequence[torch.Tensor]) -> bool:
+    """Whether every tensor is exactly a ``torch.Tensor`` or ``nn.Parameter`` (one C loop)."""
+    return PLAIN.issuperset(map(type, tensors))
+
+
+def plain_dense(tensors: Sequence[torch.Tensor]) -> bool:
+    """Whether every tensor is plain (``is_plain``), strided, on the CPU and contiguous: what
+    C may read as one block of memory of ``numel`` elements (dtype and size are the caller's)."""
+    return is_plain(tensors) and all(t.layout == torch.strided and t.device.type == "cpu"
+                                     and t.is_contiguous() for t in tensors)
+
+
+def _name(k: int) -> str:
+    return _LIST_NAMES[k] if k < len(_LIST_NAMES) else f"slot list {k - 2}"
+
+
+def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
+            list_dtypes: dict[int, torch.dtype] | None = None,
+            scalar_lists: frozenset[int] = frozenset(), read_only: frozenset[int] = frozenset({1}),
+            cache: Any = None, rule: str = "kernel") -> tuple[np.ndarray, np.ndarray] | None:
+    """Check ``lists`` (list 0: the variables) for a native call (see the module doc).
+
+    Args:
+        lists: the tensor lists of the call, each as long as the variables' list.
+        dtype: the dtype of every tensor unless ``list_dtypes`` says otherwise for its list.
+        list_dtypes: list index -> fixed dtype (e.g. NovoGrad's float32 moments).
+        scalar_lists: indices of the lists read as one element per tensor (0-dim tensors).
+        read_only: indices of the lists C only reads (may alias each other).
+        cache: an object with a ``native_checked`` attribute where the check is remembered
+            (a step plan's bucket), or ``None``.
+        rule: the kernel's name, for messages.
+
+    Returns:
+        ``(addresses, numel)``: the data pointers of every tensor, list after list, and the
+        variables' element counts, or ``None`` where the caller must take its safe path.
+
+    Raises:
+        ValueError: a tensor of the wrong dtype, element count, layout or device, or written
+            memory that overlaps another tensor of the call.
+
+    Example:
+        >>> import torch
+        >>> from trainop.kernels.native import boundary
+        >>> v, g = torch.zeros(3), torch.ones(3)
+        >>> boundary.checked([[v], [g]], dtype=torch.float32) is not None
+        True
+    """
+    if not lists or not lists[0]:
+        return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
+    if not all(map(is_plain, lists)):
+        return None  # a tensor subclass: its own semantics, on the safe path
+    addresses = pointers(lists)
+    if addresses is None:
+        if any(t.layout != torch.strided for tensors in lists for t in tensors):
+            _full_check(lists, dtype, list_dtypes or {}, scalar_lists, rule)
+        return None  # not contiguous: the list path
+    n = len(lists[0])
+    counts = [sizes(tensors) for tensors in lists]
+    if cache is not None:
+        key = np.concatenate([addresses[:n], addresses[2 * n:]]  # not the gradients
+                             + [counts[k].view(np.uint64) for k in range(len(lists)) if k != 1])
+        saved = cache.native_checked
+        if (saved is not None and saved.shape == key.shape and np.array_equal(saved, key)
+                and (len(lists) < 2 or np.array_equal(counts[1], counts[0]))):
+            return addresses, counts[0]
+    _full_check(lists, dtype, list_dtypes or {}, scalar_lists, rule)
+    if not _check_overlap(lists, addresses, counts, read_only, rule):
+        return None
+    if cache is not None:
+        cache.native_checked = key
+    return addresses, counts[0]
+
+
+def _full_check(lists, dtype, list_dtypes, scalar_lists, rule) -> None:
+    variables = lists[0]
+    for k, tensors in enumerate(lists):
+        expected = list_dtypes.get(k, dtype)
+        if len(tensors) != len(variables):
+            raise ValueError(f"trainop's native {rule} call: {_name(k)} holds {len(tensors)} "
+                             f"tensors for {len(variables)} variables")
+        for t, (x, v) in enumerate(zip(tensors, variables, strict=True)):
+            where = f"trainop's native {rule} call: {_name(k)}[{t}]"
+            if x.layout != torch.strided or x.device.type != "cpu":
+                raise ValueError(f"{where} must be a dense CPU tensor, got layout {x.layout} "
+                                 f"on {x.device}")
+            if x.dtype != expected:
+                raise ValueError(f"{where} must have dtype {expected}, got {x.dtype}")
+            if k in scalar_lists:
+                if x.dim() != 0:
+                    raise ValueError(f"{where} must be a 0-dim tensor, got shape "
+                                     f"{tuple(x.shape)}")
+            elif x.numel() != v.numel() or (k > 0 and x.dim() != 0 and x.shape != v.shape):
+                raise ValueError(f"{where} must have its variable's shape {tuple(v.shape)} "
+                                 f"({v.numel()} elements), got shape {tuple(x.shape)} "
+                                 f"({x.numel()} elements)")
+
+
+def _check_overlap(lists, addresses, counts, read_only, rule) -> bool:
+    """No written tensor overlaps another written one (raises) or one only read (False: the
+    list path, which reads before it writes), by one sort of address ranges."""
+    n = len(lists[0])
+    written, read = [], []
+    for k, tensors in enumerate(lists):
+        size = tensors[0].element_size() if tensors else 0
+        start = addresses[k * n:(k + 1) * n].astype(np.int64)
+        end = start + counts[k] * size
+        (read if k in read_only else written).append((start, end, k))
+    if not written:
+        return True
+    w_start = np.concatenate([s for s, _, _ in written])
+    w_end = np.concatenate([e for _, e, _ in written])
+    keep = w_end > w_start
+    w_start, w_end = w_start[keep], w_end[keep]
+    order = np.argsort(w_start, kind="stable")
+    w_start, w_end = w_start[order], w_end[order]
+    if len(w_start) > 1 and bool(np.any(w_end[:-1] > w_start[1:])):
+        raise ValueError(f"trainop's native {rule} call: tensors it writes (variables or "
+                         "slots) share memory; give every parameter and slot its own storage")
+    for start, end, _ in read:
+        nonempty = end > start
+        start, end = start[nonempty], end[nonempty]
+        if not len(start) or not len(w_start):
+            continue
+        idx = np.searchsorted(w_start, end, side="left") - 1
+        hit = (idx >= 0) & (w_end[np.maximum(idx, 0)] > start)
+        if bool(np.any(hit)):
+            return False  # a gradient sharing written memory: the list path
+    return True
+
+
+def checked_rows(tables: Sequence[torch.Tensor], indices: torch.Tensor,
+                 values: torch.Tensor | None, *, rule: str = "rows") -> bool:
+    """``checked`` for a call over rows: ``tables`` (a variable and its slots, all written, of
+    the variable's shape and dtype), 1-D int64 ``indices`` into their first dimension and
+    ``values`` (``[len(indices), *rows]``, the variable's dtype; ``None`` where the call reads
+    indices only). True: C may run them; False: the caller takes its safe path (a subclass, a
+    non-contiguous tensor, a 0-dim table, tables, indices or values of another dtype or
+    shape, shared written memory). Indices are range-checked by the kernels themselves (they
+    return before writing).
+    """
+    var = tables[0]
+    extra = [indices] if values is None else [indices, values]
+    if not plain_dense(extra):
+        return False
+    if indices.dtype != torch.int64 or indices.dim() != 1 or var.dim() == 0:
+        return False
+    if values is not None and (values.dtype != var.dtype
+                               or values.shape != (indices.numel(), *var.shape[1:])):
+        return False
+    try:
+        found = checked([[t] for t in tables], dtype=var.dtype, read_only=frozenset(), rule=rule)
+    except ValueError:
+        return False  # the reference raises torch's error (the step validates shapes first)
+    if found is None:
+        return False
+    ends = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tables]
+    for t in extra:
+        lo, hi = t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()
+        if hi > lo and any(b > lo and a < hi for a, b in ends):
+            return False  # a gradient sharing a table's memory: the reference handles it
+    return True
