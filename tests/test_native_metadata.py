@@ -155,3 +155,25 @@ def test_switched_off_or_no_compiler_reads_in_python(tmp_path):
     assert loaded == "False" and values == "[0.0, 0.0, 0.0]"
     assert reason.startswith("the metadata reader could not be built or imported: `false ")
     assert not list(tmp_path.glob("trainop_metadata-*"))
+
+
+def test_a_failed_build_warns_once_naming_the_reason(tmp_path):
+    """A missing reader is reported once (stderr), with the reason and the slower fallback;
+    switching native code off on purpose is not reported."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch, trainop\n"
+            "p = torch.ones(3); p.grad = torch.ones(3)\n"
+            "o = trainop.GradientDescentOptimizer(0.5, params=[p])\n"
+            "for _ in range(3): o.step()\n")
+    src = os.path.join(os.path.dirname(trainop.__file__), os.pardir)
+    base = {**os.environ, "PYTHONPATH": os.path.abspath(src), "TRAINOP_CACHE_DIR": str(tmp_path)}
+    failed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**base, "CXX": "false"}, timeout=600, check=True).stderr
+    assert failed.count("RuntimeWarning: trainop: the metadata reader could not be built") == 1
+    assert "read their tensors' metadata in Python instead" in failed
+    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**base, "TRAINOP_NATIVE": "0"}, timeout=600, check=True).stderr
+    assert "trainop:" not in off

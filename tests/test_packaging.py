@@ -31,3 +31,32 @@ def test_version_flag():
     out = subprocess.run([sys.executable, "-m", "trainop", "--version"], capture_output=True,
                          text=True, check=True, timeout=120)
     assert out.stdout.strip() == f"trainop {trainop.__version__}"
+
+
+def _doctor(**env):
+    import os
+
+    full = {**os.environ, **env}
+    return subprocess.run([sys.executable, "-m", "trainop", "doctor"], capture_output=True,
+                          text=True, env=full, timeout=600)
+
+
+def test_doctor_reports_versions_kernels_and_choices():
+    out = _doctor()
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"trainop {trainop.__version__}" in out.stdout
+    assert "native C kernels: built and loaded" in out.stdout
+    assert "metadata reader (C++): built and loaded" in out.stdout
+    for name in trainop.OPTIMIZER_CLASSES:
+        assert any(line.split()[:2] == [name, "native"] for line in out.stdout.splitlines())
+
+
+def test_doctor_exit_status_names_a_missing_reader(tmp_path):
+    out = _doctor(CXX="false", TRAINOP_CACHE_DIR=str(tmp_path))
+    assert out.returncode == 1
+    assert "metadata reader (C++): NOT in use: the metadata reader could not be built" in \
+        out.stdout
+    off = _doctor(TRAINOP_NATIVE="0")
+    assert off.returncode == 0  # switched off on purpose: reported, not a problem
+    assert "NOT in use: switched off by TRAINOP_NATIVE=0" in off.stdout
+    assert "foreach" in off.stdout

@@ -1,4 +1,5 @@
-"""The ``trainop`` command (also ``python -m trainop``); subcommand ``bench``."""
+"""The ``trainop`` command (also ``python -m trainop``): ``--version``; subcommands ``bench``
+and ``doctor``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"trainop {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     bench_cli.add_parser(subparsers)
+    from trainop.interfaces import doctor
+
+    doctor.add_parser(subparsers)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

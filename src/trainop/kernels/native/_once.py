@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -21,11 +22,13 @@ T = TypeVar("T")
 class BuiltOnce(Generic[T]):
     """``build()`` on the first ``get()``; ``value`` is its result, or ``None`` with ``reason``
     saying why (``TRAINOP_NATIVE=0``, or ``failure`` followed by the error, for an exception of
-    the types in ``errors``)."""
+    the types in ``errors``). A failed build is reported once, as a ``RuntimeWarning`` naming
+    the reason and ``fallback`` (what runs instead); switching it off on purpose is not."""
 
     def __init__(self, build: Callable[[], T], failure: str,
-                 errors: tuple[type[Exception], ...]) -> None:
+                 errors: tuple[type[Exception], ...], fallback: str = "") -> None:
         self._build, self._failure, self._errors = build, failure, errors
+        self._fallback = fallback
         self._lock = threading.Lock()
         self.value: T | None = None
         self.reason: str | None = None
@@ -43,6 +46,10 @@ class BuiltOnce(Generic[T]):
                         self.value = self._build()
                     except self._errors as error:
                         self.reason = f"{self._failure}: {error}"
+                        warnings.warn(f"trainop: {self.reason}; {self._fallback} (`trainop "
+                                      f"doctor` shows what is in use; TRAINOP_NATIVE=0 switches "
+                                      f"native code off without this warning)", RuntimeWarning,
+                                      stacklevel=3)
         return self.value
 
     def unavailable_reason(self) -> str | None:

@@ -110,7 +110,7 @@ def _build_and_load() -> ctypes.CDLL:
 
 
 KERNELS = BuiltOnce(_build_and_load, "the C kernels could not be built or loaded",
-                    (RuntimeError,))
+                    (RuntimeError,), "optimizers run the slower foreach implementation instead")
 #: The kernel library (built on first use), or ``None`` if it cannot be had.
 load = KERNELS.get
 #: ``None`` if the kernels load, else why not.
