@@ -464,3 +464,13 @@ def test_updater_opts_errors():
     with pytest.raises(ValueError, match="Expected a torch.nn.Module as `model`"):
         trainop.Updater({"updater_opts": {"a.*": {"gradient_clip": 1.0}}},
                         list(model.parameters()))
+
+
+@pytest.mark.parametrize("option,value", [("log_grad_norm", True), ("maximize_grad_norm", 0.1),
+                                          ("global_norm_tag", "enc"),
+                                          ("debug_grad_summaries", True),
+                                          ("param_groups_custom", lambda **kw: [])])
+def test_options_not_supported_yet_are_errors_not_ignored(option, value):
+    with pytest.raises(ValueError, match=f"The Updater option `{option}` is not supported by "
+                                         f"trainop yet"):
+        trainop.Updater({option: value}, [torch.zeros(1, requires_grad=True)])
