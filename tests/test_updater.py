@@ -474,3 +474,14 @@ def test_options_not_supported_yet_are_errors_not_ignored(option, value):
     with pytest.raises(ValueError, match=f"The Updater option `{option}` is not supported by "
                                          f"trainop yet"):
         trainop.Updater({option: value}, [torch.zeros(1, requires_grad=True)])
+
+
+def test_dict_config_ignores_other_keys_but_flags_near_misses():
+    w = torch.zeros(1, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trainop.Updater({"network": {}, "num_epochs": 3, "batch_size": 5000}, [w])
+    with pytest.warns(UserWarning, match="Unknown key 'gradient_clip_globl_norm' in the Updater "
+                                         "config is ignored .*did you mean "
+                                         "'gradient_clip_global_norm'"):
+        trainop.Updater({"gradient_clip_globl_norm": 5.0}, [w])

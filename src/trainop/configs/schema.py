@@ -9,9 +9,9 @@ from typing import Any
 __all__ = ["check_keys", "closest"]
 
 
-def closest(name: str, valid: Iterable[str]) -> str | None:
-    """The valid name closest to ``name`` (difflib), or ``None`` if none is close."""
-    matches = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+def closest(name: str, valid: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The valid name closest to ``name`` (difflib ratio >= ``cutoff``), or ``None``."""
+    matches = difflib.get_close_matches(name, list(valid), n=1, cutoff=cutoff)
     return matches[0] if matches else None
 
 

@@ -8,10 +8,11 @@ control), and an unknown one names the closest valid key.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from trainop._validation import describe
-from trainop.configs import check_keys, load_config
+from trainop.configs import check_keys, closest, load_config
 
 __all__ = ["DEFAULTS", "NOT_SUPPORTED", "read_config"]
 
@@ -95,8 +96,16 @@ def read_config(config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     for key, message in _MISSPELLINGS.items():
         if key in values:
             raise ValueError(message)
+    known = [*DEFAULTS, *LR_CONTROL_KEYS]
     if strict:
-        check_keys(values, [*DEFAULTS, *LR_CONTROL_KEYS], "the Updater config")
+        check_keys(values, known, "the Updater config")
+    else:  # a RETURNN config holds everything: other keys are ignored, near-misses flagged
+        for key in values:
+            hint = None if key in known else closest(str(key), known, cutoff=0.85)
+            if hint is not None:
+                warnings.warn(f"Unknown key {key!r} in the Updater config is ignored (RETURNN "
+                              f"configs hold other settings too); did you mean {hint!r}?",
+                              UserWarning, stacklevel=3)
     options = {key: values.get(key, default) for key, default in DEFAULTS.items()}
     for key, where in unresolved.items():
         options[key] = where
