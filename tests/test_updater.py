@@ -485,3 +485,11 @@ def test_dict_config_ignores_other_keys_but_flags_near_misses():
                                          "config is ignored .*did you mean "
                                          "'gradient_clip_global_norm'"):
         trainop.Updater({"gradient_clip_globl_norm": 5.0}, [w])
+
+
+@pytest.mark.parametrize("option,value", [("accum_grad_multiple_step", 2.5),
+                                          ("accum_grad_multiple_step", -1),
+                                          ("num_allowed_consec_invalid_gradient_steps", -2)])
+def test_counting_options_must_be_ints(option, value):
+    with pytest.raises(ValueError, match=f"Expected `{option}` to be an int >= 0, got "):
+        trainop.Updater({option: value}, [torch.zeros(1, requires_grad=True)])

@@ -74,6 +74,16 @@ def _number(options: dict[str, Any], key: str) -> float:
     return check_real(key, value, NON_NEGATIVE)
 
 
+def _count(options: dict[str, Any], key: str) -> int:
+    """An option that counts (an int >= 0; None/False as 0)."""
+    value = options[key]
+    if value is None or value is False:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"Expected `{key}` to be an int >= 0, got {value!r}")
+    return value
+
+
 class _Step:
     """One built update: the pipeline, the core and what a step needs (``get_optim_op``)."""
 
@@ -92,7 +102,7 @@ class _Step:
             if kept:
                 self.optimizer.param_groups[0]["non_slot"] = {
                     k: v.clone() for k, v in old.param_groups[0]["non_slot"].items()}
-        self.n = int(_number(o, "accum_grad_multiple_step"))
+        self.n = _count(o, "accum_grad_multiple_step")
         clip_global = _number(o, "gradient_clip_global_norm")
         to_zero = _number(o, "grad_norm_to_clip_to_zero")
         torch_backend = o["backend"] == "torch"
@@ -120,9 +130,9 @@ class _Step:
             processors.append(NanInfFilter())
         if to_zero:
             processors.append(ClipToZero(to_zero, use_norm=use_zero))
-        k = o["num_allowed_consec_invalid_gradient_steps"]
-        if k is not None:
-            processors.append(SkipNonFinite(max_consecutive_skips=int(k)))
+        if o["num_allowed_consec_invalid_gradient_steps"] is not None:
+            k = _count(o, "num_allowed_consec_invalid_gradient_steps")
+            processors.append(SkipNonFinite(max_consecutive_skips=k))
         self.needs_norm = (bool(clip_global) and use == "given") or (
             bool(to_zero) and use_zero == "given")
         self.pipeline = GradientPipeline(self.optimizer, processors)
@@ -179,6 +189,8 @@ class Updater:
         self._options = options
         self.unresolved = unresolved
         self._spec = optimizer_spec(options)  # validated now; the optimizer is built lazily
+        for key in ("accum_grad_multiple_step", "num_allowed_consec_invalid_gradient_steps"):
+            _count(options, key)
         self._model = model if isinstance(model, torch.nn.Module) else None
         self._trainable = _parameters(model)
         self._overrides = _check_overrides(options["updater_opts"], self._model)
