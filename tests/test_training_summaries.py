@@ -151,3 +151,23 @@ def test_no_summaries_without_a_writer_reads_nothing():
     with no_host_reads(READS):
         for _ in range(3):
             op()
+
+
+def test_rejected_call_creates_no_log_directory(tmp_path):
+    model = _model()
+    logdir = tmp_path / "logs"
+    with pytest.raises(ValueError, match="beta1"):
+        trainop.optimize_loss(lambda: model(torch.zeros(1, 3)).sum(), "Adam", {"beta1": 2.0},
+                              0.1, model=model, summary_writer=str(logdir))
+    assert not logdir.exists()
+
+
+def test_float32_automatic_scaling_still_writes_the_loss_scale(tmp_path):
+    """Upstream creates the scaler for the summary even where it does not scale the loss."""
+    model = _model()
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+    op = trainop.optimize_loss(lambda: nn.functional.mse_loss(model(x), y), "SGD", {}, 0.1,
+                               model=model, loss_scaling="Backoff",
+                               summary_writer=str(tmp_path), summary_frequency=1)
+    op()
+    assert _read(tmp_path).Scalars("loss_scale")[0].value == 2.0 ** 14

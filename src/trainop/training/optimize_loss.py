@@ -23,6 +23,7 @@ Steps 5-6 are the ``GradientPipeline`` (one norm pass, one fused update); 3-4 th
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -144,7 +145,7 @@ class TrainOp:
                  *, iter_size: int, accumulate_first: bool, feed_required: bool,
                  lr: Callable[[], Any], summaries: list[str], writer: Any, frequency: int,
                  names: dict[int, str], variables: list[torch.Tensor], larc: bool,
-                 automatic_scale: bool) -> None:
+                 scaler: Any) -> None:
         self._loss = loss
         self._core = core
         self.optimizer = optimizer
@@ -158,7 +159,7 @@ class TrainOp:
         self._names = names
         self._variables = variables
         self._larc = larc
-        self._automatic_scale = automatic_scale
+        self._scaler = scaler  # the automatic scaler, for the loss_scale summary
 
     @property
     def pipeline(self) -> GradientPipeline:
@@ -267,8 +268,11 @@ class TrainOp:
                     log.scalar(f"larc_final_lr/{name}", lr * trust[i])
                 if clip_on is not None:
                     log.scalar(f"larc_clip_on/{name}", clip_on[i])
-        if "loss_scale" in self._summaries and self._automatic_scale:
-            log.scalar("loss_scale", result.loss_scale)
+        if "loss_scale" in self._summaries and self._scaler is not None:
+            # upstream writes it whenever the scaling is automatic, also where (float32) the
+            # scaler exists but does not scale the loss
+            log.scalar("loss_scale", result.loss_scale if result.loss_scale is not None
+                       else self._scaler.loss_scale)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -388,7 +392,9 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
         raise TypeError(f"Expected `loss` to be a callable returning the loss, got "
                         f"{describe(loss)}")
     scale = _loss_scale(loss_scaling, loss_scaling_params)
-    writer = open_writer(summary_writer)
+    if summary_writer is not None and not (hasattr(summary_writer, "add_scalar")
+                                           or isinstance(summary_writer, str | os.PathLike)):
+        open_writer(summary_writer)  # raises the TypeError before anything is built
 
     holder: dict[str, TrainingStep] = {}
     lr = _learning_rate(learning_rate_decay_fn, lambda: holder["core"].global_step)
@@ -414,15 +420,16 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
         processors.append(ClipByGlobalNorm(clip_gradients))
     if larc_params is not None:
         processors.append(LARC.from_params(dict(larc_params)))
-    pipeline = GradientPipeline(front if wrapped is not None else opt, processors)
+    pipeline = GradientPipeline(front, processors)
     core = TrainingStep(pipeline, divisor=iter_size, accumulate=iter_size > 1,
                         average_over_ranks=on_horovod)
     holder["core"] = core
+    writer = open_writer(summary_writer)  # last: it creates the log directory
     return TrainOp(loss, core, front, iter_size=iter_size, accumulate_first=accumulate_first,
                    feed_required=skip_update_ph is True, lr=lr, summaries=chosen,
                    writer=writer, frequency=summary_frequency, names=names,
                    variables=variables, larc=larc_params is not None,
-                   automatic_scale=isinstance(loss_scaling, str))
+                   scaler=scale if isinstance(loss_scaling, str) else None)
 
 
 def _check_iter_size(iter_size: Any) -> int:
