@@ -52,6 +52,7 @@ from trainop._arguments import (
     check_variable,
     describe_var,
 )
+from trainop._checkpoint import validate_optimizer_state
 from trainop._flat_plan import FlatLayout, flat_plan, reattach, relink, zero_flat_grads
 from trainop._gate import NO_GATE, Gate, make_gate
 from trainop._hyper import Prepared, evaluate_hyper, plain_snapshot
@@ -741,8 +742,16 @@ class Optimizer(torch.optim.Optimizer):
                     group[key] = _UNSAVED
         return sd
 
+    def validate_state_dict(self, state_dict: Any) -> None:
+        """Raise ``ValueError``/``TypeError`` naming the group, parameter index and key if
+        ``load_state_dict(state_dict)`` would not load exactly (see ``trainop._checkpoint``)."""
+        validate_optimizer_state(self, state_dict, unsaved=_UNSAVED,
+                                 bookkeeping=_GROUP_BOOKKEEPING)
+
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """torch's ``load_state_dict``, keeping each slot's saved dtype and copying every tensor."""
+        """torch's ``load_state_dict``, copying every tensor; the whole checkpoint is validated
+        first (``trainop._checkpoint``), so a rejected one changes nothing."""
+        self.validate_state_dict(state_dict)
         current = [dict(g) for g in self.param_groups]
         saved_state = state_dict.get("state", {})
         super().load_state_dict(state_dict)

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from trainop._validation import Interval, check_real, describe
+from trainop.processing._checkpoint import check_state_values
 
 POSITIVE = Interval(0.0, float("inf"), low_closed=False, high_closed=False)
 NON_NEGATIVE = Interval(0.0, float("inf"), high_closed=False)
@@ -68,6 +69,7 @@ def check_state_keys(state_dict: Any, keys: Any) -> None:
 def load_state(own: dict[str, torch.Tensor], state_dict: Any) -> None:
     """Copy ``state_dict`` into the state tensors ``own``; the keys must match exactly."""
     check_state_keys(state_dict, own)
+    check_state_values(own, state_dict)
     for key, tensor in own.items():
         tensor.copy_(torch.as_tensor(state_dict[key]).to(tensor.device))
 

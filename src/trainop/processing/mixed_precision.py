@@ -30,6 +30,7 @@ from trainop._arguments import check_loss
 from trainop._validation import check_bool, describe
 from trainop.optimizer import Optimizer
 from trainop.processing._batch import Gradients
+from trainop.processing._checkpoint import validate_wrapper_state
 from trainop.processing._checks import check_state_keys
 from trainop.processing.loss_scale import LossScale, LossScaler, as_loss_scaler
 from trainop.processing.pipeline import GradientPipeline, PipelineFrontend
@@ -289,6 +290,7 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
         if not isinstance(masters, list) or len(masters) != len(self._masters):
             raise ValueError(f"Expected {len(self._masters)} master copies in `state_dict`, got "
                              f"{describe(masters)}")
+        validate_wrapper_state(self, state_dict)
         self._inner.load_state_dict(state_dict["optimizer"])
         self.loss_scaler.load_state_dict(state_dict["loss_scaler"])
         with torch.no_grad():

@@ -44,6 +44,7 @@ from trainop.processing._base import (
     Processor,
 )
 from trainop.processing._batch import Gradients
+from trainop.processing._checkpoint import validate_pipeline_state
 from trainop.processing._checks import check_state_keys
 
 __all__ = ["GradientPipeline", "StepResult"]
@@ -200,6 +201,7 @@ class GradientPipeline:
         if not isinstance(stages, dict) or set(stages) != set(self.order):
             raise ValueError(f"Expected state for the stages {list(self.order)}, got "
                              f"{describe(stages)}")
+        validate_pipeline_state(self._stages, state_dict)
         for stage, proc in self._stages:
             proc.load_state_dict(stages[stage])
         self.skipped_steps.copy_(torch.as_tensor(state_dict["skipped_steps"]))
