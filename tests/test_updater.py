@@ -466,7 +466,24 @@ def test_updater_opts_errors():
                         list(model.parameters()))
 
 
-@pytest.mark.parametrize("option,value", [("log_grad_norm", True), ("maximize_grad_norm", 0.1),
+def test_log_grad_norm_is_the_raw_micro_step_norm_before_clipping():
+    torch.manual_seed(0)
+    w = torch.randn(3, requires_grad=True)
+    v = torch.randn(2, requires_grad=True)
+    updater = trainop.Updater({"optimizer": {"class": "sgd"}, "learning_rate": 0.1,
+                               "gradient_clip_global_norm": 0.5, "accum_grad_multiple_step": 2,
+                               "log_grad_norm": "true"}, [w, v])
+    for scale in (3.0, 5.0):
+        gw, gv = scale * torch.tensor([1.0, 2.0, 2.0]), scale * torch.tensor([4.0, 0.0])
+        with no_host_reads():
+            updater.step((w * gw).sum() + (v * gv).sum())
+        expected = math.sqrt(9.0 + 16.0) * scale  # ||(1,2,2,4,0)|| * scale, raw, pre-clip
+        assert updater.last_grad_norm.item() == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(ValueError, match="Expected `log_grad_norm` to be one of"):
+        trainop.Updater({"log_grad_norm": 1}, [w])
+
+
+@pytest.mark.parametrize("option,value", [("maximize_grad_norm", 0.1),
                                           ("global_norm_tag", "enc"),
                                           ("debug_grad_summaries", True),
                                           ("param_groups_custom", lambda **kw: [])])

@@ -65,7 +65,7 @@ LR_CONTROL_KEYS = ("learning_rates", "learning_rate_control", "min_learning_rate
 NOT_SUPPORTED = ("global_norm_tag", "gradient_clip_global_norm_tag", "maximize_grad_norm",
                  "weight_decay_modules_blacklist",
                  "weight_decay_custom_include_check", "param_groups_custom",
-                 "debug_grad_summaries", "log_grad_norm")
+                 "debug_grad_summaries")
 
 _MISSPELLINGS = {
     "grad_clip": "You set grad_clip in the config, but the option is called "

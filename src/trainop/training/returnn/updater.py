@@ -187,6 +187,8 @@ class Updater:
             raise ValueError("The Updater option `debug_add_check_numerics_on_output` belongs to "
                              "the network: use trainop.check_numerics(model) around the steps")
         self._options = options
+        self._log_grad_norm = _log_grad_norm(options["log_grad_norm"])
+        self.last_grad_norm: torch.Tensor | None = None
         self.unresolved = unresolved
         self._spec = optimizer_spec(options)  # validated now; the optimizer is built lazily
         for key in ("accum_grad_multiple_step", "num_allowed_consec_invalid_gradient_steps"):
@@ -360,8 +362,10 @@ class Updater:
         if groups[0].reduce:
             reduce_grads_in_place(self._trainable, average=groups[0].average)
         norm = None
-        if any(g.needs_norm for g in groups):  # G over every variable (RETURNN's G_all)
+        if self._log_grad_norm or any(g.needs_norm for g in groups):  # G_all, every variable
             norm = global_norm([p.grad for p in self._trainable if p.grad is not None])
+        if self._log_grad_norm:  # a tensor: read it (a host sync) only when logging
+            self.last_grad_norm = norm
         results = []
         for g in groups:
             update = g.n <= 1 or t % g.n == g.n - 1
@@ -420,6 +424,19 @@ PER_PARAMETER_KEYS = ("optimizer", "accum_grad_multiple_step", "gradient_noise",
                       "gradient_clip_norm", "gradient_clip_avg_norm",
                       "gradient_clip_global_norm", "gradient_nan_inf_filter",
                       "grad_norm_to_clip_to_zero")
+
+
+def _log_grad_norm(value: Any) -> bool:
+    """``log_grad_norm``: off (False/None/0/"false"/"none") or the 2-norm (True/2/"true");
+    RETURNN allows p = 2 only."""
+    if isinstance(value, str) and value.lower() in ("true", "false", "none"):
+        return value.lower() == "true"
+    if value is None or value is False or value is True:
+        return bool(value)
+    if isinstance(value, (int, float)) and value in (0, 2):
+        return value == 2
+    raise ValueError(f"Expected `log_grad_norm` to be one of [False, True, 2, 'true', 'false', "
+                     f"'none'] (only the 2-norm, as RETURNN), got {value!r}")
 
 
 def _check_overrides(updater_opts: Any, model: Any) -> dict[str, dict[str, Any]]:
