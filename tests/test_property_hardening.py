@@ -1,0 +1,236 @@
+"""Property-based hardening test (hypothesis): every registered optimizer x implementation, with
+random layouts (plain ``step``, flat buffers via ``trainop.flatten``, TF-style
+``apply_gradients``), dtypes, shapes, sparse gradients (duplicate, negative, out-of-range rows,
+none at all) and random corruptions of ``state_dict``s. Each example must give the reference
+implementation's result, or a ``ValueError``/``TypeError`` with params, slots and counters
+bit-identical to before.
+
+Profiles: ``ci`` (default, about a minute on 2 cores) and ``long``
+(``TRAINOP_HYPOTHESIS_PROFILE=long``).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from optimizer_kwargs import kwargs_for
+
+import trainop
+
+settings.register_profile("ci", max_examples=40, deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=1500, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+PROFILE = settings.get_profile(os.environ.get("TRAINOP_HYPOTHESIS_PROFILE", "ci"))
+
+NAMES = sorted({trainop.get_optimizer_class(n).__name__: n for n in trainop.optimizer_names()})
+CASES = [(name, impl) for name in NAMES
+         for impl in trainop.OPTIMIZER_CLASSES[name].IMPLEMENTATIONS if impl != "reference"]
+
+
+def build(name, impl, params):
+    cls = trainop.OPTIMIZER_CLASSES[name]
+    return cls(**kwargs_for(name), params=params, implementation=impl)
+
+
+def snapshot(opt, params):
+    out = [p.detach().clone() for p in params]
+    for group in opt.param_groups:
+        out += [v.clone() for _, v in sorted(group.get("non_slot", {}).items())]
+        for p in group["params"]:
+            out += [v.clone() for _, v in sorted(opt.state.get(p, {}).items())]
+    return out
+
+
+def identical(a, b):
+    return len(a) == len(b) and all(
+        x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y)
+        for x, y in zip(a, b, strict=True))
+
+
+def close(a, b, dtype):
+    tol = 1e-4 if dtype == torch.float32 else 1e-9
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(x, y, rtol=tol, atol=tol, equal_nan=True)
+
+
+@st.composite
+def problems(draw):
+    name, impl = draw(st.sampled_from(CASES))
+    dtype = draw(st.sampled_from([torch.float32, torch.float64]))
+    shapes = draw(st.lists(st.lists(st.integers(1, 5), min_size=1, max_size=2).map(tuple),
+                           min_size=1, max_size=3))
+    layout = draw(st.sampled_from(["plain", "flat", "tf"]))
+    seed = draw(st.integers(0, 2 ** 16))
+    sparse = None
+    if layout != "flat" and draw(st.booleans()):
+        rows = shapes[0][0]
+        sparse = draw(st.lists(st.integers(-3, rows + 2), min_size=0, max_size=6))
+    return name, impl, dtype, shapes, layout, seed, sparse
+
+
+def make_params(shapes, dtype, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter(torch.randn(s, generator=gen, dtype=dtype)) for s in shapes]
+
+
+def grads_for(params, seed, sparse):
+    gen = torch.Generator().manual_seed(seed + 1)
+    grads = [torch.randn(p.shape, generator=gen, dtype=p.dtype) for p in params]
+    if sparse is not None:
+        p = params[0]
+        values = torch.randn((len(sparse), *p.shape[1:]), generator=gen, dtype=p.dtype)
+        index = torch.tensor(sparse, dtype=torch.int64).reshape(1, -1)
+        grads[0] = torch.sparse_coo_tensor(index, values, p.shape, check_invariants=False) \
+            if all(0 <= r < p.shape[0] for r in sparse) else _unchecked(index, values, p.shape)
+    return grads
+
+
+def _unchecked(index, values, shape):
+    """A sparse tensor whose indices lie outside ``shape`` (what a buggy embedding hands over)."""
+    return torch.sparse_coo_tensor(index, values, shape, check_invariants=False)
+
+
+def run_step(opt, params, grads, layout):
+    if layout == "tf":
+        return opt.apply_gradients(list(zip(grads, params, strict=True)))
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g.clone()
+    return opt.step()
+
+
+def setup(name, impl, dtype, shapes, layout, seed):
+    params = make_params(shapes, dtype, seed)
+    opt = build(name, impl, None if layout == "tf" else params)
+    if layout == "flat":
+        trainop.flatten(opt)
+    return opt, params
+
+
+def supported(name, impl, dtype):
+    cls = trainop.OPTIMIZER_CLASSES[name]
+    return not (impl == "fused" and dtype not in cls._fused_dtypes)
+
+
+@PROFILE
+@given(problems())
+def test_step_matches_reference_or_rejects_cleanly(problem):
+    name, impl, dtype, shapes, layout, seed, sparse = problem
+    if not supported(name, impl, dtype):
+        return
+    results = {}
+    for which in ("reference", impl):
+        opt, params = setup(name, which, dtype, shapes, layout, seed)
+        run_step(opt, params, grads_for(params, seed, None), layout)  # slots exist
+        before = snapshot(opt, params)
+        try:
+            run_step(opt, params, grads_for(params, seed + 7, sparse), layout)
+        except (ValueError, TypeError) as err:
+            assert identical(before, snapshot(opt, params)), f"{which} changed state: {err}"
+            results[which] = "rejected"
+            continue
+        results[which] = snapshot(opt, params)
+    if sparse is not None and any(not 0 <= r < shapes[0][0] for r in sparse):
+        assert results[impl] == "rejected" and results["reference"] == "rejected"
+    elif results["reference"] == "rejected":
+        assert results[impl] == "rejected"
+    else:
+        assert results[impl] != "rejected"
+        close(results[impl], results["reference"], dtype)
+
+
+CORRUPTIONS = ["none", "0-dim slot", "int64 slot", "nan slot", "drop slot", "extra slot",
+               "nan lr", "negative lr", "float step", "drop non-slot", "reverse ids",
+               "drop group", "inf non-slot"]
+
+
+def corrupt(sd, kind):
+    """Apply ``kind``; return whether the result must be rejected (None: it may load)."""
+    state, groups = sd["state"], sd["param_groups"]
+    some = next(iter(state.values()), None)
+    non_slot = groups[0]["non_slot"]
+    if kind in ("0-dim slot", "int64 slot", "nan slot", "drop slot", "extra slot"):
+        if not some:
+            return None
+        key = sorted(some)[0]
+        if kind == "0-dim slot":
+            old = some[key]
+            some[key] = torch.zeros((), dtype=old.dtype)
+            return old.dim() != 0
+        if kind == "int64 slot":
+            some[key] = some[key].to(torch.int64)
+        elif kind == "nan slot":
+            some[key] = torch.full_like(some[key], float("nan"))
+        elif kind == "drop slot":
+            del some[key]
+        else:
+            some["junk"] = torch.zeros(())
+        return True
+    if kind == "nan lr":
+        groups[0]["lr"] = float("nan")
+        return True
+    if kind == "negative lr":
+        groups[0]["lr"] = -1.0
+        return True
+    if kind == "float step":
+        non_slot["step"] = non_slot["step"].double()
+        return True
+    if kind == "inf non-slot":
+        non_slot["step"] = torch.tensor(float("inf"))
+        return True
+    if kind == "drop non-slot":
+        extra = [k for k in non_slot if k != "step"]
+        if not extra:
+            return None
+        del non_slot[extra[0]]
+        return bool(state)
+    if kind == "reverse ids":
+        groups[0]["params"] = list(reversed(groups[0]["params"]))
+        return None
+    if kind == "drop group":
+        groups.clear()
+        return True
+    return False
+
+
+@PROFILE
+@given(problems(), st.sampled_from(CORRUPTIONS))
+def test_load_corrupted_state_dict(problem, kind):
+    name, impl, dtype, shapes, layout, seed, _ = problem
+    if not supported(name, impl, dtype):
+        return
+    source, src_params = setup(name, impl, dtype, shapes, layout, seed)
+    run_step(source, src_params, grads_for(src_params, seed, None), layout)
+    sd = copy.deepcopy(source.state_dict())
+    must_reject = corrupt(sd, kind)
+    target, params = setup(name, impl, dtype, shapes, layout, seed + 1)
+    run_step(target, params, grads_for(params, seed + 2, None), layout)
+    before = snapshot(target, params)
+    try:
+        target.load_state_dict(sd)
+    except (ValueError, TypeError):
+        assert must_reject is not False, f"{kind}: a valid checkpoint was rejected"
+        assert identical(before, snapshot(target, params))
+        return
+    assert not must_reject, f"{kind}: a bad checkpoint was accepted"
+    # Accepted: a step from it equals the reference implementation's step from it.
+    ref, ref_params = setup(name, "reference", dtype, shapes, layout, seed + 1)
+    run_step(ref, ref_params, grads_for(ref_params, seed + 2, None), layout)
+    ref.load_state_dict(copy.deepcopy(sd))
+    with torch.no_grad():
+        for p, q in zip(params, ref_params, strict=True):
+            q.copy_(p)
+    grads = grads_for(params, seed + 3, None)
+    run_step(target, params, grads, layout)
+    run_step(ref, ref_params, grads, layout)
+    close(snapshot(target, params), snapshot(ref, ref_params), dtype)
+
+
+def test_profile_is_selectable():
+    assert PROFILE.max_examples in (40, 1500)
+    assert pytest is not None
