@@ -134,3 +134,33 @@ def test_mixed_precision_faults(opt_name):
     final = float(((model(xh) - yh).float() ** 2).mean())
     assert final < 5e-3
     torch.testing.assert_close(model.weight.detach().float().T, w_true, atol=0.03, rtol=0)
+
+
+@pytest.mark.parametrize("opt_name", ["gd", "adam"])
+def test_mixed_precision_faults_without_pipeline(opt_name):
+    """The wrapper alone (its own loss scaler, no GradientPipeline): an injected NaN/Inf skips
+    the step with params, masters, slots and counters unchanged; training converges after."""
+    x, y, w_true = problem(2)
+    w = torch.zeros(4, 1, dtype=torch.float16, requires_grad=True)
+    inner = OPTIMIZERS[opt_name]([w])
+    mp = MixedPrecisionOptimizerWrapper(inner, BackoffLossScaler(step_window=25))
+    xh, yh = x.half(), y.half()
+    rnd = random.Random(f"alone-{opt_name}")
+    faults = 0
+    for step in range(STEPS):
+        mp.zero_grad()
+        mp.scale_loss(((xh @ w - yh).float() ** 2).mean()).backward()
+        bad = step < STEPS - 50 and rnd.random() < 0.15
+        if bad:
+            faults += 1
+            inject([w.grad], rnd)
+        before = state_of(inner, [w, *mp.master_params()]) if step else None
+        result = mp.step()
+        if bad:
+            assert not bool(result.applied)
+            if before is not None:
+                assert_same(before, state_of(inner, [w, *mp.master_params()]))
+    assert faults > 20
+    assert float(((xh @ w - yh).float() ** 2).mean()) < 5e-3
+    torch.testing.assert_close(w.detach().float(), w_true, atol=0.03, rtol=0)
+

@@ -54,7 +54,8 @@ def identical(a, b):
 
 
 def close(a, b, dtype):
-    tol = 1e-4 if dtype == torch.float32 else 1e-9
+    # float64: NovoGrad keeps its norm EMA in float32 (TF), so float32-level rounding shows up.
+    tol = 1e-4 if dtype == torch.float32 else 1e-6
     for x, y in zip(a, b, strict=True):
         torch.testing.assert_close(x, y, rtol=tol, atol=tol, equal_nan=True)
 
