@@ -483,7 +483,24 @@ def test_log_grad_norm_is_the_raw_micro_step_norm_before_clipping():
         trainop.Updater({"log_grad_norm": 1}, [w])
 
 
-@pytest.mark.parametrize("option,value", [("maximize_grad_norm", 0.1),
+def test_maximize_grad_norm_adds_the_gradient_of_minus_f_times_the_norm():
+    a = torch.tensor([1.0, 2.0, 3.0])
+    w0 = torch.tensor([0.5, -1.0, 2.0])
+    w = w0.clone().requires_grad_(True)
+    f, lr = 0.3, 0.1
+    updater = trainop.Updater({"optimizer": {"class": "sgd"}, "learning_rate": lr,
+                               "maximize_grad_norm": f, "log_grad_norm": True}, [w])
+    updater.step(0.5 * (a * w * w).sum())
+    g = a * w0  # dL/dw; G = ||g||; dG/dw = a * g / G
+    big_g = g.norm()
+    expected = w0 - lr * (g - f * a * g / big_g)
+    torch.testing.assert_close(w.detach(), expected, rtol=1e-6, atol=1e-7)
+    assert updater.last_grad_norm.item() == pytest.approx(big_g.item(), rel=1e-6)  # raw G_all
+    with pytest.raises(ValueError, match="maximize_grad_norm"):
+        trainop.Updater({"maximize_grad_norm": -1.0}, [w])
+
+
+@pytest.mark.parametrize("option,value", [
                                           ("global_norm_tag", "enc"),
                                           ("debug_grad_summaries", True),
                                           ("param_groups_custom", lambda **kw: [])])

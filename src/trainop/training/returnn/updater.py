@@ -188,6 +188,8 @@ class Updater:
                              "the network: use trainop.check_numerics(model) around the steps")
         self._options = options
         self._log_grad_norm = _log_grad_norm(options["log_grad_norm"])
+        self._maximize = check_real("maximize_grad_norm", _number(options, "maximize_grad_norm"),
+                                    NON_NEGATIVE)
         self.last_grad_norm: torch.Tensor | None = None
         self.unresolved = unresolved
         self._spec = optimizer_spec(options)  # validated now; the optimizer is built lazily
@@ -358,12 +360,12 @@ class Updater:
     def _run(self, loss: torch.Tensor) -> StepResult:
         groups = self._groups
         t = self._step_count
-        loss.backward()
+        raw_norm = self._backward_maximizing(loss) if self._maximize else loss.backward()
         if groups[0].reduce:
             reduce_grads_in_place(self._trainable, average=groups[0].average)
-        norm = None
-        if self._log_grad_norm or any(g.needs_norm for g in groups):  # G_all, every variable
-            norm = global_norm([p.grad for p in self._trainable if p.grad is not None])
+        norm = raw_norm
+        if norm is None and (self._log_grad_norm or any(g.needs_norm for g in groups)):
+            norm = global_norm([p.grad for p in self._trainable if p.grad is not None])  # G_all
         if self._log_grad_norm:  # a tensor: read it (a host sync) only when logging
             self.last_grad_norm = norm
         results = []
@@ -384,6 +386,21 @@ class Updater:
         self._step_count += 1
         self.last_results = results
         return results[0]
+
+    def _backward_maximizing(self, loss: torch.Tensor) -> torch.Tensor:
+        """``maximize_grad_norm`` f: g += d(-f * G_all)/dw, G_all the raw gradients' global
+        norm (a second backprop through the gradients); returns G_all (detached)."""
+        params = self._trainable
+        grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
+        used = [(p, g) for p, g in zip(params, grads, strict=True) if g is not None]
+        norm = torch.sqrt(sum((g.float() * g.float()).sum() for _, g in used))
+        extra = torch.autograd.grad(-self._maximize * norm, [p for p, _ in used],
+                                    allow_unused=True)
+        with torch.no_grad():
+            for (p, g), e in zip(used, extra, strict=True):
+                d = g.detach() if e is None else g.detach() + e
+                p.grad = d if p.grad is None else p.grad + d
+        return norm.detach()
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
