@@ -249,3 +249,46 @@ def test_rejected_load_changes_nothing(name: str) -> None:
     with pytest.raises(exc):
         obj.load_state_dict(sd)
     assert same(before, snapshot(obj))
+
+
+NAMES = sorted({trainop.get_optimizer_class(n).__name__ for n in trainop.optimizer_names()})
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("corruption", ["0-dim slot", "int64 slot", "float64 slot",
+                                        "missing slot"])
+def test_every_optimizer_rejects_bad_slots(name: str, corruption: str) -> None:
+    """#16's rows on a 1M-element parameter, native where offered (what used to crash):
+    every slot-holding optimizer rejects the checkpoint and keeps its state."""
+    from optimizer_kwargs import kwargs_for
+
+    cls = trainop.OPTIMIZER_CLASSES[name]
+    impl = "native" if "native" in cls.IMPLEMENTATIONS and trainop.kernels.native.available() \
+        else None
+    w = torch.nn.Parameter(torch.zeros(1024, 1024))
+    opt = cls(**kwargs_for(name), params=[w], implementation=impl)
+    w.grad = torch.full_like(w, 0.5)
+    opt.step()
+    sd = copy.deepcopy(opt.state_dict())
+    slots = sd["state"].get(0, {})
+    if not slots:
+        pytest.skip(f"{name} has no slots")
+    key = sorted(slots)[0]
+    scalar = slots[key].dim() == 0
+    if corruption == "0-dim slot":
+        if scalar:
+            pytest.skip("the slot is 0-dim already")
+        slots[key] = torch.zeros(())
+    elif corruption == "int64 slot":
+        slots[key] = slots[key].to(torch.int64)
+    elif corruption == "float64 slot":
+        slots[key] = slots[key].double()
+    else:
+        del slots[key]
+    before = snapshot(opt)
+    with pytest.raises((ValueError, TypeError), match=rf"parameter index 0 \(id 0\).*`{key}`"
+                       if corruption != "missing slot" else r"parameter index 0 .*missing"):
+        opt.load_state_dict(sd)
+    assert same(before, snapshot(opt))
+    opt.step()  # still steps, from the old state
+    assert bool(torch.isfinite(w).all())
