@@ -500,8 +500,26 @@ def test_maximize_grad_norm_adds_the_gradient_of_minus_f_times_the_norm():
         trainop.Updater({"maximize_grad_norm": -1.0}, [w])
 
 
+def test_global_norm_tag_clips_every_variable_by_the_tagged_norm():
+    model = nn.Sequential(nn.Linear(2, 1, bias=False), nn.Linear(1, 1, bias=False))
+    with torch.no_grad():
+        model[0].weight.copy_(torch.tensor([[1.0, 1.0]]))
+        model[1].weight.copy_(torch.tensor([[1.0]]))
+    before = [p.detach().clone() for p in model.parameters()]
+    updater = trainop.Updater({"optimizer": {"class": "sgd"}, "learning_rate": 1.0,
+                               "gradient_clip_global_norm": 1.0, "global_norm_tag": "enc",
+                               "updater_opts": {"0.*": {"tags": ["enc"]}}}, model)
+    x = torch.tensor([[3.0, 4.0]])
+    updater.step(model(x).sum())  # grads: layer0 (3, 4) (norm 5, tagged), layer1 (7,)
+    scale = 1.0 / 5.0  # c / max(G_enc, c), applied to every variable
+    torch.testing.assert_close(model[0].weight.detach(),
+                               before[0] - scale * torch.tensor([[3.0, 4.0]]))
+    torch.testing.assert_close(model[1].weight.detach(), before[1] - scale * 7.0)
+    with pytest.raises(ValueError, match="gradient_clip_global_norm_tag"):
+        trainop.Updater({"global_norm_tag": "a", "gradient_clip_global_norm_tag": "b"}, model)
+
+
 @pytest.mark.parametrize("option,value", [
-                                          ("global_norm_tag", "enc"),
                                           ("debug_grad_summaries", True),
                                           ("param_groups_custom", lambda **kw: [])])
 def test_options_not_supported_yet_are_errors_not_ignored(option, value):

@@ -62,7 +62,7 @@ LR_CONTROL_KEYS = ("learning_rates", "learning_rate_control", "min_learning_rate
                    "learning_rate_control_error_measure", "learning_rate_file")
 
 #: Options this version of the Updater does not implement yet: an error, never ignored.
-NOT_SUPPORTED = ("global_norm_tag", "gradient_clip_global_norm_tag",
+NOT_SUPPORTED = (
                  "weight_decay_modules_blacklist",
                  "weight_decay_custom_include_check", "param_groups_custom",
                  "debug_grad_summaries")

@@ -103,6 +103,7 @@ class _Step:
                 self.optimizer.param_groups[0]["non_slot"] = {
                     k: v.clone() for k, v in old.param_groups[0]["non_slot"].items()}
         self.n = _count(o, "accum_grad_multiple_step")
+        self.tags = tuple(o.get("tags") or ())
         clip_global = _number(o, "gradient_clip_global_norm")
         to_zero = _number(o, "grad_norm_to_clip_to_zero")
         torch_backend = o["backend"] == "torch"
@@ -188,6 +189,7 @@ class Updater:
                              "the network: use trainop.check_numerics(model) around the steps")
         self._options = options
         self._log_grad_norm = _log_grad_norm(options["log_grad_norm"])
+        self._tag = _norm_tag(options)
         self._maximize = check_real("maximize_grad_norm", _number(options, "maximize_grad_norm"),
                                     NON_NEGATIVE)
         self.last_grad_norm: torch.Tensor | None = None
@@ -310,7 +312,7 @@ class Updater:
                 options = {**self._options, **overrides}
                 spec = self._spec if "optimizer" not in overrides else optimizer_spec(options)
                 groups.append(_Step(self, options, params, spec, previous,
-                                    shared_norm=len(parts) > 1))
+                                    shared_norm=len(parts) > 1 or self._tag is not None))
             self._groups = groups
             self._optimizer = groups[0].optimizer
             self._install_checks()
@@ -366,8 +368,13 @@ class Updater:
         norm = raw_norm
         if norm is None and (self._log_grad_norm or any(g.needs_norm for g in groups)):
             norm = global_norm([p.grad for p in self._trainable if p.grad is not None])  # G_all
+        if self._tag is not None:  # G_tag: the parameters whose updater_opts tags hold it
+            tagged = [p.grad for g in groups if self._tag in g.tags
+                      for p in g.params if p.grad is not None]
+            norm_all, norm = norm, global_norm(tagged) if tagged else torch.zeros(
+                (), device=self._lr.device)
         if self._log_grad_norm:  # a tensor: read it (a host sync) only when logging
-            self.last_grad_norm = norm
+            self.last_grad_norm = norm if self._tag is None else norm_all
         results = []
         for g in groups:
             update = g.n <= 1 or t % g.n == g.n - 1
@@ -440,7 +447,25 @@ class Updater:
 PER_PARAMETER_KEYS = ("optimizer", "accum_grad_multiple_step", "gradient_noise", "gradient_clip",
                       "gradient_clip_norm", "gradient_clip_avg_norm",
                       "gradient_clip_global_norm", "gradient_nan_inf_filter",
-                      "grad_norm_to_clip_to_zero")
+                      "grad_norm_to_clip_to_zero", "tags")
+
+
+def _norm_tag(options: dict[str, Any]) -> str | None:
+    """``global_norm_tag`` / ``gradient_clip_global_norm_tag`` (defaults to the former): the
+    tag whose parameters (``updater_opts`` ``"tags"``) the global norm G spans; trainop takes
+    one tag for the clip and the zeroing."""
+    tag = options["global_norm_tag"]
+    clip_tag = options["gradient_clip_global_norm_tag"] or tag
+    if (tag or clip_tag) and options["backend"] == "torch":
+        raise ValueError("Expected no `global_norm_tag` with backend='torch' (RETURNN's "
+                         "PyTorch backend has no tags)")
+    if tag and clip_tag and tag != clip_tag:
+        raise ValueError(f"Expected `gradient_clip_global_norm_tag` to equal `global_norm_tag` "
+                         f"(trainop uses one tag), got {clip_tag!r} and {tag!r}")
+    tag = tag or clip_tag
+    if tag is not None and not isinstance(tag, str):
+        raise TypeError(f"Expected `global_norm_tag` to be a str, got {describe(tag)}")
+    return tag
 
 
 def _log_grad_norm(value: Any) -> bool:
