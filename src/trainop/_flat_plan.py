@@ -10,9 +10,11 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from trainop._step_plan import Bucket, StepPlan
+from trainop.kernels.native._binding import pointers
 
 __all__ = ["FlatBucket", "FlatLayout", "FlatPlan", "flat_plan", "reattach", "relink",
            "zero_flat_grads"]
@@ -58,6 +60,8 @@ class FlatPlan(StepPlan):
         self.flat_params = [p for b in whole for p in b.params]
         self.flat_views = [v for b in whole for v in b.grad_views]
         self.flat_ptrs = [ptr for b in whole for ptr in b.data_ptrs]
+        self.spans = [(b.grad_buffer, offset) for b in whole for offset in b.offsets]
+        self.view_ptrs = pointers([self.flat_views])
         whole_ids = {id(p) for p in self.flat_params}
         self.loose = [p for p in plan.params if id(p) not in whole_ids]
         buckets, params = [], []
@@ -89,12 +93,37 @@ class FlatPlan(StepPlan):
         grads = [p.grad for p in self.flat_params]
         if not all(map(operator.is_, grads, self.flat_views)) and not self._reattach(grads):
             return None
+        ptrs = pointers([self.flat_views]) if self.flat_views else self.view_ptrs
+        if ptrs is None or not np.array_equal(ptrs, self.view_ptrs):
+            self._rehome_views()
         loose = self._loose_plan.gradients() if self.loose else []
         if loose is None:
             return None
         flat_grads = [b.grad_buffer for b in self.layout.buckets if b.whole]
         return flat_grads + loose
 
+
+    def _rehome_views(self) -> None:
+        """A gradient view given new memory in place (``p.grad.data = t``,
+        ``p.grad.set_(t)``): its values are copied into the buffer and it becomes the view
+        again; one of another shape, dtype or device raises ``ValueError`` (nothing changed)."""
+        moved = [(i, v) for i, v in enumerate(self.flat_views)
+                 if v.data_ptr() != int(self.view_ptrs[i]) or not v.is_contiguous()]
+        for i, v in moved:
+            p = self.flat_params[i]
+            if (v.layout != torch.strided or v.shape != p.shape or v.dtype != p.dtype
+                    or v.device != p.device):
+                raise ValueError(
+                    f"The gradient of a flattened parameter (shape {tuple(p.shape)}, "
+                    f"{p.dtype}) was replaced in place by a tensor of shape {tuple(v.shape)}, "
+                    f"{v.dtype}, layout {v.layout} on {v.device}; assign a gradient of the "
+                    "parameter's shape, dtype and device")
+        with torch.no_grad():
+            for i, v in moved:
+                buffer, offset = self.spans[i]
+                span = buffer[offset:offset + v.numel()].view_as(v)
+                span.copy_(v)
+                v.data = span
 
     def _reattach(self, grads: list[torch.Tensor | None]) -> bool:
         """Gradients that are no longer their views (``model.zero_grad()`` set them to None, or
@@ -167,6 +196,12 @@ def reattach(layout: FlatLayout, optimizer: Any) -> None:
                     slot = state.get(name)
                     if slot is None or slot.data_ptr() == buf[span].data_ptr():
                         continue
+                    if not isinstance(slot, torch.Tensor) or tuple(slot.shape) != tuple(p.shape):
+                        raise ValueError(
+                            f"Expected the slot {name!r} of a flattened parameter of shape "
+                            f"{tuple(p.shape)} to have that shape, got "
+                            f"{tuple(getattr(slot, 'shape', ()))} (it is copied into the flat "
+                            "buffer, never broadcast)")
                     view = buf[span].view_as(p)
                     view.copy_(slot)
                     state[name] = view

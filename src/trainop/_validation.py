@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 __all__ = [
+    "FLOAT32_MAX",
     "Interval",
     "check_bool",
     "check_choice",
@@ -76,6 +77,10 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+#: The largest finite float32: a larger finite hyperparameter would become inf in float32.
+FLOAT32_MAX = 3.4028234663852886e38
+
+
 def check_real(name: str, value: Any, interval: Interval | None = None) -> float:
     """Check that ``value`` is a real number (not a bool) in ``interval``; return it as float."""
     if not _is_real(value):
@@ -85,6 +90,10 @@ def check_real(name: str, value: Any, interval: Interval | None = None) -> float
         raise ValueError(f"Expected `{name}` in {interval}, got {value!r}")
     if interval is None and math.isnan(value):
         raise ValueError(f"Expected `{name}` to be a number, got nan")
+    if math.isfinite(value) and abs(value) > FLOAT32_MAX:
+        raise ValueError(f"Expected `{name}` in {interval or 'the real numbers'} and within "
+                         f"float32's finite range (|x| <= {FLOAT32_MAX!r}: trainop's "
+                         f"arithmetic rounds it to float32), got {value!r}")
     return value
 
 
@@ -137,8 +146,7 @@ def check_hyper(name: str, value: Any, interval: Interval | None = None) -> Any:
                 f"Expected `{name}` to be a 0-dim floating-point tensor, got a tensor of shape "
                 f"{tuple(value.shape)} and dtype {value.dtype}"
             )
-        if interval is not None and float(value) not in interval:
-            raise ValueError(f"Expected `{name}` in {interval}, got {float(value)!r}")
+        check_real(name, float(value), interval)
         return value
     if callable(value) and not _is_real(value):
         return value

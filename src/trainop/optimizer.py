@@ -56,6 +56,7 @@ from trainop._checkpoint import validate_optimizer_state
 from trainop._flat_plan import FlatLayout, flat_plan, reattach, relink, zero_flat_grads
 from trainop._gate import NO_GATE, Gate, make_gate
 from trainop._hyper import Prepared, evaluate_hyper, plain_snapshot
+from trainop._overlap import check_no_overlap
 from trainop._sparse import RowSlices, update_rows
 from trainop._state import OptimizerState, SlotState, adopt
 from trainop._step_plan import GroupsSnapshot, StepPlan, build_plan
@@ -65,6 +66,7 @@ from trainop._validation import (
     check_choice,
     check_hyper,
     check_name,
+    check_real,
     describe,
 )
 from trainop.kernels import dispatch, native
@@ -237,6 +239,11 @@ class Optimizer(torch.optim.Optimizer):
             if isinstance(p, torch.Tensor):
                 check_variable(p, f"params[{i}]")
         super().add_param_group(param_group)
+        try:
+            check_no_overlap([p for g in self.param_groups for p in g["params"]])
+        except ValueError:
+            self.param_groups.pop()
+            raise
         group = self.param_groups[-1]
         group["non_slot"] = {"step": torch.zeros((), dtype=torch.int64)}
         self._invalidate()
@@ -488,6 +495,10 @@ class Optimizer(torch.optim.Optimizer):
             state.wrap_entries()
             slot_names = [[spec.name for spec in self._slot_specs(g)] for g in self.param_groups]
             plan = build_plan(self.param_groups, state, slot_names)
+            if plan is not None:
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        self._check_slots(p, state[p], group)
             if self._flat is not None:
                 plan = flat_plan(self._flat, plan)
             if plan is not None:
@@ -572,15 +583,24 @@ class Optimizer(torch.optim.Optimizer):
         return cached[1]
 
     def _prepare(self, values: Mapping[str, Any], step: torch.Tensor) -> Prepared:
-        """Evaluate the group's hyperparameters once for this apply (TF's ``_prepare``)."""
+        """Evaluate the group's hyperparameters once for this apply (TF's ``_prepare``), and
+        check them as the constructor does: a value edited in ``param_groups`` after
+        construction (NaN, -1, 1.5 where the range is [0, 1), ``use_nesterov='yes'``) or a
+        callable's result raises here, before anything changes. Plain values are checked when
+        they change (``_step_hyper`` reuses the result); a 0-dim tensor is not read (no host
+        synchronisation): see ``docs/design.md`` for a tensor learning rate holding NaN."""
         prepared = {}
         for key, value in values.items():
             if key in _GROUP_BOOKKEEPING:
                 continue
+            arg = self._arg_names.get(key, key)
             if key in self._ranges:
-                prepared[key] = evaluate_hyper(self._arg_names.get(key, key), value, step)
+                value = evaluate_hyper(arg, value, step)
+                if not isinstance(value, torch.Tensor):  # a tensor is not read (no host sync)
+                    check_real(arg, value, self._ranges[key])
             else:
-                prepared[key] = value
+                self._validate_group_values({key: value})
+            prepared[key] = value
         return Prepared(prepared, exact=self._exact_keys)
 
     def _step_hyper(self, group: dict[str, Any]) -> Prepared:
@@ -624,6 +644,8 @@ class Optimizer(torch.optim.Optimizer):
                 if not states.get(v):
                     group = self.param_groups[index[id(v)]]
                     states[v] = SlotState(states, self._make_slots(v, group))
+            for _, v in pairs:
+                self._check_slots(v, states[v], self.param_groups[index[id(v)]])
             for gi, hp in prepared.items():
                 self._ensure_non_slot(self.param_groups[gi], hp)
             self._update(pairs, index, prepared)
@@ -705,6 +727,7 @@ class Optimizer(torch.optim.Optimizer):
     def _register(self, new_vars: list[torch.Tensor]) -> None:
         """TF style: variables seen for the first time join the optimizer's TF group."""
         self._check_implementation(new_vars)
+        check_no_overlap([p for g in self.param_groups for p in g["params"]] + new_vars)
         group = self._tf_group
         if group is None or not any(group is g for g in self.param_groups):
             self.add_param_group({"params": [new_vars[0]]})
@@ -712,6 +735,30 @@ class Optimizer(torch.optim.Optimizer):
             new_vars = new_vars[1:]
         self._tf_group["params"].extend(new_vars)
         self._invalidate()
+
+    def _check_slots(self, var: torch.Tensor, slots: Mapping[str, Any],
+                     group: Mapping[str, Any]) -> None:
+        """Every slot of ``var`` its slot table asks for is a tensor of ``var``'s shape (a
+        0-dim one where the table says ``scalar``, of the table's dtype where it fixes one), on
+        ``var``'s device: a slot replaced by hand or loaded with another shape would be
+        broadcast, or written past its end by the C kernels. Raises ``ValueError`` before
+        anything changes."""
+        for spec in self._slot_specs(group):
+            slot = slots.get(spec.name)
+            if slot is None:
+                continue  # made at the first step
+            where = f"the slot {spec.name!r} of a variable of shape {tuple(var.shape)}"
+            if not isinstance(slot, torch.Tensor):
+                raise TypeError(f"Expected {where} to be a tensor, got {describe(slot)}")
+            shape = () if spec.scalar else tuple(var.shape)
+            if tuple(slot.shape) != shape:
+                raise ValueError(f"Expected {where} to have shape {shape}, got "
+                                 f"{tuple(slot.shape)}")
+            if spec.dtype is not None and slot.dtype != spec.dtype:
+                raise ValueError(f"Expected {where} to have dtype {spec.dtype}, got "
+                                 f"{slot.dtype}")
+            if slot.device != var.device:
+                raise ValueError(f"Expected {where} to be on {var.device}, got {slot.device}")
 
     def _make_slots(self, var: torch.Tensor, group: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         slots = {}
