@@ -218,6 +218,31 @@ def test_bad_sparse_rows_change_nothing(name, rows):
     _same(before, _snapshot(opt, [dense, table]))
 
 
+_RESHAPE_CASES = [(name, impl) for name in SLOTTED
+                  for impl in OPTIMIZER_CLASSES[name].IMPLEMENTATIONS]
+
+
+@pytest.mark.parametrize("new_grad", [True, False], ids=["grad-reshaped", "grad-old-shape"])
+@pytest.mark.parametrize(("name", "impl"), _RESHAPE_CASES)
+def test_a_parameter_reshaped_under_the_optimizer_changes_nothing(name, impl, new_grad):
+    """``p.data = t`` of another shape between steps (the issue's row: torch's RuntimeError
+    half-way, after slots and the decoupled-decay params had changed): a clear error before
+    anything moves, on every implementation, for the middle of three buckets' parameters."""
+    ps = [torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True),
+          torch.randn(2, 2, requires_grad=True)]
+    opt = OPTIMIZER_CLASSES[name](params=ps, implementation=impl, **kwargs_for(name))
+    for p in ps:
+        p.grad = torch.full(p.shape, 0.5)
+    opt.step()
+    ps[1].data = torch.ones(6)
+    if new_grad:
+        ps[1].grad = torch.full((6,), 0.5)
+    before = _snapshot(opt, ps)
+    with pytest.raises(ValueError, match=r"to have (the variable's )?shape|variable's shape"):
+        opt.step()
+    _same(before, _snapshot(opt, ps))
+
+
 @pytest.mark.parametrize("name", SLOTTED)
 def test_bad_slot_or_group_value_changes_nothing(name):
     ps = [torch.randn(3, requires_grad=True), torch.randn(5, requires_grad=True)]

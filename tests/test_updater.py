@@ -519,15 +519,6 @@ def test_global_norm_tag_clips_every_variable_by_the_tagged_norm():
         trainop.Updater({"global_norm_tag": "a", "gradient_clip_global_norm_tag": "b"}, model)
 
 
-@pytest.mark.parametrize("option,value", [
-                                          ("debug_grad_summaries", True),
-                                          ("param_groups_custom", lambda **kw: [])])
-def test_options_not_supported_yet_are_errors_not_ignored(option, value):
-    with pytest.raises(ValueError, match=f"The Updater option `{option}` is not supported by "
-                                         f"trainop yet"):
-        trainop.Updater({option: value}, [torch.zeros(1, requires_grad=True)])
-
-
 def test_dict_config_ignores_other_keys_but_flags_near_misses():
     w = torch.zeros(1, requires_grad=True)
     with warnings.catch_warnings():

@@ -45,6 +45,15 @@ class Gate:
         """``None`` (always applied) or a 0-dim bool tensor: the update was applied."""
         return None if self.found_inf is None else self.found_inf == 0
 
+    def also_skipped_if(self, flag: torch.Tensor) -> Gate:
+        """This gate, with the update also skipped where the 0-dim bool ``flag`` is True (on
+        the device: nothing is read)."""
+        if self.found_inf is None:
+            return Gate(self.multiplier, flag.to(torch.float32))
+        found = self.found_inf + flag.to(device=self.found_inf.device,
+                                         dtype=self.found_inf.dtype)
+        return Gate(self.multiplier, found)
+
     def scale(self, grads: list[torch.Tensor]) -> list[torch.Tensor]:
         if self.multiplier is None:
             return grads

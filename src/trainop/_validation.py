@@ -81,6 +81,19 @@ def _is_real(value: Any) -> bool:
 FLOAT32_MAX = 3.4028234663852886e38
 
 
+def outside(value: torch.Tensor, interval: Interval) -> torch.Tensor:
+    """A 0-dim bool tensor: True where the 0-dim ``value`` is NaN or outside ``interval``
+    (computed on its device, nothing read on the host)."""
+    value = value.detach()
+    bad = torch.isnan(value)
+    if math.isfinite(interval.low) or not interval.low_closed:
+        bad = bad | ((value < interval.low) if interval.low_closed else (value <= interval.low))
+    if math.isfinite(interval.high) or not interval.high_closed:
+        bad = bad | ((value > interval.high) if interval.high_closed
+                     else (value >= interval.high))
+    return bad
+
+
 def check_real(name: str, value: Any, interval: Interval | None = None) -> float:
     """Check that ``value`` is a real number (not a bool) in ``interval``; return it as float."""
     if not _is_real(value):

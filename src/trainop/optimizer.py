@@ -68,6 +68,7 @@ from trainop._validation import (
     check_name,
     check_real,
     describe,
+    outside,
 )
 from trainop.kernels import dispatch, native
 from trainop.kernels.chunking import chunked
@@ -151,6 +152,7 @@ class Optimizer(torch.optim.Optimizer):
         self._step_plan: StepPlan | None = None
         self._hyper_cache: dict[int, tuple[dict, tuple, Prepared]] = {}
         self._gate = NO_GATE
+        self.invalid_hyperparameters: torch.Tensor | None = None
         self._flat: FlatLayout | None = None
         self._tf_group: dict[str, Any] | None = None
         if params is None:
@@ -375,11 +377,10 @@ class Optimizer(torch.optim.Optimizer):
             check_name(name)
         pairs = self._validate_pairs(grads_and_vars)
         check_global_step(global_step)
-        gate = make_gate(grad_multiplier, found_inf)
-        with self._gated(gate):
+        with self._gated(make_gate(grad_multiplier, found_inf)):
             self._apply_pairs([(g, v) for g, v in pairs if g is not None])
+            applied = self._gate.applied()  # with a tensor hyperparameter's own skip flag
         if global_step is not None:
-            applied = gate.applied()
             with torch.no_grad():
                 global_step.add_(1 if applied is None else applied.to(
                     device=global_step.device, dtype=global_step.dtype))
@@ -529,6 +530,8 @@ class Optimizer(torch.optim.Optimizer):
                 prepared[bucket.group_index] = self._step_hyper(group)
         for gi, hp in prepared.items():
             self._ensure_non_slot(self.param_groups[gi], hp)
+        self._guard_tensor_hypers(prepared, [(b.group_index, b.params[0], False)
+                                             for b in plan.buckets])
         for bucket in plan.buckets:
             group = self.param_groups[bucket.group_index]
             hp = prepared[bucket.group_index].for_tensor(bucket.params[0])
@@ -603,6 +606,33 @@ class Optimizer(torch.optim.Optimizer):
             prepared[key] = value
         return Prepared(prepared, exact=self._exact_keys)
 
+    def _guard_tensor_hypers(self, prepared: dict[int, Prepared],
+                             updates: list[tuple[int, torch.Tensor, bool]]) -> None:
+        """A 0-dim tensor hyperparameter (a tensor learning rate, or a callable's or policy's
+        tensor result) is not read during a step: its range check (``NaN``, ``-1``, ``inf``...)
+        runs on its device and skips this step's update where it fails, as a nonzero
+        ``found_inf`` does (nothing moves, counters included), wherever that costs no host
+        read: when every update of the step (``updates``: group index, a variable, sparse)
+        runs on a kernel that takes the skip flag (``native``, ``fused``), or when a
+        ``found_inf`` is given (the ``foreach``/``reference``/sparse paths read it anyway).
+        ``invalid_hyperparameters`` is that 0-dim bool flag for the last step, ``None`` when
+        nothing was checked on the device (only plain values, checked on the host by
+        ``_prepare``; or a path that would need a host read for it)."""
+        bad = None
+        for hp in prepared.values():
+            for key, value in hp.values.items():
+                if isinstance(value, torch.Tensor) and key in self._ranges:
+                    flag = outside(value, self._ranges[key])
+                    bad = flag if bad is None else bad | flag.to(bad.device)
+        if bad is not None and self._gate.found_inf is None and not all(
+                not sparse and self._choose_implementation(
+                    v.dtype, v.device, prepared[gi].for_tensor(v)) in ("native", "fused")
+                for gi, v, sparse in updates):
+            bad = None  # the flag would cost a host read on this path: not checked
+        self.invalid_hyperparameters = bad
+        if bad is not None:
+            self._gate = self._gate.also_skipped_if(bad)
+
     def _step_hyper(self, group: dict[str, Any]) -> Prepared:
         """``_prepare`` for one step of ``group``, reused while each of its hyperparameters is
         the same plain value as before (a scheduler that writes ``group["lr"]`` gets a new one;
@@ -648,6 +678,8 @@ class Optimizer(torch.optim.Optimizer):
                 self._check_slots(v, states[v], self.param_groups[index[id(v)]])
             for gi, hp in prepared.items():
                 self._ensure_non_slot(self.param_groups[gi], hp)
+            self._guard_tensor_hypers(prepared, [(index[id(v)], v, g.is_sparse)
+                                                 for g, v in pairs])
             self._update(pairs, index, prepared)
             self._finish_groups(prepared)
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import torch
 
+from trainop.bench.boundary import render_boundary, run_boundary_benchmark
 from trainop.bench.candidates import AUTO, FLAT
 from trainop.bench.numerics import render_numerics, run_numerics_benchmark
 from trainop.bench.pipeline import render_pipeline, run_pipeline_benchmark
@@ -199,6 +200,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "through trainop.Updater with the equivalent hand-built "
                         "GradientPipeline step (uses --repeats as steps per round, --warmup, "
                         "--json); exit status 1 above 1.05x")
+    p.add_argument("--boundary", action="store_true",
+                   help="instead of the optimizer workloads, compare the native step with its "
+                        "checked C boundary against the same step with the pre-hardening "
+                        "reads, on (a)-(d) (uses --scale, --repeats as steps per round, "
+                        "--warmup, --json); exit status 1 above 1.05x")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
     return p
@@ -206,8 +212,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Run ``trainop bench`` with parsed ``args``; returns the exit status."""
-    if args.train_step or args.numerics or args.pipeline or args.updater:
-        if args.updater:
+    if args.train_step or args.numerics or args.pipeline or args.updater or args.boundary:
+        if args.boundary:
+            result = run_boundary_benchmark(scale=args.scale, steps=args.repeats,
+                                            warmup=args.warmup)
+            render, status = render_boundary, 0 if result["passed"] else 1
+        elif args.updater:
             result = run_updater_benchmark(steps=args.repeats, warmup=args.warmup)
             render, status = render_updater, 0 if result["passed"] else 1
         elif args.train_step:

@@ -44,11 +44,14 @@ SKIP_OVERFLOW = 1
 SKIP_NONFINITE = 2
 SKIP_NO_GRADIENTS = 4
 SKIP_ACCUMULATING = 8
+SKIP_HYPERPARAMETER = 16
 SKIP_REASONS: dict[int, str] = {
     SKIP_OVERFLOW: "loss-scale overflow (non-finite gradients with an automatic loss scale)",
     SKIP_NONFINITE: "non-finite gradients (SkipNonFinite)",
     SKIP_NO_GRADIENTS: "no gradients",
     SKIP_ACCUMULATING: "accumulating (a micro-step without an update)",
+    SKIP_HYPERPARAMETER: "a tensor hyperparameter out of its range (e.g. a NaN learning rate; "
+                         "see Optimizer.invalid_hyperparameters)",
 }
 
 

@@ -38,6 +38,7 @@ from trainop._arguments import check_global_step, check_loss
 from trainop._validation import check_bool, check_callable_or_none, check_name, describe
 from trainop.optimizer import Optimizer
 from trainop.processing._base import (
+    SKIP_HYPERPARAMETER,
     SKIP_NO_GRADIENTS,
     SKIP_REASONS,
     STAGES,
@@ -360,6 +361,12 @@ class GradientPipeline:
                 for tensor, copy in entries:
                     tensor.copy_(torch.where(keep, tensor, copy))
         applied = None if found_inf is None else found_inf == 0
+        # a tensor hyperparameter out of range: skipped by the optimizer itself (no host read)
+        invalid = getattr(opt, "invalid_hyperparameters", None)
+        if invalid is not None:
+            batch.skip_if(invalid, SKIP_HYPERPARAMETER)
+            valid = ~invalid.to(batch.device)
+            applied = valid if applied is None else applied & valid.to(applied.device)
         if self._hooks is not None:
             self._hooks._after_apply(batch, applied)
         return self._result(batch, applied)

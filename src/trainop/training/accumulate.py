@@ -15,7 +15,7 @@ import torch
 
 from trainop._validation import describe
 
-__all__ = ["Accumulator"]
+__all__ = ["Accumulator", "check_step_state"]
 
 
 class Accumulator:
@@ -95,3 +95,22 @@ class Accumulator:
                                  f"{tuple(v.shape)}, got {describe(t)}")
         self._acc = {i: t.detach().to(self._vars[i].device).clone() for i, t in accs.items()}
         self.micro_steps = steps
+
+
+def check_step_state(state: Any, keys: set[str], accumulator: Accumulator) -> Accumulator:
+    """Validate a training-step checkpoint (exactly ``keys``, with ``global_step``,
+    ``micro_steps``, ``update_steps`` and ``accumulator`` among them) without changing
+    anything; returns a new ``Accumulator`` like ``accumulator`` holding the saved sums."""
+    from trainop.training._params import check_count_tensor
+
+    if not isinstance(state, dict) or set(state) != keys:
+        raise ValueError(f"Expected a training-step state with keys {sorted(keys)}, got "
+                         f"{describe(state)}")
+    check_count_tensor("global_step", state["global_step"])
+    for key in ("micro_steps", "update_steps"):
+        value = state[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"Expected `{key}` to be an int >= 0, got {describe(value)}")
+    loaded = Accumulator(accumulator._vars, accumulator._divisor)
+    loaded.load_state_dict(state["accumulator"])
+    return loaded

@@ -23,8 +23,7 @@ import torch
 from trainop._validation import describe
 from trainop.processing import GradientPipeline, StepResult
 from trainop.processing._base import SKIP_ACCUMULATING
-from trainop.training._params import check_count_tensor
-from trainop.training.accumulate import Accumulator
+from trainop.training.accumulate import Accumulator, check_step_state
 from trainop.training.distributed import average_gradients, reduce_grads_in_place
 
 __all__ = ["TrainingStep"]
@@ -150,18 +149,8 @@ class TrainingStep:
     def check_state_dict(self, state: Any) -> Accumulator:
         """Validate ``state`` without changing anything; returns the loaded accumulators (to
         be installed by ``load_state_dict``)."""
-        keys = {"global_step", "micro_steps", "update_steps", "accumulator", "pipeline"}
-        if not isinstance(state, dict) or set(state) != keys:
-            raise ValueError(f"Expected a training-step state with keys {sorted(keys)}, got "
-                             f"{describe(state)}")
-        check_count_tensor("global_step", state["global_step"])
-        for key in ("micro_steps", "update_steps"):
-            value = state[key]
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"Expected `{key}` to be an int >= 0, got {describe(value)}")
-        accumulator = Accumulator(self._accumulator._vars, self._accumulator._divisor)
-        accumulator.load_state_dict(state["accumulator"])
-        return accumulator
+        return check_step_state(state, {"global_step", "micro_steps", "update_steps",
+                                        "accumulator", "pipeline"}, self._accumulator)
 
     def load_state_dict(self, state: dict[str, Any],
                         accumulator: Accumulator | None = None) -> None:

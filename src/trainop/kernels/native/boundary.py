@@ -23,12 +23,13 @@ tensor and what is wrong (wrong dtype, element count, layout, device or written 
 overlaps: no path could run it correctly), or the data pointers and element counts to call C
 with.
 
-Cost: the full check is a Python pass over the tensors plus a sort of their address ranges.
-A caller that steps the same tensors again passes a ``cache`` object: the check is then
-remembered under the tensors' data pointers and element counts (read in bulk), and repeated
-only when one of them changed (a tensor replaced, ``resize_()``, ``set_()``, a new storage);
-the gradients, which change every step, have their types and contiguity checked every time,
-their dtype and shape by the step plan.
+Cost: every call makes one pass over the tensors (exact type, strided, CPU, dtype,
+contiguous; data pointers and element counts), in C by the metadata reader where it is built
+(a few nanoseconds per tensor). The full check (shapes, 0-dim lists, the sort of address
+ranges) runs once: a caller that steps the same tensors again passes a ``cache`` object, and
+the check is remembered under the variables' and slots' data pointers and every tensor's
+element count, repeated only when one of them changed (a tensor replaced, ``resize_()``,
+``set_()``, a new storage).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainop.kernels.native import metadata
 from trainop.kernels.native._binding import pointers, sizes
 
 __all__ = ["PLAIN", "checked", "checked_rows", "is_plain", "plain_dense"]
@@ -97,28 +99,56 @@ def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
     """
     if not lists or not lists[0]:
         return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
-    if not all(map(is_plain, lists)):
+    list_dtypes = list_dtypes or {}
+    status, addresses, counts = _read(lists, tuple(list_dtypes.get(k, dtype)
+                                                   for k in range(len(lists))))
+    if status == _SUBCLASS:
         return None  # a tensor subclass: its own semantics, on the safe path
-    addresses = pointers(lists)
-    if addresses is None:
-        if any(t.layout != torch.strided for tensors in lists for t in tensors):
-            _full_check(lists, dtype, list_dtypes or {}, scalar_lists, rule)
+    if status != _OK:
+        if status != _NOT_CONTIGUOUS:
+            _full_check(lists, dtype, list_dtypes, scalar_lists, rule)
         return None  # not contiguous: the list path
     n = len(lists[0])
-    counts = [sizes(tensors) for tensors in lists]
     if cache is not None:
-        key = np.concatenate([addresses[:n], addresses[2 * n:]]  # not the gradients
-                             + [counts[k].view(np.uint64) for k in range(len(lists)) if k != 1])
-        saved = cache.native_checked
-        if (saved is not None and saved.shape == key.shape and np.array_equal(saved, key)
-                and (len(lists) < 2 or np.array_equal(counts[1], counts[0]))):
-            return addresses, counts[0]
-    _full_check(lists, dtype, list_dtypes or {}, scalar_lists, rule)
+        # The variables' and slots' memory and every tensor's size (the gradients, new every
+        # step, by size only): while these are as last checked, so is everything checked.
+        key = counts.tobytes() + addresses[:n].tobytes() + addresses[2 * n:].tobytes()
+        if cache.native_checked == key:
+            return addresses, counts[:n]
+    _full_check(lists, dtype, list_dtypes, scalar_lists, rule)
     if not _check_overlap(lists, addresses, counts, read_only, rule):
         return None
     if cache is not None:
         cache.native_checked = key
-    return addresses, counts[0]
+    return addresses, counts[:n]
+
+
+_OK, _SUBCLASS, _NOT_CONTIGUOUS = 0, 1, 2  # the reader's other codes: layout/device, dtype
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
+def _read(lists, dtypes) -> tuple[int, np.ndarray, np.ndarray]:
+    """One pass over every tensor: a status code (see ``metadata.cpp``'s ``plain``), the data
+    pointers and the element counts, list after list. By the metadata reader in one call
+    where it is built, else attribute by attribute (a bad layout, device or dtype is then
+    found by ``_full_check``, which the caller runs on a cache miss)."""
+    total = sum(map(len, lists))
+    reader = metadata.load()
+    if reader is not None:
+        lists = [t if type(t) is list else list(t) for t in lists]
+        both = np.empty(2 * total, dtype=np.int64)  # one allocation: pointers, then counts
+        address = both.ctypes.data
+        status = reader.plain(lists, _PLAIN_TYPES, dtypes, address, address + 8 * total)
+        return status, both[:total].view(np.uint64), both[total:]
+    if not all(map(is_plain, lists)):
+        return _SUBCLASS, None, None
+    if any(t.layout != torch.strided or t.device.type != "cpu"
+           for tensors in lists for t in tensors):
+        return 3, None, None
+    addresses = pointers(lists)
+    if addresses is None:
+        return _NOT_CONTIGUOUS, None, None
+    return _OK, addresses, np.concatenate([sizes(tensors) for tensors in lists])
 
 
 def _full_check(lists, dtype, list_dtypes, scalar_lists, rule) -> None:
@@ -153,7 +183,7 @@ def _check_overlap(lists, addresses, counts, read_only, rule) -> bool:
     for k, tensors in enumerate(lists):
         size = tensors[0].element_size() if tensors else 0
         start = addresses[k * n:(k + 1) * n].astype(np.int64)
-        end = start + counts[k] * size
+        end = start + counts[k * n:(k + 1) * n] * size
         (read if k in read_only else written).append((start, end, k))
     if not written:
         return True
@@ -190,22 +220,25 @@ def checked_rows(tables: Sequence[torch.Tensor], indices: torch.Tensor,
     """
     var = tables[0]
     extra = [indices] if values is None else [indices, values]
-    if not plain_dense(extra):
+    if not (plain_dense(extra) and plain_dense(tables)):
         return False
     if indices.dtype != torch.int64 or indices.dim() != 1 or var.dim() == 0:
         return False
     if values is not None and (values.dtype != var.dtype
                                or values.shape != (indices.numel(), *var.shape[1:])):
         return False
-    try:
-        found = checked([[t] for t in tables], dtype=var.dtype, read_only=frozenset(), rule=rule)
-    except ValueError:
+    if any(t.dtype != var.dtype or t.shape != var.shape for t in tables):
         return False  # the reference raises torch's error (the step validates shapes first)
-    if found is None:
-        return False
-    ends = [(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tables]
-    for t in extra:
-        lo, hi = t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()
-        if hi > lo and any(b > lo and a < hi for a, b in ends):
-            return False  # a gradient sharing a table's memory: the reference handles it
-    return True
+    # A few tensors: pairwise, no sort. Written tables may not overlap each other, and the
+    # read indices and values may not overlap a table.
+    ranges = [_span(t) for t in tables]
+    for i, (lo, hi) in enumerate(ranges):
+        if any(b > lo and a < hi for a, b in ranges[i + 1:]):
+            return False
+    # a gradient sharing a table's memory: the reference handles it
+    return not any(b > lo and a < hi for lo, hi in map(_span, extra) for a, b in ranges)
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    start = t.data_ptr()
+    return start, start + t.numel() * t.element_size()

@@ -14,7 +14,7 @@ from typing import Any
 from trainop._validation import describe
 from trainop.configs import check_keys, closest, load_config
 
-__all__ = ["DEFAULTS", "NOT_SUPPORTED", "read_config"]
+__all__ = ["DEFAULTS", "read_config"]
 
 #: option -> default (RETURNN's TF backend).
 DEFAULTS: dict[str, Any] = {
@@ -61,11 +61,6 @@ LR_CONTROL_KEYS = ("learning_rates", "learning_rate_control", "min_learning_rate
                    "newbob_multi_num_epochs", "newbob_multi_update_interval",
                    "learning_rate_control_error_measure", "learning_rate_file")
 
-#: Options this version of the Updater does not implement yet: an error, never ignored.
-NOT_SUPPORTED = (
-                 "weight_decay_modules_blacklist",
-                 "weight_decay_custom_include_check", "param_groups_custom",
-                 "debug_grad_summaries")
 
 _MISSPELLINGS = {
     "grad_clip": "You set grad_clip in the config, but the option is called "

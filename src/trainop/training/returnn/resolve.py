@@ -24,6 +24,7 @@ from typing import Any
 from trainop._validation import describe
 from trainop.optimizer import Optimizer
 from trainop.registry import get_optimizer_class as _registry_class
+from trainop.training.returnn.torch_classes import resolve_torch_class, torch_kwargs
 
 __all__ = ["LEGACY_FLAGS", "optimizer_spec", "resolve_class"]
 
@@ -55,12 +56,25 @@ def _accepts(cls: type, name: str) -> bool:
     return name in inspect.signature(cls.__init__).parameters
 
 
-def optimizer_spec(options: dict[str, Any]) -> tuple[type[Optimizer], dict[str, Any], float]:
-    """``(class, constructor kwargs without learning_rate, learning-rate multiplier)``."""
+def optimizer_spec(options: dict[str, Any]) -> tuple[type, dict[str, Any], float,
+                                                     dict[str, Any] | None]:
+    """``(class, constructor kwargs without learning_rate, learning-rate multiplier, group
+    options)``: the group options (``torch_classes.GROUP_KEYS``) for a ``torch.optim`` class
+    (RETURNN's PyTorch-backend semantics, ``torch_classes``), ``None`` for a trainop class."""
     epsilon = options["optimizer_epsilon"]
     momentum = float(options["momentum"] or 0.0)
     locking = bool(options["optimizer_use_locking"])
     config = options["optimizer"]
+    torch_backend = options["backend"] == "torch"
+    if torch_backend and not config:
+        raise ValueError("config field 'optimizer' needs to be set explicitely for the Torch "
+                         "backend (RETURNN's message; e.g. {'class': 'adamw'})")
+    if config and isinstance(config, dict) and "class" in config:
+        kwargs = dict(config)
+        torch_class = resolve_torch_class(kwargs.pop("class"), plain_names=torch_backend)
+        if torch_class is not None:
+            kwargs, group_options, multiplier = torch_kwargs(torch_class, kwargs, options)
+            return torch_class, kwargs, multiplier, group_options
     if config:
         if isinstance(config, str):
             raise ValueError(f"Expected `optimizer` to be a dict with a 'class' key (RETURNN's "
@@ -82,8 +96,8 @@ def optimizer_spec(options: dict[str, Any]) -> tuple[type[Optimizer], dict[str, 
             kwargs.setdefault("momentum", momentum)
         if locking and _accepts(cls, "use_locking"):
             kwargs.setdefault("use_locking", locking)
-        return cls, kwargs, multiplier
-    return (*_legacy(options, epsilon, momentum, locking), 1.0)
+        return cls, kwargs, multiplier, None
+    return (*_legacy(options, epsilon, momentum, locking), 1.0, None)
 
 
 def _legacy(options: dict[str, Any], epsilon: float, momentum: float,

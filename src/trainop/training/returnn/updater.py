@@ -49,9 +49,17 @@ from trainop.processing import (
 )
 from trainop.training._params import as_parameters, check_count_tensor
 from trainop.training.distributed import reduce_grads_in_place, world_size
-from trainop.training.returnn.options import NOT_SUPPORTED, read_config
+from trainop.training.returnn.options import read_config
 from trainop.training.returnn.resolve import optimizer_spec, resolve_class
+from trainop.training.returnn.summaries import updater_summaries
+from trainop.training.returnn.torch_classes import (
+    GROUP_KEYS,
+    param_groups,
+    resolve_torch_class,
+)
+from trainop.training.returnn.torch_step import TorchClassStep
 from trainop.training.step import TrainingStep
+from trainop.training.summaries import open_writer
 
 __all__ = ["Updater"]
 
@@ -62,6 +70,12 @@ SEED_ADVICE = (
     "setup bugs; try `gradient_nan_inf_filter`, beta1=0.5, or `debug_add_check_numerics_ops` "
     "(trainop.check_numerics)."
 )
+
+
+#: Options of RETURNN's TF updater that its PyTorch backend rejects (spec §6.1).
+TF_ONLY = ("gradient_clip_norm", "gradient_clip_avg_norm", "global_norm_tag",
+           "gradient_clip_global_norm_tag", "grad_norm_to_clip_to_zero", "maximize_grad_norm",
+           "debug_grad_summaries", "gradient_nan_inf_filter", "tags")
 
 
 def _number(options: dict[str, Any], key: str) -> float:
@@ -88,20 +102,60 @@ class _Step:
     """One built update: the pipeline, the core and what a step needs (``get_optim_op``)."""
 
     def __init__(self, updater: Updater, o: dict[str, Any], params: list[torch.Tensor],
-                 spec: tuple[type, dict[str, Any], float], previous: list[Any], *,
-                 shared_norm: bool = False) -> None:
-        cls, kwargs, multiplier = spec
+                 spec: tuple[type, dict[str, Any], float, dict[str, Any] | None],
+                 previous: list[Any], *, shared_norm: bool = False) -> None:
+        cls, kwargs, multiplier, group_options = spec
         self.params = params
-        self.optimizer = cls(learning_rate=updater._lr_fn(multiplier), params=params, **kwargs)
+        self.torch_class = group_options is not None
+        if self.torch_class:
+            self._init_torch_class(updater, o, cls, kwargs, multiplier, group_options)
+        else:
+            self.optimizer = cls(learning_rate=updater._lr_fn(multiplier), params=params,
+                                 **kwargs)
+            self._init_pipeline(o, shared_norm)
         for old in previous:  # slots of parameters that stay are kept
             if type(old) is not type(self.optimizer):
                 continue
             kept = [p for p in params if p in old.state]
             for p in kept:
                 self.optimizer.state[p] = old.state[p]
-            if kept:
+            if kept and not self.torch_class:
                 self.optimizer.param_groups[0]["non_slot"] = {
                     k: v.clone() for k, v in old.param_groups[0]["non_slot"].items()}
+        self.reduce = bool(o["use_horovod"]) and o["horovod_reduce_type"] == "grad"
+        self.average = bool(o["horovod_avg_grad"])
+
+    def _init_torch_class(self, updater: Updater, o: dict[str, Any], cls: type,
+                          kwargs: dict[str, Any], multiplier: float,
+                          group_options: dict[str, Any]) -> None:
+        """A ``torch.optim`` class: RETURNN's PyTorch backend (``torch_classes``,
+        ``torch_step``); the options it does not have are errors, as upstream."""
+        for key in TF_ONLY:
+            if o.get(key) not in (None, 0, 0.0, False, (), []):
+                raise ValueError(f"PyTorch updater: option {key} not supported currently "
+                                 f"(RETURNN's PyTorch backend, used for the torch.optim class "
+                                 f"{cls.__name__}); use a trainop optimizer for TF semantics")
+        if o["decouple_constraints"] and any(getattr(p, "RETURNN_constraint_L2", 0)
+                                             for p in self.params):
+            raise ValueError("Expected no per-parameter `RETURNN_constraint_L2` with a "
+                             f"torch.optim class ({cls.__name__}): its decay is the class's "
+                             "`weight_decay` (RETURNN's PyTorch backend ignores the marks)")
+        kwargs = dict(kwargs)
+        groups, multipliers = param_groups(updater._model, self.params, cls, kwargs,
+                                           group_options)
+        self.optimizer = cls(groups, lr=updater._host_lr() * multiplier, **kwargs)
+        self.n = _count(o, "accum_grad_multiple_step")
+        self.tags, self.decay, self.needs_norm, self.pipeline = (), [], False, None
+        limit = o["num_allowed_consec_invalid_gradient_steps"]
+        self.core = TorchClassStep(
+            self.optimizer, self.params, [m * multiplier for m in multipliers],
+            noise=_number(o, "gradient_noise"), clip_value=_number(o, "gradient_clip"),
+            clip_global_norm=_number(o, "gradient_clip_global_norm"),
+            max_invalid=None if limit is None else _count(
+                o, "num_allowed_consec_invalid_gradient_steps"), advice=SEED_ADVICE)
+
+    def _init_pipeline(self, o: dict[str, Any], shared_norm: bool) -> None:
+        """A trainop optimizer: the ``GradientPipeline`` in RETURNN TF's per-variable order."""
         self.n = _count(o, "accum_grad_multiple_step")
         self.tags = tuple(o.get("tags") or ())
         clip_global = _number(o, "gradient_clip_global_norm")
@@ -139,12 +193,10 @@ class _Step:
         self.pipeline = GradientPipeline(self.optimizer, processors)
         # use_horovod: every micro-step's gradients are reduced before anything else (RETURNN's
         # TF order: the global norm G is of the reduced gradients), so not again in the core
-        self.reduce = bool(o["use_horovod"]) and o["horovod_reduce_type"] == "grad"
-        self.average = bool(o["horovod_avg_grad"])
         self.core = TrainingStep(self.pipeline, divisor=None, accumulate=self.n > 1,
                                  average_over_ranks=False)
         self.decay = [(p, float(p.RETURNN_constraint_L2))
-                      for p in params if o["decouple_constraints"]
+                      for p in self.params if o["decouple_constraints"]
                       and getattr(p, "RETURNN_constraint_L2", 0)]
 
 
@@ -170,13 +222,16 @@ class Updater:
             result = updater.step(loss_fn(model(x), y))
     """
 
-    def __init__(self, config: Any, model: Any, initial_learning_rate: float | None = None
-                 ) -> None:
+    def __init__(self, config: Any, model: Any, initial_learning_rate: float | None = None,
+                 *, summary_writer: Any = None, summary_frequency: int = 100) -> None:
         options, unresolved = read_config(config)
-        for key in NOT_SUPPORTED:
-            if options[key] not in (None, 0, 0.0, False):
-                raise ValueError(f"The Updater option `{key}` is not supported by trainop yet "
-                                 f"(got {options[key]!r})")
+        if isinstance(summary_frequency, bool) or not isinstance(summary_frequency, int) \
+                or summary_frequency < 1:
+            raise ValueError(f"Expected `summary_frequency` to be an int >= 1, got "
+                             f"{summary_frequency!r}")
+        if options["debug_grad_summaries"] and summary_writer is None:
+            raise ValueError("Expected a `summary_writer` (a SummaryWriter or a log directory) "
+                             "with `debug_grad_summaries`: the summaries are written there")
         if options["backend"] not in ("tf", "torch"):
             raise ValueError(f"Expected `backend` to be one of ['tf', 'torch'], got "
                              f"{options['backend']!r}")
@@ -195,6 +250,11 @@ class Updater:
         self.last_grad_norm: torch.Tensor | None = None
         self.unresolved = unresolved
         self._spec = optimizer_spec(options)  # validated now; the optimizer is built lazily
+        for key in GROUP_KEYS:
+            if self._spec[3] is None and options[key] is not None:
+                raise ValueError(f"Expected no `{key}` with a trainop optimizer: the PyTorch "
+                                 f"backend's weight-decay groups are for torch.optim classes "
+                                 f"(e.g. {{'class': 'torch.optim.AdamW', 'weight_decay': 0.01}})")
         for key in ("accum_grad_multiple_step", "num_allowed_consec_invalid_gradient_steps"):
             _count(options, key)
         self._model = model if isinstance(model, torch.nn.Module) else None
@@ -215,6 +275,9 @@ class Updater:
         self._groups: list[_Step] | None = None
         self._groups_before: list[_Step] | None = None
         self._checker = None
+        self._summary_frequency = summary_frequency
+        self._updates = 0  # update attempts (summaries are written on every N-th)
+        self._writer = open_writer(summary_writer)  # opened last: a rejected call makes none
 
     # ------------------------------------------------------------------ learning rate
     def _dynamic_lr(self, dynamic: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
@@ -253,6 +316,16 @@ class Updater:
             return value * (multiplier * scale) if multiplier * scale != 1 else value
         return lr
 
+    def _host_lr(self) -> float:
+        """The effective learning rate as a host float, for ``torch.optim`` classes (the base
+        rate kept on the host; a ``dynamic_learning_rate`` is evaluated and read, one host
+        read per update, as RETURNN's PyTorch backend sets ``group["lr"]``)."""
+        scale = world_size() if self._options["use_horovod"] and \
+            self._options["horovod_scale_lr"] else 1
+        if self._dynamic is None:
+            return self._base_lr * scale
+        return float(self._dynamic(self._lr)) * scale
+
     def set_learning_rate(self, value: float) -> None:
         """The base learning rate (RETURNN's learning-rate control sets it once per epoch); the
         device tensor the optimizer reads is updated in place (no host read in a step)."""
@@ -267,8 +340,9 @@ class Updater:
     @staticmethod
     def get_optimizer_class(class_name: Any) -> type:
         """RETURNN's name resolution (``"adam"``, ``"AdamOptimizer"``, a class, a callable
-        returning a name)."""
-        return resolve_class(class_name)
+        returning a name; a dotted name such as ``"torch.optim.AdamW"`` is imported, a
+        ``torch.optim`` class returned as is)."""
+        return resolve_torch_class(class_name, plain_names=False) or resolve_class(class_name)
 
     @property
     def optimizer(self):
@@ -366,7 +440,12 @@ class Updater:
         if groups[0].reduce:
             reduce_grads_in_place(self._trainable, average=groups[0].average)
         norm = raw_norm
-        if norm is None and (self._log_grad_norm or any(g.needs_norm for g in groups)):
+        update_now = any(g.n <= 1 or t % g.n == g.n - 1 for g in groups)
+        summary = (self._writer is not None and update_now
+                   and self._updates % self._summary_frequency == 0
+                   and (self._options["debug_grad_summaries"] or self._log_grad_norm))
+        if norm is None and (self._log_grad_norm or summary
+                             or any(g.needs_norm for g in groups)):
             norm = global_norm([p.grad for p in self._trainable if p.grad is not None])  # G_all
         if self._tag is not None:  # G_tag: the parameters whose updater_opts tags hold it
             tagged = [p.grad for g in groups if self._tag in g.tags
@@ -375,11 +454,18 @@ class Updater:
                 (), device=self._lr.device)
         if self._log_grad_norm:  # a tensor: read it (a host sync) only when logging
             self.last_grad_norm = norm if self._tag is None else norm_all
+        if summary:
+            self._summaries(norm if self._tag is None else norm_all)
+        if update_now:
+            self._updates += 1
         results = []
         for g in groups:
             update = g.n <= 1 or t % g.n == g.n - 1
             if not update:
                 results.append(g.core.accumulate())
+                continue
+            if g.torch_class:  # RETURNN's PyTorch backend: torch.optim takes host floats
+                results.append(g.core.update(self._host_lr(), t))
                 continue
             with torch.no_grad():
                 for p, l2 in g.decay:
@@ -393,6 +479,24 @@ class Updater:
         self._step_count += 1
         self.last_results = results
         return results[0]
+
+    def _summaries(self, raw_norm: torch.Tensor) -> None:
+        """Write this update's summaries (``returnn.summaries``): the gradients as the update
+        sees them before noise and clipping (with accumulation: the window's sum)."""
+        names = {} if self._model is None else {
+            id(p): n for n, p in self._model.named_parameters()}
+        named = []
+        for g in self._groups:
+            waiting = {id(v): acc for acc, v in g.core._accumulator.pairs()} \
+                if g.core.accumulated_micro_steps else {}
+            for i, p in enumerate(g.params):
+                grad = p.grad
+                if id(p) in waiting:
+                    grad = waiting[id(p)] if grad is None else waiting[id(p)] + grad
+                named.append((names.get(id(p), f"param_{i}"), p, grad))
+        updater_summaries(named, raw_norm, debug=bool(self._options["debug_grad_summaries"]),
+                          log_grad_norm=self._log_grad_norm).write(self._writer,
+                                                                   self._step_count)
 
     def _backward_maximizing(self, loss: torch.Tensor) -> torch.Tensor:
         """``maximize_grad_norm`` f: g += d(-f * G_all)/dw, G_all the raw gradients' global

@@ -12,10 +12,18 @@
 //       False (nothing promised about the buffer) if one tensor is not contiguous.
 //   sizes(tensors, address) -> None
 //       each tensor's number of elements, written as int64 at `address`.
+//   plain(lists, types, dtypes, pointers, sizes) -> int
+//       the C boundary's per-step pass (../boundary.py): for every tensor of every list, its
+//       Python type is exactly one of `types`, it is strided, on the CPU, contiguous and of
+//       its list's dtype (`dtypes`: one torch.dtype per list); data pointers and element
+//       counts are written list after list as uint64 / int64. Returns 0 (all hold), 1 (a
+//       tensor of another type: a subclass), 2 (not contiguous), 3 (not strided or not on
+//       the CPU) or 4 (another dtype); the buffers are only complete after 0.
 //
 // The callers pass plain tensors and nn.Parameters only (no __torch_function__ subclasses);
 // a tensor without storage makes gradients() return None and pointers() return False.
 #include <Python.h>
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <cstdint>
@@ -114,10 +122,59 @@ PyObject* sizes(PyObject*, PyObject* args) {
     Py_RETURN_NONE;
 }
 
+PyObject* plain(PyObject*, PyObject* args) {
+    PyObject *lists, *types, *dtypes;
+    unsigned long long pointer_address, size_address;
+    if (!PyArg_ParseTuple(args, "OO!O!KK", &lists, &PyTuple_Type, &types, &PyTuple_Type,
+                          &dtypes, &pointer_address, &size_address) ||
+        !is_list(lists, "lists"))
+        return nullptr;
+    const Py_ssize_t n_lists = PyList_GET_SIZE(lists);
+    if (PyTuple_GET_SIZE(dtypes) != n_lists) {
+        PyErr_SetString(PyExc_ValueError, "plain(): one dtype per list");
+        return nullptr;
+    }
+    auto* out_pointers = reinterpret_cast<uint64_t*>(pointer_address);
+    auto* out_sizes = reinterpret_cast<int64_t*>(size_address);
+    const Py_ssize_t n_types = PyTuple_GET_SIZE(types);
+    Py_ssize_t k = 0;
+    long status = 0;
+    try {
+        for (Py_ssize_t l = 0; l < n_lists && status == 0; ++l) {
+            PyObject* list = PyList_GET_ITEM(lists, l);
+            if (!is_list(list, "each entry of lists")) return nullptr;
+            PyObject* dtype = PyTuple_GET_ITEM(dtypes, l);
+            if (!THPDtype_Check(dtype)) {
+                PyErr_SetString(PyExc_TypeError, "plain(): dtypes must be torch.dtype objects");
+                return nullptr;
+            }
+            const auto expected = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); ++i, ++k) {
+                PyObject* item = PyList_GET_ITEM(list, i);
+                bool known = false;
+                for (Py_ssize_t j = 0; j < n_types && !known; ++j)
+                    known = reinterpret_cast<PyObject*>(Py_TYPE(item)) ==
+                            PyTuple_GET_ITEM(types, j);
+                if (!known) { status = 1; break; }
+                const at::Tensor& t = THPVariable_Unpack(item);
+                if (t.layout() != c10::kStrided || !t.device().is_cpu()) { status = 3; break; }
+                if (t.scalar_type() != expected) { status = 4; break; }
+                if (!t.is_contiguous()) { status = 2; break; }
+                out_pointers[k] = reinterpret_cast<uintptr_t>(t.data_ptr());
+                out_sizes[k] = t.numel();
+            }
+        }
+    } catch (const std::exception&) {
+        status = 3;  // no storage (e.g. a tensor whose data cannot be read)
+    }
+    return PyLong_FromLong(status);
+}
+
 PyMethodDef methods[] = {
     {"gradients", gradients, METH_O, "Each parameter's gradient, or None (see the source)."},
     {"pointers", pointers, METH_VARARGS, "Data pointers of contiguous tensors, or False."},
     {"sizes", sizes, METH_VARARGS, "Element counts of tensors."},
+    {"plain", plain, METH_VARARGS, "The C boundary's per-step check (see the source)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "trainop_metadata", nullptr, -1, methods,
