@@ -62,8 +62,9 @@ ERRORS: list[Row] = [
         r"Expected no `global_norm_tag` with backend='torch'"),
     Row("horovod-reduce-param", U({"use_horovod": True, "horovod_reduce_type": "param"}),
         ValueError, r"horovod_reduce_type='grad' .* only, got 'param'"),
-    Row("check-numerics-output", U({"debug_add_check_numerics_on_output": True}), ValueError,
-        r"`debug_add_check_numerics_on_output` belongs to the network"),
+    Row("check-numerics-output-params", U({"debug_add_check_numerics_on_output": True}),
+        ValueError, r"Expected a torch.nn.Module as `model` with "
+                    r"`debug_add_check_numerics_on_output`"),
     Row("dynamic-lr-kwargs", U({"dynamic_learning_rate": lambda global_train_step: 1.0}),
         ValueError, r"Expected `dynamic_learning_rate` to accept \*\*kwargs"),
     Row("dynamic-lr-dict", U({"dynamic_learning_rate": {"interval": 2}}), ValueError,

@@ -395,6 +395,36 @@ def test_debug_add_check_numerics_ops_names_the_origin(capsys):
         u._checker.remove()
 
 
+def test_debug_add_check_numerics_on_output_checks_forward_and_backward_only():
+    """The output check alone: a NaN the forward pass produces is found in the forward phase;
+    the update phase is not watched (a NaN gradient step is caught in the backward phase)."""
+
+    class Sqrt(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.x = nn.Parameter(torch.tensor(1.0))
+
+        def forward(self):
+            return torch.sqrt(self.x)
+
+    model = Sqrt()
+    u = trainop.Updater({"learning_rate": 2.0, "debug_add_check_numerics_on_output": True},
+                        model)
+    try:
+        u.step(model())  # d sqrt(x)/dx = 0.5: x = 1 - 2 * 0.5 = 0
+        with pytest.raises(trainop.NumericsError) as info:  # sqrt(0)'s gradient is inf
+            u.step(model())
+            u._checker.check()
+        assert info.value.phase == "backward"
+        assert u._checker._phases == ("forward", "backward")
+    finally:
+        u._checker.remove()
+    with pytest.raises(ValueError, match="Expected a torch.nn.Module as `model` with "
+                                         "`debug_add_check_numerics_on_output`"):
+        trainop.Updater({"debug_add_check_numerics_on_output": True},
+                        [torch.zeros(1, requires_grad=True)])
+
+
 def test_bench_updater_runs():
     from trainop.bench.updater import render_updater, run_updater_benchmark
 

@@ -239,9 +239,11 @@ class Updater:
             raise ValueError(f"The Updater supports horovod_reduce_type='grad' (gradients "
                              f"reduced every step) only, got "
                              f"{options['horovod_reduce_type']!r}")
-        if options["debug_add_check_numerics_on_output"]:
-            raise ValueError("The Updater option `debug_add_check_numerics_on_output` belongs to "
-                             "the network: use trainop.check_numerics(model) around the steps")
+        if options["debug_add_check_numerics_on_output"] and not isinstance(
+                model, torch.nn.Module):
+            raise ValueError("Expected a torch.nn.Module as `model` with "
+                             "`debug_add_check_numerics_on_output` (its outputs are checked), "
+                             "got a list of parameters")
         self._options = options
         self._log_grad_norm = _log_grad_norm(options["log_grad_norm"])
         self._tag = _norm_tag(options)
@@ -396,17 +398,22 @@ class Updater:
 
     def _install_checks(self) -> None:
         """``debug_add_check_numerics_ops``: trainop's numerics checks on the model and the
-        optimizer's updates, installed with the update op (as RETURNN adds them to it); the
-        first NaN/Inf raises ``trainop.NumericsError`` naming the phase, module, op and step."""
-        if not self._options["debug_add_check_numerics_ops"]:
+        optimizer's updates, installed with the update op (as RETURNN adds them to it);
+        ``debug_add_check_numerics_on_output`` alone: the model's outputs and their gradients
+        (the forward and backward phases; RETURNN checks the network's output and its
+        gradient). The first NaN/Inf raises ``trainop.NumericsError`` naming the phase,
+        module, op and step."""
+        every = self._options["debug_add_check_numerics_ops"]
+        if not (every or self._options["debug_add_check_numerics_on_output"]):
             return
-        from trainop.training.numerics import NumericsChecker
+        from trainop.training.numerics.checker import PHASES, NumericsChecker
 
         if self._checker is not None:
             self._checker.remove()
         print("Adding checks for inf/nan.")
         watched = [self._model] if self._model is not None else []
-        self._checker = NumericsChecker(watched, self._optimizer).install()
+        self._checker = NumericsChecker(watched, self._optimizer, phases=PHASES if every else (
+            "forward", "backward")).install()
 
     def reset_optim_op(self) -> None:
         """Mark the update op for rebuilding (the optimizer state of parameters that stay is
