@@ -22,6 +22,7 @@ from trainop.bench.progress import Progress
 from trainop.bench.quiet import quiet_stderr
 from trainop.bench.report import render_markdown
 from trainop.bench.specs import SPECS, bytes_per_param
+from trainop.bench.verdict import judge
 from trainop.bench.workloads import build_data, make_workload
 from trainop.registry import OPTIMIZER_CLASSES
 
@@ -127,7 +128,7 @@ def test_markdown_report(tiny_result):
     for key in "abcd":
         assert f"### ({key})" in stdout
     assert "| optimizer | run | median ms | GB/s | % BW | peak extra | peer / ours |" in stdout
-    assert "Acceptance checks (indicative" in stdout
+    assert "Acceptance checks (informational" in stdout
     assert "at 100% bandwidth)" in stdout
 
 
@@ -344,6 +345,68 @@ def test_bandwidth_ceiling_from_known_numbers():
     [check] = [c for c in run_checks(_result_with([group], "b"))
                if c["check"] == "fast path vs reference"]
     assert check["ceiling"] is None and "note" not in check
+
+
+def test_tiny_run_ends_with_an_informational_verdict(tiny_result):
+    result, stdout = tiny_result
+    verdict, checks = result["verdict"], result["checks"]
+    assert verdict == judge(result)
+    assert not verdict["binding"] and verdict["outcome"] == "INFORMATIONAL"
+    assert verdict["exit_status"] == 0  # the fixture's run returned 0 with failing checks
+    assert verdict["failed"] == sum(c["status"] == "FAIL" for c in checks) > 0
+    assert verdict["passed"] == sum(c["status"] == "PASS" for c in checks)
+    assert verdict["not_measured"] == sum(c["status"] == "n/a" for c in checks)
+    assert len(verdict["failing"]) == verdict["failed"]
+    assert "--scale 1 with --repeats >= 10" in verdict["reason"]
+    assert "--scale 0.0005, --repeats 2" in verdict["reason"]
+    last = stdout.rstrip().splitlines()[-1]
+    assert last.startswith("**Verdict: INFORMATIONAL**") and last.endswith("exit status 0.")
+    assert f"Missed the target at this scale: {verdict['failed']}:" in stdout
+
+
+def _judged(statuses, scale=1.0, repeats=10):
+    checks = [{"check": "time vs torch Adam(fused)", "workload": "a", "optimizer":
+               f"AdamOptimizer auto{i}", "value": None if s == "n/a" else 1.0 + i, "op": "<=",
+               "threshold": 1.05, "status": s, "detail": ""} for i, s in enumerate(statuses)]
+    return judge({"config": {"scale": scale, "repeats": repeats}, "checks": checks})
+
+
+@pytest.mark.parametrize("statuses, scale, repeats, outcome, status", [
+    (["PASS", "PASS"], 1.0, 10, "PASS", 0),
+    (["PASS", "FAIL", "n/a"], 1.0, 10, "FAIL", 1),
+    (["PASS", "FAIL"], 1.0, 20, "FAIL", 1),
+    (["PASS", "n/a"], 1.0, 10, "PASS", 0),        # n/a neither passes nor fails
+    (["n/a"], 1.0, 10, "NO CHECKS", 0),
+    ([], 1.0, 10, "NO CHECKS", 0),
+    (["PASS", "FAIL"], 0.25, 10, "INFORMATIONAL", 0),  # thresholds stated for scale 1
+    (["PASS", "FAIL"], 2.0, 10, "INFORMATIONAL", 0),
+    (["PASS", "FAIL"], 1.0, 9, "INFORMATIONAL", 0),    # the criteria need >= 10 timed steps
+])
+def test_verdict_binds_only_at_the_stated_scale(statuses, scale, repeats, outcome, status):
+    verdict = _judged(statuses, scale, repeats)
+    assert (verdict["outcome"], verdict["exit_status"]) == (outcome, status)
+    assert verdict["binding"] == (scale == 1.0 and repeats >= 10)
+    assert (verdict["passed"], verdict["failed"], verdict["not_measured"]) == tuple(
+        statuses.count(s) for s in ("PASS", "FAIL", "n/a"))
+    if "FAIL" in statuses:
+        assert verdict["failing"] == ["time vs torch Adam(fused) (a): Adam auto1 2.00 "
+                                      "(target <= 1.05)"]
+
+
+def test_binding_failure_gives_exit_status_one(monkeypatch, capsys):
+    # The real command, with the binding scale moved to this tiny size: the foreach path's
+    # temporaries are 300% of the parameter bytes on (a), far over the 10% memory threshold.
+    from trainop.bench import verdict
+
+    monkeypatch.setattr(verdict, "BINDING_SCALE", 0.0005)
+    monkeypatch.setattr(verdict, "BINDING_MIN_REPEATS", 2)
+    rc = main(["bench", "--optimizers", "adam", "--workloads", "a", "--no-tf", "--no-torch",
+               "--implementations", "reference,foreach", *TINY])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "peak extra memory, % of param bytes (a): Adam foreach 300" in out
+    assert out.rstrip().splitlines()[-1].startswith("**Verdict: FAIL** — 1 binding check(s)")
+    assert out.rstrip().endswith("exit status 1.")
 
 
 @pytest.mark.parametrize("args, message", [

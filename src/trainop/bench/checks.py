@@ -1,7 +1,8 @@
 """The speed issue's acceptance criteria, judged on a benchmark result.
 
 Each check gives ``PASS``, ``FAIL`` or ``n/a`` (what it needs was not measured). They are only
-binding at ``--scale 1`` with ``--repeats >= 10``; other runs are marked indicative.
+binding at ``--scale 1`` with ``--repeats >= 10``; in other runs they are informational
+(``verdict`` judges which, and gives the exit status).
 
 1. AdamOptimizer <= 1.05x torch Adam(fused) on (a), (b) and <= 1.0x on (c);
 2. every optimizer's fast path (its automatic choice) >= 3x faster than its reference on (b);

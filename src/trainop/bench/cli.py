@@ -34,7 +34,13 @@ Time optimizer steps of trainop's implementations against torch.optim (for-loop,
 and TensorFlow 1's graph-mode kernels, all in this process. Prints, per workload, the median
 step time, effective GB/s (the algorithm's bytes per parameter / time), percent of this
 machine's memory bandwidth (probed in the same run), peak extra memory, and peer/ours ratios,
-then the speed issue's acceptance checks.
+then the speed issue's acceptance checks and a verdict.
+
+Verdict and exit status: the checks' thresholds are stated for --scale 1 with --repeats >= 10.
+Such a run is binding: it ends "Verdict: PASS" (exit status 0) or "Verdict: FAIL" (exit status
+1, the failed checks listed). At any other scale or with fewer repeats every check is
+informational: the run ends "Verdict: INFORMATIONAL" with what met and missed its target, and
+exit status 0. Checks that could not be measured (n/a) neither pass nor fail.
 
 Workloads: (a) one tensor of 32M parameters; (b) 400 tensors, 8M in all; (c) 2000 tensors of
 1000 (overhead-bound); (d) a 1M x 64 embedding, 1% of rows in a sparse gradient. --scale
@@ -257,4 +263,4 @@ def run(args: argparse.Namespace) -> int:
         write_json(result, args.json)
     if args.json != "-":
         sys.stdout.write(render_markdown(result))
-    return 0
+    return result["verdict"]["exit_status"]

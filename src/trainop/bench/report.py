@@ -19,6 +19,8 @@ import json
 import sys
 from typing import Any
 
+from trainop.bench.verdict import is_binding, judge, render_verdict
+
 __all__ = ["render_markdown", "write_json"]
 
 
@@ -106,10 +108,10 @@ def _checks_table(result: dict[str, Any]) -> list[str]:
     if not checks:
         return []
     cfg = result["config"]
-    binding = cfg["scale"] == 1 and cfg["repeats"] >= 10
+    binding = is_binding(cfg)
     lines = [
         "### Acceptance checks" + ("" if binding else
-                                   f" (indicative: scale {cfg['scale']:g}, "
+                                   f" (informational: scale {cfg['scale']:g}, "
                                    f"{cfg['repeats']} timed steps)"),
         "",
         "| check | workload | target | pass | fail | n/a | failing (value) | passing (value) |",
@@ -126,19 +128,22 @@ def _checks_table(result: dict[str, Any]) -> list[str]:
             f"{' · '.join(_item(c) for c in by['FAIL'])} | "
             f"{' · '.join(_item(c) for c in by['PASS'])} |")
     counts = {s: sum(c["status"] == s for c in checks) for s in ("PASS", "FAIL", "n/a")}
-    lines += ["", f"{counts['PASS']} passed, {counts['FAIL']} failed, {counts['n/a']} n/a "
+    passed, failed = ("passed", "failed") if binding else ("met", "missed")
+    lines += ["", f"{counts['PASS']} {passed}, {counts['FAIL']} {failed}, {counts['n/a']} n/a "
                   "(every check with its value: `checks` in the JSON output)."]
     return lines
 
 
 def render_markdown(result: dict[str, Any]) -> str:
-    """The whole report as markdown: header, one table per workload, checks, notes."""
+    """The whole report as markdown: header, one table per workload, checks, notes, and the
+    verdict last (``verdict``)."""
     lines = _header(result) + [""]
     for wl in result["workloads"]:
         lines += _workload_table(wl) + [""]
     lines += _checks_table(result)
     if result.get("notes"):
         lines += ["", "Notes:", ""] + [f"- {n}" for n in result["notes"]]
+    lines += ["", *render_verdict(result.get("verdict") or judge(result))]
     return "\n".join(lines).rstrip() + "\n"
 
 

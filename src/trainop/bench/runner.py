@@ -32,6 +32,7 @@ from trainop.bench.progress import Progress
 from trainop.bench.specs import spec_for
 from trainop.bench.tf1_peer import load_tensorflow
 from trainop.bench.timing import synchronizer, time_steps
+from trainop.bench.verdict import judge
 from trainop.bench.workloads import build_data, make_workload
 
 __all__ = ["SCHEMA", "BenchConfig", "run_benchmark"]
@@ -172,6 +173,7 @@ def _run_benchmark(config: BenchConfig) -> dict[str, Any]:
         "notes": notes,
     }
     out["checks"] = run_checks(out)
+    out["verdict"] = judge(out)
     return out
 
 
