@@ -6,7 +6,7 @@ happens as for any apply, as in TF: slots are created for it, ``_finish`` runs (
 powers advance), and ``global_step`` and the optimizer's step counter advance. A NaN is not zero,
 so a NaN gradient is applied. An all-zero gradient adds nothing to the global norm.
 
-Choices (tf1.md §7):
+Choices (the upstream TF1 spec, "Upstream quirks and the choices trainop must make" §7):
 
 - Q10: the wrapper does NOT modify the wrapped optimizer (TF patches the instance's hooks).
   Calling the wrapped optimizer directly still applies every gradient; the wrapper's own
@@ -86,7 +86,7 @@ class MultitaskOptimizerWrapper(PipelineFrontend):
     ``num_zero_filtered`` counts the skipped variables); every other attribute (``get_slot``,
     ``get_slot_names``, ``compute_gradients``, ``variables``, ...) is the wrapped optimizer's.
 
-    Example (tf1.md §5.7 ``testWrapper``):
+    Example (contrib's ``multitask_optimizer_wrapper_test.py`` ``testWrapper``):
         >>> import torch, trainop
         >>> from trainop.processing import MultitaskOptimizerWrapper
         >>> v0 = torch.tensor([1.0, 2.0], requires_grad=True)
@@ -139,7 +139,7 @@ def clip_gradients_by_global_norm(gradients_variables: Any, clip_norm: Any = 20.
     Returns:
         ``(list of (clipped gradient, variable), global_norm)``.
 
-    Example (tf1.md §5.7 ``testGradientClipping``):
+    Example (contrib's ``multitask_optimizer_wrapper_test.py`` ``testGradientClipping``):
         >>> import torch
         >>> from trainop.processing import clip_gradients_by_global_norm
         >>> vs = [torch.zeros(2) for _ in range(4)]

@@ -1,5 +1,7 @@
 """RETURNN's PyTorch backend for ``torch.optim`` classes: class resolution, constructor
-arguments and the weight-decay parameter groups (``../shared/spec/returnn.md`` §3.2, §6.2, §6.3).
+arguments and the weight-decay parameter groups (the upstream RETURNN spec: "PT
+``get_optimizer_class``" §3.2, "``create_optimizer``" §6.2, "Param groups and weight-decay
+exclusion" §6.3; ``docs/updater.md``).
 
 - Class: a ``torch.optim.Optimizer`` subclass; a callable returning one; a dotted name
   (``"torch.optim.AdamW"``, ``"mypackage.optim.Lion"``: module path + attribute, imported, as
