@@ -71,6 +71,8 @@ def empty_like(var: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Ten
     """``torch.empty_like(var, dtype=dtype)`` (layout preserved), on huge pages where
     ``wanted`` and ``var`` is contiguous."""
     dtype = dtype or var.dtype
-    if var.is_contiguous():
+    if type(var) in (torch.Tensor, torch.nn.Parameter) and var.is_contiguous():
         return empty(var.shape, dtype, var.device)
+    # a tensor subclass (a DTensor under FSDP2: the slot gets the parameter's placements) or a
+    # strided layout: torch's own allocation
     return torch.empty_like(var, dtype=dtype, memory_format=torch.preserve_format)

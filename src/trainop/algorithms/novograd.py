@@ -25,7 +25,10 @@ def novograd_denominator(grad: torch.Tensor, grad_norm_ema: torch.Tensor, *, bet
     (openseq2seq) as a 0-dim float32 tensor, updating ``grad_norm_ema`` in place."""
     # sum(float32(g)^2) as upstream; float16/bfloat16 accumulate in float32 without a copy.
     g32 = grad.float() if grad.dtype == torch.float64 else grad
-    n2 = torch.linalg.vector_norm(g32, dtype=torch.float32).square()
+    norm = torch.linalg.vector_norm(g32, dtype=torch.float32)
+    if hasattr(norm, "full_tensor"):  # a sharded gradient (DTensor): the whole tensor's norm
+        norm = norm.full_tensor()
+    n2 = norm.square()
     if persistent:
         v = torch.where(grad_norm_ema == 0, n2, grad_norm_ema * beta2 + n2 * (1 - beta2))
         grad_norm_ema.copy_(v)

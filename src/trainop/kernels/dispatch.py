@@ -28,6 +28,7 @@ import torch
 
 from trainop._sparse import RowSlices, row_slices
 from trainop.kernels import native
+from trainop.kernels.shards import is_sharded, local_shards
 
 __all__ = ["choose", "row_slices_for", "sparse_rows_natively", "update_bucket", "update_one",
            "update_pairs"]
@@ -79,9 +80,15 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
 
     ``bucket``: the step plan's bucket, where the choice and the C boundary's check are
     remembered."""
+    if opt._elementwise:
+        local = local_shards(vs, gs, slot_lists)  # DTensors (FSDP2): the local shards
+        if local is not None:
+            vs, gs, slot_lists = local
     # Only step() passes a plan bucket; there the choice depends on dtype, device and hp
     # alone (a decay_var_list, which also steers it, exists only inside apply_gradients).
-    if bucket is not None and bucket.chosen_for is hp:
+    if is_sharded(vs[0]):
+        implementation = "reference"  # not elementwise: torch's DTensor ops, per tensor
+    elif bucket is not None and bucket.chosen_for is hp:
         implementation = bucket.implementation  # the same hyperparameters as last step
     else:
         implementation = opt._choose_implementation(vs[0].dtype, vs[0].device, hp)

@@ -7,6 +7,7 @@ import torch
 from trainop._ranges import NON_NEGATIVE, UNIT_OPEN_RIGHT
 from trainop.algorithms.novograd import novograd_denominator, novograd_update
 from trainop.kernels.chunking import chunked
+from trainop.kernels.shards import local_shards
 from trainop.kernels.tensor_list import TensorList
 from trainop.optimizer import Optimizer, SlotSpec
 
@@ -89,7 +90,11 @@ class NovoGrad(Optimizer):
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         denominator = self._denominator(grad, slots["grad_norm_ema"], hp)
-        self._elementwise_update(var, grad, slots["momentum"], denominator, hp)
+        momentum = slots["momentum"]
+        local = local_shards([var], [grad], {"m": [momentum]})
+        if local is not None:  # sharded alike (FSDP2): the whole norm, then the local shards
+            (var,), (grad,), momentum = local[0], local[1], local[2]["m"][0]
+        self._elementwise_update(var, grad, momentum, denominator, hp)
 
     def _apply_foreach(self, vars_, grads, slots, hp, non_slot) -> None:
         """Per-tensor denominators first (one norm per tensor), then the elementwise part over

@@ -1,0 +1,146 @@
+"""#15: every trainop optimizer under FSDP2 (``fully_shard`` per layer and root: DTensor
+parameters, gradients and slots) and DDP, 2 gloo ranks each on half of every batch, equals one
+process on the whole batch (float32, 1e-5 relative, 4 steps). Elementwise optimizers update the
+local shards (the native kernels included); NovoGrad takes each whole tensor's norm through
+DTensor and updates the local shards. Also TF-style registration with DTensor variables."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from optimizer_kwargs import kwargs_for
+
+import trainop
+from trainop.registry import OPTIMIZER_CLASSES
+
+NAMES = sorted(OPTIMIZER_CLASSES)
+STEPS = 4
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+
+
+def _batch(k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(k)
+    return torch.randn(6, 8, generator=g), torch.randn(6, 4, generator=g)
+
+
+def _optimizer(name: str, params):
+    kwargs = kwargs_for(name)
+    if name == "AdagradDAOptimizer":
+        kwargs["global_step"] = torch.zeros((), dtype=torch.int64)
+    return OPTIMIZER_CLASSES[name](params=params, **kwargs)
+
+
+def _train(model, opt, rank: int | None, tf_style: bool = False) -> None:
+    for k in range(STEPS):
+        x, y = _batch(k)
+        if rank is not None:
+            x, y = x[rank * 3:(rank + 1) * 3], y[rank * 3:(rank + 1) * 3]
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        if tf_style:  # (FSDP2 reduce-scatters the gradients in backward's hooks)
+            loss.backward()
+            opt.apply_gradients([(p.grad, p) for p in model.parameters()])
+            for p in model.parameters():
+                p.grad = None
+        else:
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+
+
+def _rank(rank: int, port: int, out: str) -> None:
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel
+
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=60))
+    try:
+        results = {}
+        for name in NAMES:
+            for mode in ("fsdp2", "ddp"):
+                model = _model()
+                if mode == "fsdp2":
+                    for layer in model:
+                        if isinstance(layer, torch.nn.Linear):
+                            fully_shard(layer)
+                    fully_shard(model)
+                    wrapped = model
+                else:
+                    wrapped = DistributedDataParallel(model)
+                opt = _optimizer(name, model.parameters())
+                _train(wrapped, opt, rank)
+                params = [p.full_tensor() if hasattr(p, "full_tensor") else p
+                          for p in model.parameters()]
+                results[(name, mode)] = [p.detach().clone() for p in params]
+                if name == "AdamOptimizer" and mode == "fsdp2":
+                    plan = opt._step_plan
+                    results["adam-fsdp2-implementations"] = [b.implementation
+                                                             for b in plan.buckets]
+        model = _model()
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer)
+        fully_shard(model)
+        opt = trainop.AdamOptimizer(0.05)  # TF style: variables registered on first apply
+        _train(model, opt, rank, tf_style=True)
+        results[("tf-style", "fsdp2")] = [p.full_tensor().detach().clone()
+                                          for p in model.parameters()]
+        if rank == 0:
+            torch.save(results, out)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def distributed(tmp_path_factory) -> dict:
+    out = str(tmp_path_factory.mktemp("fsdp2") / "rank0.pt")
+    ctx = mp.get_context("spawn")
+    port = _free_port()
+    procs = [ctx.Process(target=_rank, args=(r, port, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    assert [p.exitcode for p in procs] == [0, 0]
+    return torch.load(out, weights_only=False)
+
+
+@pytest.mark.parametrize("mode", ["fsdp2", "ddp"])
+@pytest.mark.parametrize("name", NAMES)
+def test_two_ranks_equal_one_process(distributed, name, mode):
+    model = _model()
+    _train(model, _optimizer(name, model.parameters()), None)
+    for got, want in zip(distributed[(name, mode)], model.parameters(), strict=True):
+        torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
+    assert not torch.equal(distributed[(name, mode)][0], _model()[0].weight)  # it trained
+
+
+def test_fsdp2_runs_the_native_kernels_on_the_local_shards(distributed):
+    assert set(distributed["adam-fsdp2-implementations"]) == {"native"}
+
+
+def test_tf_style_registration_with_dtensor_variables(distributed):
+    model = _model()
+    _train(model, trainop.AdamOptimizer(0.05), None, tf_style=True)
+    for got, want in zip(distributed[("tf-style", "fsdp2")], model.parameters(), strict=True):
+        torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
