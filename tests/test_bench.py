@@ -16,6 +16,7 @@ import torch
 from trainop.__main__ import main
 from trainop.bench.candidates import implementations_of, plan_groups
 from trainop.bench.checks import bandwidth_ceiling, run_checks
+from trainop.bench.headline import headline_rows, render_headline
 from trainop.bench.memory import peak_extra_bytes
 from trainop.bench.probe import measure_bandwidth
 from trainop.bench.progress import Progress
@@ -362,6 +363,42 @@ def test_tiny_run_ends_with_an_informational_verdict(tiny_result):
     last = stdout.rstrip().splitlines()[-1]
     assert last.startswith("**Verdict: INFORMATIONAL**") and last.endswith("exit status 0.")
     assert f"Missed the target at this scale: {verdict['failed']}:" in stdout
+
+
+def test_headline_compares_each_optimizer_with_its_fastest_outside_peer():
+    def group(name, ours, peers):
+        return {"optimizer": name, "subjects": [
+                    _row("r", "trainop", "reference", 9.0),
+                    {**_row("a", "trainop", "auto", ours), "bandwidth_pct": 80.0}],
+                "peers": [{**_row(pid, kind, "x", t), "bandwidth_pct": 40.0}
+                          for pid, kind, t in peers]}
+
+    sparse = {"key": "d", "title": "embedding", "sparse": True, "groups": [
+        group("AdamOptimizer", 3.0, [("torch:SparseAdam", "torch", 1.0)]),
+        group("LazyAdamOptimizer", 0.5, [("trainop:AdamOptimizer[auto]", "trainop", 0.1),
+                                         ("torch:SparseAdam", "torch", 2.0),
+                                         ("tf1:Adam", "tf1", 4.0),
+                                         ("torch:broken", "torch", None)]),
+        group("NovoGrad", 1.0, [])]}
+    rows = headline_rows({"workloads": [sparse]})
+    # The lead optimizer first; the dense-equivalent trainop row is no peer; no peer, no row.
+    assert [(r["optimizer"], r["peer"]["id"], r["ratio"]) for r in rows] == [
+        ("LazyAdamOptimizer", "torch:SparseAdam", 0.25), ("AdamOptimizer", "torch:SparseAdam", 3.0)]
+    lines = render_headline({"workloads": [sparse]})
+    assert lines[2] == "| workload | trainop | best peer | ratio | % of memory bandwidth |"
+    assert lines[4] == ("| (d) embedding | `LazyAdamOptimizer` auto 500.00 ms | torch:SparseAdam "
+                        "2000.00 ms | 0.25 | 80% / 40% |")
+    assert lines[5] == ("| (d), all 2 optimizers with a peer | each one's own | each one's fastest "
+                        "| 0.25-3.00, median 1.62; 1 of 2 <= 1.0 | 80% |")
+    no_peer = {**sparse, "groups": [group("NovoGrad", 1.0, [])]}
+    assert render_headline({"workloads": [no_peer]}) == []
+
+
+def test_tiny_report_opens_with_the_headline(tiny_result):
+    result, stdout = tiny_result
+    assert stdout.index("### Headline") < stdout.index("### (a)")
+    for key in "abcd":
+        assert f"| ({key}) " in stdout and f"| ({key}), all 4 optimizers with a peer |" in stdout
 
 
 def _judged(statuses, scale=1.0, repeats=10):

@@ -32,7 +32,7 @@ from typing import Any
 from trainop.bench.specs import SPECS
 from trainop.bench.torch_peers import PEERS, torch_implementations
 
-__all__ = ["bandwidth_ceiling", "run_checks"]
+__all__ = ["bandwidth_ceiling", "ours_row", "run_checks"]
 
 Row = dict[str, Any]
 
@@ -41,7 +41,8 @@ def _ok(row: Row | None) -> bool:
     return row is not None and bool(row.get("median_s"))
 
 
-def _ours(group: dict[str, Any]) -> Row | None:
+def ours_row(group: dict[str, Any]) -> Row | None:
+    """The row that stands for trainop in ``group`` (see the module docstring)."""
     # flat buffers need the user's trainop.flatten(): judged on their own, not as "ours".
     rows = [r for r in group["subjects"] if _ok(r) and r["implementation"] != "flat"]
     auto = [r for r in rows if r["implementation"] == "auto"]
@@ -72,7 +73,7 @@ def run_checks(result: dict[str, Any]) -> list[dict[str, Any]]:
         key = wl["key"]
         for group in wl["groups"]:
             name = group["optimizer"]
-            ours = _ours(group)
+            ours = ours_row(group)
             tag = f"{name} {ours['implementation']}" if ours else name
             if name == "AdamOptimizer" and key in ("a", "b", "c"):
                 peer = _peer(group, "torch:Adam[fused]")
@@ -140,7 +141,7 @@ def _fast_vs_reference(group: dict[str, Any], params: int | None,
     reference = next((r for r in group["subjects"] if r["implementation"] == "reference"), None)
     if not _ok(reference):
         reference = None
-    ours = _ours(group)
+    ours = ours_row(group)
     if ours is None or ours["implementation"] == "reference":
         if reference is None:
             return []

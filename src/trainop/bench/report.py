@@ -19,6 +19,7 @@ import json
 import sys
 from typing import Any
 
+from trainop.bench.headline import render_headline
 from trainop.bench.verdict import is_binding, judge, render_verdict
 
 __all__ = ["render_markdown", "write_json"]
@@ -135,9 +136,11 @@ def _checks_table(result: dict[str, Any]) -> list[str]:
 
 
 def render_markdown(result: dict[str, Any]) -> str:
-    """The whole report as markdown: header, one table per workload, checks, notes, and the
-    verdict last (``verdict``)."""
+    """The whole report as markdown: header, the headline table (``headline``), one table per
+    workload, checks, notes, and the verdict last (``verdict``)."""
     lines = _header(result) + [""]
+    headline = render_headline(result)
+    lines += headline + [""] if headline else []
     for wl in result["workloads"]:
         lines += _workload_table(wl) + [""]
     lines += _checks_table(result)
