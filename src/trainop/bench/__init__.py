@@ -5,9 +5,8 @@ parameter, peers), ``workloads`` (the issue's four workloads), ``torch_peers`` a
 ``tf1_peer`` (what trainop is compared with), ``candidates`` (what gets timed), ``probe``
 (memory bandwidth), ``timing``, ``memory`` (peak extra memory of a step), ``runner``,
 ``checks`` (the issue's acceptance criteria), ``headline`` (trainop against its best peer per
-workload), ``verdict`` (binding or informational, the
-exit status), ``report`` (markdown and JSON), ``progress``
-and ``cli``. Run it as ``trainop bench`` or ``python -m trainop bench``.
+workload), ``verdict`` (binding or informational, the exit status), ``report`` (markdown and
+JSON), ``progress`` and ``cli``. Run it as ``trainop bench`` or ``python -m trainop bench``.
 """
 
 from trainop.bench.runner import BenchConfig, run_benchmark
