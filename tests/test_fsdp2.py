@@ -108,12 +108,99 @@ def _rank(rank: int, port: int, out: str) -> None:
         dist.destroy_process_group()
 
 
-@pytest.fixture(scope="module")
-def distributed(tmp_path_factory) -> dict:
-    out = str(tmp_path_factory.mktemp("fsdp2") / "rank0.pt")
+class _WithExtra(torch.nn.Module):
+    """The model plus a layer whose gradient is all-zero after the first step (the all-zero
+    filter keeps it as it is; Adam's momentum would move it otherwise)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = _model()
+        torch.manual_seed(1)
+        self.extra = torch.nn.Linear(8, 4)
+
+    def forward(self, x, k):
+        return self.body(x) + (1.0 if k == 0 else 0.0) * self.extra(x)
+
+
+def _pipeline(params):
+    from trainop.processing import (
+        ClipByGlobalNorm,
+        FilterZeroGradients,
+        GradientPipeline,
+        SkipNonFinite,
+    )
+
+    return GradientPipeline(trainop.AdamOptimizer(0.05, params=params),
+                            [ClipByGlobalNorm(0.1), SkipNonFinite(), FilterZeroGradients()])
+
+
+def _train_pipeline(model, pipe, rank: int | None) -> list[tuple[float, bool]]:
+    out = []
+    for k in range(STEPS):
+        x, y = _batch(k)
+        if rank is not None:
+            x, y = x[rank * 3:(rank + 1) * 3], y[rank * 3:(rank + 1) * 3]
+        loss = torch.nn.functional.mse_loss(model(x, k), y)
+        if k == 2 and rank in (None, 1):  # a NaN on one rank: both ranks skip the step
+            loss = loss * float("nan")
+        loss.backward()
+        result = pipe.step()
+        out.append((float(result.global_norm), bool(result.applied)))
+        pipe.zero_grad()
+    return out
+
+
+def _pipeline_rank(rank: int, port: int, out: str) -> None:
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=60))
+    try:
+        model = _WithExtra()
+        for layer in [*model.body, model.extra]:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer)
+        fully_shard(model)
+        pipe = _pipeline(model.parameters())
+        calls = []
+        all_reduce = dist.all_reduce
+
+        def counting(*args, **kwargs):
+            calls.append(1)
+            return all_reduce(*args, **kwargs)
+
+        dist.all_reduce = counting
+        try:
+            x, y = _batch(0)
+            torch.nn.functional.mse_loss(model(x[:3], 0), y[:3]).backward()
+            before = len(calls)
+            batch = pipe.batch_from_grads()
+            batch.global_norm(), batch.nonfinite(), batch.amax()
+            per_step = len(calls) - before
+            pipe.zero_grad()
+        finally:
+            dist.all_reduce = all_reduce
+        model = _WithExtra()
+        for layer in [*model.body, model.extra]:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer)
+        fully_shard(model)
+        pipe = _pipeline(model.parameters())
+        results = _train_pipeline(model, pipe, rank)
+        full = [p.full_tensor().detach().clone() for p in model.parameters()]
+        if rank == 0:
+            torch.save({"results": results, "params": full, "all_reduces": per_step}, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def _spawn(target, out: str) -> None:
     ctx = mp.get_context("spawn")
     port = _free_port()
-    procs = [ctx.Process(target=_rank, args=(r, port, out)) for r in range(2)]
+    procs = [ctx.Process(target=target, args=(r, port, out)) for r in range(2)]
     for p in procs:
         p.start()
     for p in procs:
@@ -122,6 +209,29 @@ def distributed(tmp_path_factory) -> dict:
         if p.is_alive():
             p.kill()
     assert [p.exitcode for p in procs] == [0, 0]
+
+
+def test_pipeline_statistics_are_whole_tensor_and_one_all_reduce_each(tmp_path):
+    """ClipByGlobalNorm, SkipNonFinite (a NaN on one rank skips the step on both) and
+    FilterZeroGradients under FSDP2 equal the unsharded run; the global norm, the finite
+    check and ``max |g|`` cost one all_reduce per statistic (two: the norms and the maxima)."""
+    out = str(tmp_path / "pipeline.pt")
+    _spawn(_pipeline_rank, out)
+    got = torch.load(out, weights_only=False)
+    model = _WithExtra()
+    want = _train_pipeline(model, _pipeline(model.parameters()), None)
+    assert [a for _, a in got["results"]] == [a for _, a in want] == [True, True, False, True]
+    for (g, _), (w, _) in zip(got["results"], want, strict=True):
+        assert g == pytest.approx(w, rel=1e-5, nan_ok=True)
+    for a, b in zip(got["params"], model.parameters(), strict=True):
+        torch.testing.assert_close(a, b.detach(), rtol=1e-5, atol=1e-6)
+    assert got["all_reduces"] == 2
+
+
+@pytest.fixture(scope="module")
+def distributed(tmp_path_factory) -> dict:
+    out = str(tmp_path_factory.mktemp("fsdp2") / "rank0.pt")
+    _spawn(_rank, out)
     return torch.load(out, weights_only=False)
 
 

@@ -26,6 +26,7 @@ import torch
 
 from trainop._validation import Interval, check_int, check_real, describe
 from trainop.kernels.norms import float32_l2_norms
+from trainop.processing._sharded import sharded, whole_tensor_statistic
 
 __all__ = ["Gradients"]
 
@@ -73,6 +74,10 @@ def float32_norms(tensors: list[torch.Tensor], device: torch.device) -> torch.Te
     """
     if not tensors:
         return torch.zeros(0, dtype=_F32, device=device)
+    if sharded(tensors):  # DTensors: the whole tensors' norms, one all_reduce
+        return whole_tensor_statistic(
+            tensors, lambda local: float32_norms(local, local[0].device).square(),
+            op="sum").sqrt().to(device)
     first = tensors[0]
     if first.dtype == _F32 and all(t.dtype == _F32 and t.device == device for t in tensors):
         return float32_l2_norms(tensors)
@@ -250,7 +255,7 @@ class Gradients(Sequence):
     # ------------------------------------------------------------------ norms
     def _raw_l2(self) -> torch.Tensor:
         if self._l2 is None:
-            if self._uniform and self.original:
+            if self._uniform and self.original and not sharded(self._grads):
                 self._l2 = float32_l2_norms(self._grads)
             else:
                 self._l2 = float32_norms([values_of(g) for g in self.present_grads()],
@@ -260,8 +265,13 @@ class Gradients(Sequence):
     def _raw_amax(self) -> torch.Tensor:
         if self._amax is None:
             grads = self.present_grads()
-            self._amax = (torch.stack([amax_of(g).to(self.device) for g in grads]) if grads
-                          else torch.zeros(0, dtype=_F32, device=self.device))
+            if sharded(grads):  # DTensors: the whole tensors' max |g|, one all_reduce
+                self._amax = whole_tensor_statistic(
+                    grads, lambda local: torch.stack([amax_of(g) for g in local]),
+                    op="max").to(self.device)
+            else:
+                self._amax = (torch.stack([amax_of(g).to(self.device) for g in grads]) if grads
+                              else torch.zeros(0, dtype=_F32, device=self.device))
         return self._amax
 
     def _effective(self, raw: torch.Tensor) -> torch.Tensor:
