@@ -31,10 +31,11 @@ KNOWN_IMPLEMENTATIONS = ("reference", "foreach", "fused", AUTO, FLAT)
 
 DESCRIPTION = """\
 Time optimizer steps of trainop's implementations against torch.optim (for-loop, foreach, fused)
-and TensorFlow 1's graph-mode kernels, all in this process. Prints, per workload, the median
-step time, effective GB/s (the algorithm's bytes per parameter / time), percent of this
-machine's memory bandwidth (probed in the same run), peak extra memory, and peer/ours ratios,
-then the speed issue's acceptance checks and a verdict.
+and TensorFlow 1's graph-mode kernels, all in this process. Prints a headline table (each
+workload's lead optimizer against its fastest peer), then, per workload, the median step time,
+effective GB/s (the algorithm's bytes per parameter / time), percent of this machine's memory
+bandwidth (probed in the same run), peak extra memory, and peer/ours ratios, then the speed
+issue's acceptance checks and a verdict.
 
 Verdict and exit status: the checks' thresholds are stated for --scale 1 with --repeats >= 10.
 Such a run is binding: it ends "Verdict: PASS" (exit status 0) or "Verdict: FAIL" (exit status
