@@ -197,10 +197,78 @@ def _pipeline_rank(rank: int, port: int, out: str) -> None:
         dist.destroy_process_group()
 
 
-def _spawn(target, out: str) -> None:
+def _checkpoint_rank(rank: int, port: int, out: str, world: int = 2) -> None:
+    """Save (world size 2) after 2 steps, or load (world size 1) and take the next 2, with
+    torch.distributed.checkpoint's optimizer state-dict helpers, for every optimizer."""
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+    from torch.distributed.fsdp import fully_shard
+
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    try:
+        resumed = {}
+        for name in NAMES:
+            model = _model()
+            for layer in model:
+                if isinstance(layer, torch.nn.Linear):
+                    fully_shard(layer)
+            fully_shard(model)
+            opt = _optimizer(name, model.parameters())
+            where = os.path.join(out, name)
+            n = 6 // world
+            steps = range(2) if world == 2 else range(2, STEPS)
+            if world == 1:
+                opt.create_slots()  # (else DCP steps once with lr = 0 to make them)
+                sd = {"model": get_model_state_dict(model),
+                      "optim": get_optimizer_state_dict(model, opt)}
+                dcp.load(sd, checkpoint_id=where)
+                set_model_state_dict(model, sd["model"])
+                set_optimizer_state_dict(model, opt, optim_state_dict=sd["optim"])
+            for k in steps:
+                x, y = _batch(k)
+                torch.nn.functional.mse_loss(model(x[rank * n:(rank + 1) * n]),
+                                             y[rank * n:(rank + 1) * n]).backward()
+                opt.step()
+                opt.zero_grad()
+            if world == 2:
+                dcp.save({"model": get_model_state_dict(model),
+                          "optim": get_optimizer_state_dict(model, opt)}, checkpoint_id=where)
+            else:
+                resumed[name] = [p.full_tensor().detach().clone() for p in model.parameters()]
+        if world == 1:
+            torch.save(resumed, os.path.join(out, "resumed.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def _resume_at_world_size_one(rank: int, port: int, out: str) -> None:
+    _checkpoint_rank(rank, port, out, world=1)
+
+
+def test_a_sharded_checkpoint_at_world_size_2_resumes_at_world_size_1(tmp_path):
+    _spawn(_checkpoint_rank, str(tmp_path))
+    _spawn(_resume_at_world_size_one, str(tmp_path), world=1)
+    resumed = torch.load(tmp_path / "resumed.pt", weights_only=False)
+    for name in NAMES:
+        model = _model()
+        _train(model, _optimizer(name, model.parameters()), None)
+        for got, want in zip(resumed[name], model.parameters(), strict=True):
+            torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6, msg=name)
+
+
+def _spawn(target, out: str, world: int = 2) -> None:
     ctx = mp.get_context("spawn")
     port = _free_port()
-    procs = [ctx.Process(target=target, args=(r, port, out)) for r in range(2)]
+    procs = [ctx.Process(target=target, args=(r, port, out)) for r in range(world)]
     for p in procs:
         p.start()
     for p in procs:
@@ -208,7 +276,7 @@ def _spawn(target, out: str) -> None:
     for p in procs:
         if p.is_alive():
             p.kill()
-    assert [p.exitcode for p in procs] == [0, 0]
+    assert [p.exitcode for p in procs] == [0] * world
 
 
 def test_pipeline_statistics_are_whole_tensor_and_one_all_reduce_each(tmp_path):

@@ -64,7 +64,7 @@ def _check_structure(opt: Any, state_dict: Any) -> list[tuple[int, torch.Tensor,
     if not isinstance(groups, list | tuple) or len(groups) != len(opt.param_groups):
         raise ValueError(f"Expected `state_dict['param_groups']` to be a list of "
                          f"{len(opt.param_groups)} groups, got {describe(groups)}")
-    seen: set[int] = set()
+    seen: set[int | str] = set()
     triples = []
     for g, (saved, own) in enumerate(zip(groups, opt.param_groups, strict=True)):
         where = f"group {g}"
@@ -75,9 +75,11 @@ def _check_structure(opt: Any, state_dict: Any) -> list[tuple[int, torch.Tensor,
             _fail(ValueError, where, f"Expected `params` to list {len(own['params'])} "
                                      f"parameter ids, got {describe(ids)}")
         for i, pid in enumerate(ids):
-            if not isinstance(pid, int) or isinstance(pid, bool) or pid in seen:
-                _fail(ValueError, where, f"Expected `params[{i}]` to be a parameter id not "
-                                         f"used before, got {describe(pid)}")
+            # ints (torch's state_dict) or parameter names (torch.distributed.checkpoint's
+            # get_optimizer_state_dict); matched by position, as torch does
+            if not isinstance(pid, int | str) or isinstance(pid, bool) or pid in seen:
+                _fail(ValueError, where, f"Expected `params[{i}]` to be a parameter id (int) "
+                                         f"or name (str) not used before, got {describe(pid)}")
             seen.add(pid)
         triples.append((g, saved, own))
     extra = [k for k in state if k not in seen]

@@ -683,6 +683,23 @@ class Optimizer(torch.optim.Optimizer):
             self._update(pairs, index, prepared)
             self._finish_groups(prepared)
 
+    @torch.no_grad()
+    def create_slots(self) -> None:
+        """Create the slots of every parameter of the groups and the groups' non-slot variables
+        now, without an update (TF creates them when the update op is built; trainop otherwise
+        on a variable's first update). For loaders that expect a populated ``state`` before
+        they load one, e.g. ``torch.distributed.checkpoint``'s ``set_optimizer_state_dict`` on
+        a fresh optimizer, which would otherwise step once with ``lr = 0`` (a rate some TF
+        optimizers reject: Ftrl, ProximalAdagrad, AdagradDA)."""
+        states = self._tracked_state()
+        prepared = {gi: self._step_hyper(group) for gi, group in enumerate(self.param_groups)}
+        for gi, group in enumerate(self.param_groups):
+            for v in group["params"]:
+                if not states.get(v):
+                    states[v] = SlotState(states, self._make_slots(v, group))
+            if group["params"]:
+                self._ensure_non_slot(group, prepared[gi])
+
     def _update(self, pairs, index: dict[int, int], prepared: dict[int, Prepared]) -> None:
         """Hand ``pairs`` to the dispatch (``kernels.dispatch.update_pairs``)."""
         dispatch.update_pairs(self, pairs, index, prepared, self.param_groups, self._gate)
