@@ -131,7 +131,8 @@ CASES = {
     "other parameter count": (adam, lambda sd: group(sd, "params", [0]), ValueError,
                               r"group 0: Expected `params` to list 2 parameter ids, got \[0\]"),
     "repeated parameter id": (adam, lambda sd: group(sd, "params", [0, 0]), ValueError,
-                              r"Expected `params\[1\]` to be a parameter id \(int\) or name \(str\) not used before"),
+                              r"Expected `params\[1\]` to be a parameter id \(int\) or name "
+                              r"\(str\) not used before"),
     "state for an unknown id": (adam, lambda sd: sd["state"].update({7: {}}), ValueError,
                                 r"`state` has entries for ids \[7\] that no group lists"),
     "no state key": (adam, lambda sd: sd.pop("state"), ValueError,
