@@ -322,3 +322,13 @@ def test_tf_style_registration_with_dtensor_variables(distributed):
     _train(model, trainop.AdamOptimizer(0.05), None, tf_style=True)
     for got, want in zip(distributed[("tf-style", "fsdp2")], model.parameters(), strict=True):
         torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_bench_fsdp2_runs_and_counts_one_all_reduce():
+    from trainop.bench.fsdp2 import render_fsdp2, run_fsdp2_benchmark
+
+    result = run_fsdp2_benchmark(layers=2, width=64, rounds=2, steps=1, warmup=1)
+    assert result["implementations"] == ["native"]
+    assert result["pipeline_all_reduces"] == 1
+    assert result["median_s"]["trainop"] > 0 and result["median_s"]["torch"] > 0
+    assert "trainop / torch" in render_fsdp2(result)

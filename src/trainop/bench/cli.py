@@ -11,6 +11,7 @@ import torch
 
 from trainop.bench.boundary import render_boundary, run_boundary_benchmark
 from trainop.bench.candidates import AUTO, FLAT
+from trainop.bench.fsdp2 import render_fsdp2, run_fsdp2_benchmark
 from trainop.bench.numerics import render_numerics, run_numerics_benchmark
 from trainop.bench.pipeline import render_pipeline, run_pipeline_benchmark
 from trainop.bench.report import render_markdown, write_json
@@ -207,6 +208,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "through trainop.Updater with the equivalent hand-built "
                         "GradientPipeline step (uses --repeats as steps per round, --warmup, "
                         "--json); exit status 1 above 1.05x")
+    p.add_argument("--fsdp2", action="store_true",
+                   help="instead of the optimizer workloads, time trainop's Adam step against "
+                        "torch.optim.Adam(fused=True) under FSDP2 on 2 gloo ranks (uses "
+                        "--repeats as steps per round, --warmup, --json); exit status 1 above "
+                        "1.0x")
     p.add_argument("--boundary", action="store_true",
                    help="instead of the optimizer workloads, compare the native step with its "
                         "checked C boundary against the same step with the pre-hardening "
@@ -219,8 +225,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Run ``trainop bench`` with parsed ``args``; returns the exit status."""
-    if args.train_step or args.numerics or args.pipeline or args.updater or args.boundary:
-        if args.boundary:
+    if (args.train_step or args.numerics or args.pipeline or args.updater or args.boundary
+            or args.fsdp2):
+        if args.fsdp2:
+            result = run_fsdp2_benchmark(steps=args.repeats, warmup=args.warmup)
+            render, status = render_fsdp2, 0 if result["passed"] else 1
+        elif args.boundary:
             result = run_boundary_benchmark(scale=args.scale, steps=args.repeats,
                                             warmup=args.warmup)
             render, status = render_boundary, 0 if result["passed"] else 1
