@@ -122,16 +122,18 @@ class _WithExtra(torch.nn.Module):
         return self.body(x) + (1.0 if k == 0 else 0.0) * self.extra(x)
 
 
-def _pipeline(params):
+def _pipeline(params, kind: str = "clip"):
     from trainop.processing import (
+        LARC,
         ClipByGlobalNorm,
         FilterZeroGradients,
         GradientPipeline,
         SkipNonFinite,
     )
 
+    stages = [LARC(larc_eta=0.002)] if kind == "larc" else [ClipByGlobalNorm(0.1)]
     return GradientPipeline(trainop.AdamOptimizer(0.05, params=params),
-                            [ClipByGlobalNorm(0.1), SkipNonFinite(), FilterZeroGradients()])
+                            [*stages, SkipNonFinite(), FilterZeroGradients()])
 
 
 def _train_pipeline(model, pipe, rank: int | None) -> list[tuple[float, bool]]:
@@ -150,7 +152,7 @@ def _train_pipeline(model, pipe, rank: int | None) -> list[tuple[float, bool]]:
     return out
 
 
-def _pipeline_rank(rank: int, port: int, out: str) -> None:
+def _pipeline_rank(rank: int, port: int, out: str, kind: str = "clip") -> None:
     import torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
 
@@ -164,7 +166,7 @@ def _pipeline_rank(rank: int, port: int, out: str) -> None:
             if isinstance(layer, torch.nn.Linear):
                 fully_shard(layer)
         fully_shard(model)
-        pipe = _pipeline(model.parameters())
+        pipe = _pipeline(model.parameters(), kind)
         calls = []
         all_reduce = dist.all_reduce
 
@@ -188,7 +190,7 @@ def _pipeline_rank(rank: int, port: int, out: str) -> None:
             if isinstance(layer, torch.nn.Linear):
                 fully_shard(layer)
         fully_shard(model)
-        pipe = _pipeline(model.parameters())
+        pipe = _pipeline(model.parameters(), kind)
         results = _train_pipeline(model, pipe, rank)
         full = [p.full_tensor().detach().clone() for p in model.parameters()]
         if rank == 0:
@@ -279,15 +281,21 @@ def _spawn(target, out: str, world: int = 2) -> None:
     assert [p.exitcode for p in procs] == [0] * world
 
 
-def test_pipeline_statistics_are_whole_tensor_and_one_all_reduce_each(tmp_path):
-    """ClipByGlobalNorm, SkipNonFinite (a NaN on one rank skips the step on both) and
-    FilterZeroGradients under FSDP2 equal the unsharded run; the global norm, the finite
-    check and ``max |g|`` cost one all_reduce per statistic (two: the norms and the maxima)."""
+def _larc_rank(rank: int, port: int, out: str) -> None:
+    _pipeline_rank(rank, port, out, "larc")
+
+
+@pytest.mark.parametrize("kind", ["clip", "larc"])
+def test_pipeline_statistics_are_whole_tensor_and_one_all_reduce_each(tmp_path, kind):
+    """ClipByGlobalNorm (or LARC: whole-tensor norms of gradients and variables),
+    SkipNonFinite (a NaN on one rank skips the step on both) and FilterZeroGradients under
+    FSDP2 equal the unsharded run; the global norm, the finite check and ``max |g|`` cost one
+    all_reduce per statistic (two: the norms and the maxima)."""
     out = str(tmp_path / "pipeline.pt")
-    _spawn(_pipeline_rank, out)
+    _spawn(_larc_rank if kind == "larc" else _pipeline_rank, out)
     got = torch.load(out, weights_only=False)
     model = _WithExtra()
-    want = _train_pipeline(model, _pipeline(model.parameters()), None)
+    want = _train_pipeline(model, _pipeline(model.parameters(), kind), None)
     assert [a for _, a in got["results"]] == [a for _, a in want] == [True, True, False, True]
     for (g, _), (w, _) in zip(got["results"], want, strict=True):
         assert g == pytest.approx(w, rel=1e-5, nan_ok=True)
@@ -332,3 +340,54 @@ def test_bench_fsdp2_runs_and_counts_one_all_reduce():
     assert result["pipeline_all_reduces"] == 1
     assert result["median_s"]["trainop"] > 0 and result["median_s"]["torch"] > 0
     assert "trainop / torch" in render_fsdp2(result)
+
+
+def _accumulate(model, pipe, rank: int | None, ddp=None) -> None:
+    """2 micro-batches per update, gradients summed in ``.grad`` (DDP: ``no_sync`` on the
+    first, so the ranks communicate once per update)."""
+    import contextlib
+
+    for k in range(STEPS):
+        x, y = _batch(k)
+        if rank is not None:
+            x, y = x[rank * 3:(rank + 1) * 3], y[rank * 3:(rank + 1) * 3]
+        quiet = ddp.no_sync() if ddp is not None and k % 2 == 0 else contextlib.nullcontext()
+        with quiet:
+            torch.nn.functional.mse_loss((ddp or model)(x), y).backward()
+        if k % 2 == 1:
+            pipe.step()
+            pipe.zero_grad()
+
+
+def _ddp_no_sync_rank(rank: int, port: int, out: str) -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from trainop.processing import ClipByGlobalNorm, GradientPipeline
+
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=60))
+    try:
+        model = _model()
+        ddp = DistributedDataParallel(model)
+        pipe = GradientPipeline(trainop.AdamOptimizer(0.05, params=model.parameters()),
+                                [ClipByGlobalNorm(0.1)])
+        _accumulate(model, pipe, rank, ddp)
+        if rank == 0:
+            torch.save([p.detach().clone() for p in model.parameters()], out)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ddp_accumulation_with_no_sync_equals_one_process(tmp_path):
+    out = str(tmp_path / "ddp.pt")
+    _spawn(_ddp_no_sync_rank, out)
+    model = _model()
+    from trainop.processing import ClipByGlobalNorm, GradientPipeline
+
+    _accumulate(model, GradientPipeline(trainop.AdamOptimizer(0.05, params=model.parameters()),
+                                        [ClipByGlobalNorm(0.1)]), None)
+    for got, want in zip(torch.load(out, weights_only=True), model.parameters(), strict=True):
+        torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
