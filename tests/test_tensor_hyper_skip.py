@@ -1,9 +1,11 @@
 """#16: a 0-dim tensor hyperparameter holding NaN (or -1, inf: outside its range) is caught at
 step time without a host read: the step is skipped on the device, exactly as a nonzero
 ``found_inf`` skips it (params, slots, counters unchanged), ``invalid_hyperparameters`` says
-so, and a GradientPipeline reports it in ``StepResult.skip_reason``. On the ``native`` and
-``fused`` kernels always; on ``foreach``/``reference`` when a ``found_inf`` is given (those
-paths read it anyway; without one the check would be a host read, so it is not made)."""
+so, and a GradientPipeline reports it in ``StepResult.skip_reason``. With the native kernels a
+CPU value is read on the host (they read CPU scalars anyway); elsewhere the check runs on the
+value's device and joins the gate on the ``fused`` kernels, or on ``foreach``/``reference`` when
+a ``found_inf`` is given (those paths read it anyway; without one the check would be a host
+read, so it is not made)."""
 
 from __future__ import annotations
 
@@ -56,14 +58,14 @@ def test_a_bad_tensor_learning_rate_skips_the_step_and_training_goes_on(name, im
     opt.step()
     _grads(ref_params, 1)
     ref.step()
-    assert not bool(opt.invalid_hyperparameters)
+    assert opt.invalid_hyperparameters is None
     before = _everything(opt, params)
     lr.fill_(bad)
     _grads(params, 2)
     hp = opt._step_hyper(opt.param_groups[0]).for_tensor(params[0])
-    on_device = opt._choose_implementation(torch.float32, params[0].device, hp) in (
+    on_kernels = opt._choose_implementation(torch.float32, params[0].device, hp) in (
         "native", "fused")  # "fused" with a tensor rate on the CPU runs foreach
-    opt.step(found_inf=None if on_device else torch.zeros(()))
+    opt.step(found_inf=None if on_kernels else torch.zeros(()))
     assert bool(opt.invalid_hyperparameters)
     after = _everything(opt, params)
     assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
@@ -74,9 +76,20 @@ def test_a_bad_tensor_learning_rate_skips_the_step_and_training_goes_on(name, im
         opt.step()
         _grads(ref_params, k)
         ref.step()
-    assert not bool(opt.invalid_hyperparameters)
+    assert opt.invalid_hyperparameters is None
     for a, b in zip(_everything(opt, params), _everything(ref, ref_params), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_native_checks_a_valid_cpu_value_on_the_host_and_adds_nothing():
+    var = torch.nn.Parameter(torch.ones(3))
+    opt = trainop.RMSPropOptimizer(learning_rate=torch.tensor(0.1), params=[var],
+                                   implementation="native")
+    var.grad = torch.ones(3)
+    with no_host_reads():  # float() of a CPU scalar only, as the native kernels read it
+        opt.step()
+    assert opt.invalid_hyperparameters is None
+    assert not torch.equal(var.detach(), torch.ones(3))
 
 
 def test_foreach_without_found_inf_does_not_check():

@@ -609,26 +609,37 @@ class Optimizer(torch.optim.Optimizer):
     def _guard_tensor_hypers(self, prepared: dict[int, Prepared],
                              updates: list[tuple[int, torch.Tensor, bool]]) -> None:
         """A 0-dim tensor hyperparameter (a tensor learning rate, or a callable's or policy's
-        tensor result) is not read during a step: its range check (``NaN``, ``-1``, ``inf``...)
-        runs on its device and skips this step's update where it fails, as a nonzero
-        ``found_inf`` does (nothing moves, counters included), wherever that costs no host
-        read: when every update of the step (``updates``: group index, a variable, sparse)
-        runs on a kernel that takes the skip flag (``native``, ``fused``), or when a
-        ``found_inf`` is given (the ``foreach``/``reference``/sparse paths read it anyway).
-        ``invalid_hyperparameters`` is that 0-dim bool flag for the last step, ``None`` when
-        nothing was checked on the device (only plain values, checked on the host by
-        ``_prepare``; or a path that would need a host read for it)."""
-        bad = None
+        tensor result) out of its range (``NaN``, ``-1``, ``inf``...) skips this step's update,
+        as a nonzero ``found_inf`` does (nothing moves, counters included), without a device
+        synchronisation. ``updates`` (group index, a variable, sparse) say which kernels run:
+
+        - every update on the native kernels and the value on the CPU: read on the host (as
+          the native kernels read CPU scalars anyway; nothing joins the gate when in range);
+        - else the range check runs on the value's device and the flag joins the gate wherever
+          that costs no host read: every update on a kernel that takes the skip flag
+          (``native``, ``fused``), or a ``found_inf`` given (the ``foreach``, ``reference`` and
+          sparse paths read it anyway); otherwise it is not checked.
+
+        ``invalid_hyperparameters``: the step's 0-dim bool flag, or ``None`` when nothing was
+        flagged on a device (host-checked values in range, or not checked)."""
+        kernels = [None if sparse else self._choose_implementation(
+            v.dtype, v.device, prepared[gi].for_tensor(v)) for gi, v, sparse in updates]
+        native_only = all(k == "native" for k in kernels)
+        bad, host_bad = None, False
         for hp in prepared.values():
             for key, value in hp.values.items():
-                if isinstance(value, torch.Tensor) and key in self._ranges:
-                    flag = outside(value, self._ranges[key])
-                    bad = flag if bad is None else bad | flag.to(bad.device)
+                if not isinstance(value, torch.Tensor) or key not in self._ranges:
+                    continue
+                if native_only and value.device.type == "cpu":
+                    host_bad = host_bad or float(value) not in self._ranges[key]
+                    continue
+                flag = outside(value, self._ranges[key])
+                bad = flag if bad is None else bad | flag.to(bad.device)
         if bad is not None and self._gate.found_inf is None and not all(
-                not sparse and self._choose_implementation(
-                    v.dtype, v.device, prepared[gi].for_tensor(v)) in ("native", "fused")
-                for gi, v, sparse in updates):
+                k in ("native", "fused") for k in kernels):
             bad = None  # the flag would cost a host read on this path: not checked
+        if host_bad:
+            bad = torch.ones((), dtype=torch.bool, device=updates[0][1].device)
         self.invalid_hyperparameters = bad
         if bad is not None:
             self._gate = self._gate.also_skipped_if(bad)
