@@ -231,3 +231,27 @@ def test_errors(config, exc, match):
         warnings.simplefilter("ignore")
         with pytest.raises(exc, match=match):
             trainop.Updater(config, _model()).get_optim_op()
+
+
+def test_a_custom_class_by_dotted_name_trains():
+    """RETURNN's ``test_torch_engine_train_lion_optimizer``: a class outside torch.optim by
+    its module path; here sign SGD, so one step moves every weight by exactly lr."""
+    model = torch.nn.Linear(3, 2)
+    before = [p.detach().clone() for p in model.parameters()]
+    u = trainop.Updater({"backend": "torch", "learning_rate": 0.25,
+                         "optimizer": {"class": "custom_torch_optim.SignSGD"}}, model)
+    u.step(model(torch.ones(4, 3)).sum())
+    for p, b in zip(model.parameters(), before, strict=True):
+        torch.testing.assert_close((b - p.detach()).abs(), torch.full_like(b, 0.25))
+
+
+def test_bf16_parameters_stay_bf16():
+    """RETURNN's ``test_torch_engine_bf16``: Adam on a bfloat16 model keeps bfloat16."""
+    model = _model().to(torch.bfloat16)
+    for backend_class in ({"backend": "torch", "optimizer": {"class": "adam"}},
+                          {"optimizer": {"class": "adam"}}):
+        u = trainop.Updater({**backend_class, "learning_rate": 0.01}, model)
+        for k in range(2):
+            u.step(_loss(model, k).float())
+        assert all(p.dtype == torch.bfloat16 and torch.isfinite(p).all()
+                   for p in model.parameters())
