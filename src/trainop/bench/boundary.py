@@ -1,8 +1,7 @@
 """``trainop bench --boundary``: what the checked C boundary costs the native step, on the
 workloads (a)-(d), interleaved in one process.
 
-Two copies of each optimizer step the same parameters and gradients with
-``implementation="native"``:
+One optimizer (``implementation="native"``) is stepped two ways, on the same tensors:
 
 - ``checked``: the step as shipped, every tensor handed to C verified by
   ``kernels.native.boundary`` (one pass per step; the full check cached by data pointer and
@@ -58,19 +57,18 @@ def _unchecked() -> Iterator[None]:
         boundary.checked, boundary.checked_rows = saved
 
 
-def _stepper(key: str, name: str, scale: float, unchecked: bool) -> Callable[[], None]:
+def _steppers(key: str, name: str, scale: float) -> dict[str, Callable[[], None]]:
+    """Both candidates step the same optimizer (same tensors, same memory layout)."""
     data = build_data(make_workload(key, scale), torch.float32, torch.device("cpu"))
     params, grads = data.clone()
     for p, g in zip(params, grads, strict=True):
         p.grad = g
     opt = getattr(trainop, name)(learning_rate=1e-3, params=params, implementation="native")
-    if not unchecked:
-        return opt.step
 
-    def step() -> None:
+    def unchecked() -> None:
         with _unchecked():
             opt.step()
-    return step
+    return {"checked": opt.step, "unchecked": unchecked}
 
 
 def run_boundary_benchmark(*, scale: float = 1.0, rounds: int = 8, steps: int = 5,
@@ -81,8 +79,7 @@ def run_boundary_benchmark(*, scale: float = 1.0, rounds: int = 8, steps: int = 
                            f"{trainop.kernels.native.unavailable_reason()}")
     rows = []
     for key, name in cases:
-        steps_of = {"checked": _stepper(key, name, scale, False),
-                    "unchecked": _stepper(key, name, scale, True)}
+        steps_of = _steppers(key, name, scale)
         medians = time_rounds(steps_of, rounds=rounds, steps=steps, warmup=warmup)
         ratio = medians["checked"] / medians["unchecked"]
         rows.append({"workload": key, "optimizer": name, "median_s": medians, "ratio": ratio,
