@@ -6,26 +6,18 @@ DTensor and updates the local shards. Also TF-style registration with DTensor va
 
 from __future__ import annotations
 
-import datetime
 import os
-import socket
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 from optimizer_kwargs import kwargs_for
 
 import trainop
+from trainop.bench._ranks import counted_all_reduces, init_rank, spawn_ranks
 from trainop.registry import OPTIMIZER_CLASSES
 
 NAMES = sorted(OPTIMIZER_CLASSES)
 STEPS = 4
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _model() -> torch.nn.Module:
@@ -36,6 +28,17 @@ def _model() -> torch.nn.Module:
 def _batch(k: int) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(k)
     return torch.randn(6, 8, generator=g), torch.randn(6, 4, generator=g)
+
+
+def _sharded(model: torch.nn.Module, layers=None) -> torch.nn.Module:
+    """``fully_shard`` every Linear layer (of ``layers``, default the model's) and the root."""
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in model if layers is None else layers:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)
+    fully_shard(model)
+    return model
 
 
 def _optimizer(name: str, params):
@@ -64,26 +67,15 @@ def _train(model, opt, rank: int | None, tf_style: bool = False) -> None:
 
 def _rank(rank: int, port: int, out: str) -> None:
     import torch.distributed as dist
-    from torch.distributed.fsdp import fully_shard
     from torch.nn.parallel import DistributedDataParallel
 
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=60))
+    init_rank(rank, 2, port)
     try:
         results = {}
         for name in NAMES:
             for mode in ("fsdp2", "ddp"):
                 model = _model()
-                if mode == "fsdp2":
-                    for layer in model:
-                        if isinstance(layer, torch.nn.Linear):
-                            fully_shard(layer)
-                    fully_shard(model)
-                    wrapped = model
-                else:
-                    wrapped = DistributedDataParallel(model)
+                wrapped = _sharded(model) if mode == "fsdp2" else DistributedDataParallel(model)
                 opt = _optimizer(name, model.parameters())
                 _train(wrapped, opt, rank)
                 params = [p.full_tensor() if hasattr(p, "full_tensor") else p
@@ -93,11 +85,7 @@ def _rank(rank: int, port: int, out: str) -> None:
                     plan = opt._step_plan
                     results["adam-fsdp2-implementations"] = [b.implementation
                                                              for b in plan.buckets]
-        model = _model()
-        for layer in model:
-            if isinstance(layer, torch.nn.Linear):
-                fully_shard(layer)
-        fully_shard(model)
+        model = _sharded(_model())
         opt = trainop.AdamOptimizer(0.05)  # TF style: variables registered on first apply
         _train(model, opt, rank, tf_style=True)
         results[("tf-style", "fsdp2")] = [p.full_tensor().detach().clone()
@@ -154,42 +142,21 @@ def _train_pipeline(model, pipe, rank: int | None) -> list[tuple[float, bool]]:
 
 def _pipeline_rank(rank: int, port: int, out: str, kind: str = "clip") -> None:
     import torch.distributed as dist
-    from torch.distributed.fsdp import fully_shard
 
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=60))
+    init_rank(rank, 2, port)
     try:
         model = _WithExtra()
-        for layer in [*model.body, model.extra]:
-            if isinstance(layer, torch.nn.Linear):
-                fully_shard(layer)
-        fully_shard(model)
+        _sharded(model, [*model.body, model.extra])
         pipe = _pipeline(model.parameters(), kind)
-        calls = []
-        all_reduce = dist.all_reduce
-
-        def counting(*args, **kwargs):
-            calls.append(1)
-            return all_reduce(*args, **kwargs)
-
-        dist.all_reduce = counting
-        try:
-            x, y = _batch(0)
-            torch.nn.functional.mse_loss(model(x[:3], 0), y[:3]).backward()
-            before = len(calls)
+        x, y = _batch(0)
+        torch.nn.functional.mse_loss(model(x[:3], 0), y[:3]).backward()
+        with counted_all_reduces() as calls:
             batch = pipe.batch_from_grads()
             batch.global_norm(), batch.nonfinite(), batch.amax()
-            per_step = len(calls) - before
-            pipe.zero_grad()
-        finally:
-            dist.all_reduce = all_reduce
+        per_step = len(calls)
+        pipe.zero_grad()
         model = _WithExtra()
-        for layer in [*model.body, model.extra]:
-            if isinstance(layer, torch.nn.Linear):
-                fully_shard(layer)
-        fully_shard(model)
+        _sharded(model, [*model.body, model.extra])
         pipe = _pipeline(model.parameters(), kind)
         results = _train_pipeline(model, pipe, rank)
         full = [p.full_tensor().detach().clone() for p in model.parameters()]
@@ -210,20 +177,12 @@ def _checkpoint_rank(rank: int, port: int, out: str, world: int = 2) -> None:
         set_model_state_dict,
         set_optimizer_state_dict,
     )
-    from torch.distributed.fsdp import fully_shard
 
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=60))
+    init_rank(rank, world, port)
     try:
         resumed = {}
         for name in NAMES:
-            model = _model()
-            for layer in model:
-                if isinstance(layer, torch.nn.Linear):
-                    fully_shard(layer)
-            fully_shard(model)
+            model = _sharded(_model())
             opt = _optimizer(name, model.parameters())
             where = os.path.join(out, name)
             n = 6 // world
@@ -268,17 +227,7 @@ def test_a_sharded_checkpoint_at_world_size_2_resumes_at_world_size_1(tmp_path):
 
 
 def _spawn(target, out: str, world: int = 2) -> None:
-    ctx = mp.get_context("spawn")
-    port = _free_port()
-    procs = [ctx.Process(target=target, args=(r, port, out)) for r in range(world)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=300)
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-    assert [p.exitcode for p in procs] == [0] * world
+    assert spawn_ranks(target, (out,), world=world) == [0] * world
 
 
 def _larc_rank(rank: int, port: int, out: str) -> None:
@@ -365,10 +314,7 @@ def _ddp_no_sync_rank(rank: int, port: int, out: str) -> None:
 
     from trainop.processing import ClipByGlobalNorm, GradientPipeline
 
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=60))
+    init_rank(rank, 2, port)
     try:
         model = _model()
         ddp = DistributedDataParallel(model)

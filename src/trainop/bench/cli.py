@@ -223,35 +223,35 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
+#: The single-comparison modes: flag -> (run it from the parsed args, render its result). A
+#: result's ``passed`` (absent: informational) gives the exit status.
+_MODES = {
+    "fsdp2": (lambda a: run_fsdp2_benchmark(steps=a.repeats, warmup=a.warmup), render_fsdp2),
+    "boundary": (lambda a: run_boundary_benchmark(scale=a.scale, steps=a.repeats,
+                                                  warmup=a.warmup), render_boundary),
+    "updater": (lambda a: run_updater_benchmark(steps=a.repeats, warmup=a.warmup),
+                render_updater),
+    "train_step": (lambda a: run_train_step_benchmark(steps=a.repeats, warmup=a.warmup),
+                   render_train_step),
+    "numerics": (lambda a: run_numerics_benchmark(steps=a.repeats, warmup=a.warmup),
+                 render_numerics),
+    "pipeline": (lambda a: run_pipeline_benchmark(scale=a.scale, steps=a.repeats,
+                                                  warmup=a.warmup, probe_mib=a.probe_mib),
+                 render_pipeline),
+}
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``trainop bench`` with parsed ``args``; returns the exit status."""
-    if (args.train_step or args.numerics or args.pipeline or args.updater or args.boundary
-            or args.fsdp2):
-        if args.fsdp2:
-            result = run_fsdp2_benchmark(steps=args.repeats, warmup=args.warmup)
-            render, status = render_fsdp2, 0 if result["passed"] else 1
-        elif args.boundary:
-            result = run_boundary_benchmark(scale=args.scale, steps=args.repeats,
-                                            warmup=args.warmup)
-            render, status = render_boundary, 0 if result["passed"] else 1
-        elif args.updater:
-            result = run_updater_benchmark(steps=args.repeats, warmup=args.warmup)
-            render, status = render_updater, 0 if result["passed"] else 1
-        elif args.train_step:
-            result = run_train_step_benchmark(steps=args.repeats, warmup=args.warmup)
-            render, status = render_train_step, 0 if result["passed"] else 1
-        elif args.numerics:
-            result = run_numerics_benchmark(steps=args.repeats, warmup=args.warmup)
-            render, status = render_numerics, 0 if result["passed"] else 1
-        else:
-            result = run_pipeline_benchmark(scale=args.scale, steps=args.repeats,
-                                            warmup=args.warmup, probe_mib=args.probe_mib)
-            render, status = render_pipeline, 0
+    mode = next((m for m in _MODES if getattr(args, m)), None)
+    if mode is not None:
+        run_mode, render = _MODES[mode]
+        result = run_mode(args)
         if args.json is not None:
             write_json(result, args.json)
         if args.json != "-":
             sys.stdout.write(render(result))
-        return status
+        return 0 if result.get("passed", True) else 1
     config = BenchConfig(
         optimizers=args.optimizers or list(SPECS),
         implementations=args.implementations,

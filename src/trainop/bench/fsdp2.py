@@ -12,22 +12,16 @@ FSDP2 (the global norm of every gradient: one per step). Target: trainop <= 1.0x
 
 from __future__ import annotations
 
-import datetime
 import os
-import socket
 import tempfile
 
 import torch
 
+from trainop.bench._ranks import counted_all_reduces, init_rank, spawn_ranks
+
 __all__ = ["TARGET", "render_fsdp2", "run_fsdp2_benchmark"]
 
 TARGET = 1.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rank(rank: int, port: int, out: str, layers: int, width: int, rounds: int, steps: int,
@@ -39,10 +33,7 @@ def _rank(rank: int, port: int, out: str, layers: int, width: int, rounds: int, 
     from trainop.bench.rounds import time_rounds
     from trainop.processing import ClipByGlobalNorm, GradientPipeline
 
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.set_num_threads(max(1, torch.get_num_threads() // 2))
-    dist.init_process_group("gloo", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=120))
+    init_rank(rank, 2, port, threads=max(1, torch.get_num_threads() // 2), timeout_s=120)
     try:
         models = []
         for _ in range(2):
@@ -59,18 +50,8 @@ def _rank(rank: int, port: int, out: str, layers: int, width: int, rounds: int, 
                               steps=steps, warmup=warmup)
         implementations = sorted({b.implementation for b in ours._step_plan.buckets})
         pipe = GradientPipeline(ours, [ClipByGlobalNorm(1.0)])
-        calls = []
-        all_reduce = dist.all_reduce
-
-        def counting(*args, **kwargs):
-            calls.append(1)
-            return all_reduce(*args, **kwargs)
-
-        dist.all_reduce = counting
-        try:
+        with counted_all_reduces() as calls:
             pipe.step()
-        finally:
-            dist.all_reduce = all_reduce
         if rank == 0:
             params = sum(p.numel() for p in models[0].parameters())
             torch.save({"median_s": medians, "implementations": implementations,
@@ -82,24 +63,11 @@ def _rank(rank: int, port: int, out: str, layers: int, width: int, rounds: int, 
 
 def run_fsdp2_benchmark(*, layers: int = 8, width: int = 1024, rounds: int = 8,
                         steps: int = 5, warmup: int = 3) -> dict:
-    import torch.multiprocessing as mp
-
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rank0.pt")
-        ctx = mp.get_context("spawn")
-        port = _free_port()
-        procs = [ctx.Process(target=_rank, args=(r, port, out, layers, width, rounds, steps,
-                                                 warmup)) for r in range(2)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(timeout=600)
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        if [p.exitcode for p in procs] != [0, 0]:
-            raise RuntimeError(f"trainop bench --fsdp2: a rank failed (exit codes "
-                               f"{[p.exitcode for p in procs]})")
+        codes = spawn_ranks(_rank, (out, layers, width, rounds, steps, warmup), timeout_s=600)
+        if codes != [0, 0]:
+            raise RuntimeError(f"trainop bench --fsdp2: a rank failed (exit codes {codes})")
         result = torch.load(out, weights_only=False)
     ratio = result["median_s"]["trainop"] / result["median_s"]["torch"]
     result.update(ratio=ratio, target=TARGET, passed=ratio <= TARGET, layers=layers,
