@@ -15,6 +15,7 @@ TF style: variables are registered, and their slots created, the first time they
 torch style: parameters at construction, then ``backward`` and ``step``::
 
     opt = trainop.AdamOptimizer(params=model.parameters(), learning_rate=0.001)
+    opt = trainop.AdamOptimizer(model.parameters(), lr=0.001)  # the same (trainop._torch_style)
     loss.backward(); opt.step(); opt.zero_grad()
 
 State schema:
@@ -60,6 +61,7 @@ from trainop._overlap import check_no_overlap
 from trainop._sparse import RowSlices, update_rows
 from trainop._state import OptimizerState, SlotState, adopt
 from trainop._step_plan import GroupsSnapshot, StepPlan, build_plan
+from trainop._torch_style import check_group_keys, install
 from trainop._validation import (
     Interval,
     check_bool,
@@ -130,6 +132,10 @@ class Optimizer(torch.optim.Optimizer):
     _elementwise: ClassVar[bool] = True
     #: dtypes the fused path supports (checked at construction for an explicit "fused").
     _fused_dtypes: ClassVar[tuple[torch.dtype, ...]] = (torch.float32, torch.float64)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        install(cls)  # torch-style calls: parameters first, ``lr=`` (``_torch_style``)
 
     def __init__(
         self,
@@ -230,6 +236,7 @@ class Optimizer(torch.optim.Optimizer):
         """Add a param group (torch API); its hyperparameters are validated like the defaults."""
         if not isinstance(param_group, dict):
             raise TypeError(f"Expected `param_group` to be a dict, got {describe(param_group)}")
+        check_group_keys(type(self).__name__, param_group, self.defaults)
         self._validate_group_values({k: v for k, v in param_group.items() if k != "params"})
         params = param_group.get("params")
         if isinstance(params, torch.Tensor):
