@@ -60,3 +60,26 @@ def test_doctor_exit_status_names_a_missing_reader(tmp_path):
     assert off.returncode == 0  # switched off on purpose: reported, not a problem
     assert "NOT in use: switched off by TRAINOP_NATIVE=0" in off.stdout
     assert "foreach" in off.stdout
+
+
+def test_a_non_editable_install_builds_and_loads_both_native_libraries(tmp_path):
+    """The wheel, installed into its own directory (not this checkout), with an empty kernel
+    cache: ``trainop doctor`` run from there builds and loads the C kernels and the C++
+    metadata reader from the shipped sources."""
+    import os
+
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                    "-q", "-w", str(wheels), str(ROOT)], check=True, timeout=600,
+                   capture_output=True)
+    (wheel,) = wheels.glob("trainop-*.whl")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                    str(site), str(wheel)], check=True, timeout=600, capture_output=True)
+    env = {**os.environ, "PYTHONPATH": str(site), "TRAINOP_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", "import trainop, sys; print(trainop.__file__); "
+                          "from trainop.__main__ import main; sys.exit(main(['doctor']))"],
+                         capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.splitlines()[0].startswith(str(site))  # the installed copy ran
+    assert "native C kernels: built and loaded" in out.stdout
+    assert "metadata reader (C++): built and loaded" in out.stdout
