@@ -1,5 +1,5 @@
-"""The ``trainop`` command (also ``python -m trainop``): ``--version``; subcommands ``bench``
-and ``doctor``."""
+"""The ``trainop`` command (also ``python -m trainop``): ``--version``; subcommands ``bench``,
+``doctor`` and ``train``."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     bench_cli.add_parser(subparsers)
     from trainop.interfaces import doctor
+    from trainop.interfaces.train import cli as train_cli
 
     doctor.add_parser(subparsers)
+    train_cli.add_parser(subparsers)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -169,6 +169,10 @@ class TrainOp:
     def global_step(self) -> torch.Tensor:
         return self._core.global_step
 
+    def current_learning_rate(self) -> torch.Tensor | float:
+        """The learning rate the next update uses (the schedule at ``global_step``)."""
+        return self._lr()
+
     @property
     def micro_step(self) -> int:
         return self._core.micro_steps
