@@ -238,7 +238,9 @@ class Updater:
         if options["use_horovod"] and options["horovod_reduce_type"] != "grad":
             raise ValueError(f"The Updater supports horovod_reduce_type='grad' (gradients "
                              f"reduced every step) only, got "
-                             f"{options['horovod_reduce_type']!r}")
+                             f"{options['horovod_reduce_type']!r}: RETURNN's 'param' "
+                             f"(parameter averaging every horovod_param_sync_step steps) is its "
+                             f"engine's, between updates, not its updater's")
         if options["debug_add_check_numerics_on_output"] and not isinstance(
                 model, torch.nn.Module):
             raise ValueError("Expected a torch.nn.Module as `model` with "
