@@ -42,6 +42,7 @@ from trainop.registry import (
 )
 from trainop.training import (
     OPTIMIZER_SUMMARIES,
+    LearningRateControl,
     NumericsChecker,
     NumericsError,
     TrainOp,
@@ -58,6 +59,7 @@ from trainop.training import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "LearningRateControl",
     "OPTIMIZER_CLASSES",
     "AdadeltaOptimizer",
     "AdagradDAOptimizer",

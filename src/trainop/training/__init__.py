@@ -22,7 +22,7 @@ from trainop.training.regularization import (
     l1_regularizer,
     l2_regularizer,
 )
-from trainop.training.returnn import Updater
+from trainop.training.returnn import LearningRateControl, Updater
 from trainop.training.step import TrainingStep
 from trainop.training.summaries import DEFAULT_SUMMARIES, OPTIMIZER_SUMMARIES
 
@@ -35,6 +35,7 @@ __all__ = [
     "TensorStats",
     "TrainOp",
     "TrainingStep",
+    "LearningRateControl",
     "Updater",
     "add_check_numerics_ops",
     "apply_regularization",

@@ -57,9 +57,14 @@ DEFAULTS: dict[str, Any] = {
 
 #: Keys of the per-epoch learning-rate control, allowed in trainop's strict configs.
 LR_CONTROL_KEYS = ("learning_rates", "learning_rate_control", "min_learning_rate",
-                   "newbob_learning_rate_decay", "newbob_relative_error_threshold",
+                   "learning_rate_decay", "newbob_learning_rate_decay",
+                   "learning_rate_growth", "newbob_learning_rate_growth",
+                   "newbob_relative_error_threshold", "newbob_relative_error_grow_threshold",
+                   "newbob_relative_error_div_by_old", "newbob_error_threshold",
                    "newbob_multi_num_epochs", "newbob_multi_update_interval",
-                   "learning_rate_control_error_measure", "learning_rate_file")
+                   "learning_rate_control_error_measure",
+                   "learning_rate_control_relative_error_relative_lr",
+                   "learning_rate_control_min_num_epochs_per_new_lr", "learning_rate_file")
 
 
 _MISSPELLINGS = {
@@ -105,3 +110,13 @@ def read_config(config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     for key, where in unresolved.items():
         options[key] = where
     return options, unresolved
+
+
+def read_lr_control(config: Any) -> dict[str, Any]:
+    """The learning-rate control's keys (``LR_CONTROL_KEYS`` and ``learning_rate``) of a
+    config read as ``read_config`` reads it (the same files, checks and strictness)."""
+    options, _ = read_config(config)
+    values = config if isinstance(config, dict) else load_config(config)[1]
+    out = {key: values[key] for key in LR_CONTROL_KEYS if key in values}
+    out["learning_rate"] = options["learning_rate"]
+    return out
