@@ -433,6 +433,9 @@ class Optimizer(torch.optim.Optimizer):
             self._step_pairs()
         return loss
 
+    # torch.compile: the update runs eagerly (one graph break per step), on real tensors; the
+    # cached plans, flat buffers and C kernels never see fake/functional tensors (docs/dropin.md).
+    @torch.compiler.disable
     def _step_pairs(self) -> None:
         plan = self._current_plan()
         grads = plan.gradients() if plan is not None else None
@@ -665,6 +668,7 @@ class Optimizer(torch.optim.Optimizer):
         self._hyper_cache[id(group)] = (group, snapshot, prepared)
         return prepared
 
+    @torch.compiler.disable  # eager under torch.compile, as _step_pairs
     def _apply_pairs(self, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Register new variables, create slots, update every pair, finish every group."""
         index = self._param_index()

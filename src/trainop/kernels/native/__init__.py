@@ -14,7 +14,8 @@ LazyAdam's rule over the touched rows only, prefetching rows ahead of the loop.
 
 Every call to C goes through ``boundary.checked`` (plain dense tensors of the expected dtype,
 element count and layout, no written memory shared); ``run``, ``sparse_rows``, ``unique_rows``
-and ``l2_norms`` are the only entry points. Requirements: CPU tensors, float32 or float64,
+and ``l2_norms`` are the only entry points; ``torch.compile`` never traces them (a graph
+break: they run eagerly, on real tensors). Requirements: CPU tensors, float32 or float64,
 contiguous. The library is compiled on first
 use with the system C compiler (see ``build``); without one, ``available()`` is False and the
 optimizers fall back to ``foreach``.
@@ -64,6 +65,7 @@ _READ_ONLY = {"adam_apply": frozenset({1, 2})}
 _SCALAR_F32 = {"novograd": frozenset({3})}
 
 
+@torch.compiler.disable  # under torch.compile: a graph break, the C call runs eagerly
 def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[float], *,
         multiplier: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
         cache: Any = None) -> bool:
@@ -108,6 +110,7 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[floa
     return True
 
 
+@torch.compiler.disable  # never traced: no fake/functional tensor reaches C
 def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
     """Per float32 tensor, its L2 norm as a 1-D float32 tensor (squares summed in double, over
     every thread: one read pass at memory speed), or ``None`` where the kernels cannot read the

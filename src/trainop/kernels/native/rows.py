@@ -31,6 +31,7 @@ _ROWS_ARGS = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int]
 _MISSING: set[str] = set()  # rules looked up without a sparse-row export
 
 
+@torch.compiler.disable  # never traced by torch.compile: real tensors only
 def unique_rows(grad: torch.Tensor) -> RowSlices | None:
     """The distinct rows of a sparse COO gradient with one sparse dimension, in order of first
     occurrence, and each row's values summed in the order given (TF's order); ``None`` where
@@ -69,6 +70,7 @@ def unique_rows(grad: torch.Tensor) -> RowSlices | None:
     return RowSlices(indices.index_select(0, first_of), summed)
 
 
+@torch.compiler.disable  # never traced by torch.compile: real tensors only
 def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
                 indices: torch.Tensor, values: torch.Tensor, hyper: Sequence[float]) -> bool:
     """The native ``rule`` (``csrc/rules.h``, one with a sparse-row export) applied to the rows
