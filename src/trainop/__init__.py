@@ -7,6 +7,7 @@ every TF1 optimizer, the ``tf.contrib.opt`` ones and OpenSeq2Seq's NovoGrad.
 
 from trainop import schedules
 from trainop.flat import FlatLayout, flatten
+from trainop.interfaces.recipes import Recipe, load_recipe
 from trainop.optimizer import AggregationMethod, Gate, Optimizer, SlotSpec
 from trainop.optimizers.adadelta import AdadeltaOptimizer
 from trainop.optimizers.adagrad import AdagradOptimizer
@@ -103,11 +104,13 @@ __all__ = [
     "check_numerics",
     "OPTIMIZER_SUMMARIES",
     "TrainOp",
+    "Recipe",
     "Updater",
     "apply_regularization",
     "get_regularization_loss",
     "l1_regularizer",
     "l2_regularizer",
+    "load_recipe",
     "optimize_loss",
     "training",
 ]

@@ -1,5 +1,5 @@
 """The ``trainop`` command (also ``python -m trainop``): ``--version``; subcommands ``bench``,
-``doctor`` and ``train``."""
+``doctor``, ``train`` and ``check-config``."""
 
 from __future__ import annotations
 
@@ -18,11 +18,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"trainop {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     bench_cli.add_parser(subparsers)
-    from trainop.interfaces import doctor
+    from trainop.interfaces import check_config, doctor
     from trainop.interfaces.train import cli as train_cli
 
     doctor.add_parser(subparsers)
     train_cli.add_parser(subparsers)
+    check_config.add_parser(subparsers)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -78,8 +78,10 @@ _MAX_POWER = 10_000  # 2 ** 10**9 would hang the parser: refuse huge exponents
 
 
 class _Evaluator:
-    def __init__(self, values: dict[str, Any], resolve: Callable[[str], Any]) -> None:
+    def __init__(self, values: dict[str, Any], resolve: Callable[[str], Any],
+                 filename: str = "<config>", partial: bool = False) -> None:
         self.values, self.resolve = values, resolve
+        self.filename, self.partial = filename, partial
 
     def __call__(self, node: ast.AST) -> Any:
         method = getattr(self, f"_{type(node).__name__}", None)
@@ -104,6 +106,13 @@ class _Evaluator:
         for k, v in zip(node.keys, node.values, strict=True):
             if k is None:  # {**other}
                 out.update(self(v))
+            elif self.partial:  # a value that needs code stays in place as Unresolved
+                key = self(k)
+                try:
+                    out[key] = self(v)
+                except _NotData as exc:
+                    out[key] = Unresolved(self.filename, getattr(exc.node, "lineno", 0),
+                                          exc.reason)
             else:
                 out[self(k)] = self(v)
         return out
@@ -205,8 +214,8 @@ _MISSING = object()
 
 
 def evaluate_python_config(source: str, filename: str = "<config>",
-                           names: Mapping[str, Any] | Callable[[str], Any] | None = None
-                           ) -> PyConfig:
+                           names: Mapping[str, Any] | Callable[[str], Any] | None = None,
+                           *, partial: bool = False) -> PyConfig:
     """Evaluate the top-level assignments of a Python config without running it.
 
     Args:
@@ -215,6 +224,10 @@ def evaluate_python_config(source: str, filename: str = "<config>",
         names: what bare and dotted names the config uses mean (a mapping, or a function of
             the dotted name returning the value; names it does not know stay ``Symbol``s when
             imported and are errors when used bare).
+        partial: keyword-only. ``False`` (default): a dict with one value that needs code makes
+            the whole assignment ``Unresolved``. ``True``: that value alone becomes an
+            ``Unresolved`` inside the dict (OpenSeq2Seq's ``base_params`` mixes training
+            options with initializers and data-layer code).
 
     Returns:
         a ``PyConfig``: ``values`` and ``unresolved``.
@@ -232,7 +245,7 @@ def evaluate_python_config(source: str, filename: str = "<config>",
         value = lookup(dotted, _MISSING) if isinstance(names, Mapping) else lookup(dotted)
         return _MISSING if value is None and not isinstance(names, Mapping) else value
 
-    evaluate = _Evaluator(config.values, resolve)
+    evaluate = _Evaluator(config.values, resolve, filename, partial)
     for stmt in tree.body:
         _statement(stmt, evaluate, config, filename, resolve)
     return config

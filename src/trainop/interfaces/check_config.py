@@ -1,0 +1,115 @@
+"""``trainop check-config FILE``: load a recipe (never running it) and say what it means.
+
+Prints the format, the resolved optimizer (class, hyperparameters, where TF1's numerics differ
+from torch.optim's), the gradient pipeline in its order, the learning-rate schedule as a short
+table (and a PNG plot), the values that need code (file:line) and warnings (e.g. RETURNN's
+epsilon advice). Exit status 0 for a valid recipe; 1 with a message on stderr for an invalid
+one (unknown key, bad value, an optimizer or policy trainop does not have, a training option
+that needs code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "check-config", help="validate a recipe and show its optimizer, pipeline and schedule",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", help="an OpenSeq2Seq .py config, a RETURNN config, or a trainop "
+                                ".yaml/.json recipe")
+    p.add_argument("--num-steps", type=int, default=None,
+                   help="run length in steps (default: the config's max_steps)")
+    p.add_argument("--steps-per-epoch", type=int, default=None,
+                   help="steps per epoch, for configs that run num_epochs")
+    p.add_argument("--plot", default=None,
+                   help="PNG file for the schedule plot (default: <file name>.lr.png here)")
+    p.add_argument("--no-plot", action="store_true", help="write no plot")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from trainop.interfaces.recipes import load_recipe
+
+    try:
+        recipe = load_recipe(args.file)
+        pending = recipe.pending()
+        if pending:
+            raise ValueError("training options need code (never run): " + "; ".join(
+                f"{k} at {v}" for k, v in pending.items()))
+        _report(recipe, args)
+    except (ValueError, TypeError, SyntaxError, OSError, ImportError) as exc:
+        sys.stderr.write(f"trainop check-config: invalid recipe {args.file}: "
+                         f"{type(exc).__name__}: {exc}\n")
+        return 1
+    return 0
+
+
+def _report(recipe, args: argparse.Namespace) -> None:
+    from trainop.interfaces.recipes.explain import pipeline_steps, schedule, warnings_for
+    from trainop.interfaces.recipes.notes import TF_NOTES, hyperparameters
+
+    schedule_ = schedule(recipe, args.num_steps, args.steps_per_epoch)  # may raise: first
+    out = sys.stdout.write
+    o = recipe.options
+    cls = recipe.optimizer_class
+    out(f"recipe: {args.file} (format: {recipe.format}; builds: {recipe.builds})\n")
+    given = o["optimizer_params"] if recipe.builds == "TrainOp" else (
+        o["optimizer"] if isinstance(o["optimizer"], dict) else {})
+    hyper = hyperparameters(cls, given)
+    out(f"optimizer: {cls.__module__}.{cls.__name__}\n")
+    out("  " + ", ".join(f"{k}={_short(v)}" for k, v in hyper.items()) + "\n")
+    if cls.__name__ in TF_NOTES:
+        out(f"  TF numerics: {TF_NOTES[cls.__name__]}\n")
+    out("gradient pipeline (in order):\n")
+    for k, step in enumerate(pipeline_steps(recipe), 1):
+        out(f"  {k}. {step}\n")
+    out(f"learning rate: {schedule_.description}\n")
+    for note in schedule_.notes:
+        out(f"  note: {note}\n")
+    out(f"  {schedule_.unit:>8s}  learning rate\n")
+    for x, lr in schedule_.rows:
+        out(f"  {x:>8d}  {lr:.6g}\n")
+    if not args.no_plot:
+        path = args.plot or os.path.splitext(os.path.basename(args.file))[0] + ".lr.png"
+        _plot(schedule_, path, f"{os.path.basename(args.file)}: {schedule_.description}")
+        out(f"plot: {path}\n")
+    ignored = {k: v for k, v in recipe.unresolved.items() if k not in recipe.pending()}
+    if ignored:
+        out("needs code, not run (not a training option, ignored):\n")
+        for key, where in ignored.items():
+            out(f"  {key}: {where}\n")
+    for warning in warnings_for(recipe):
+        out(f"warning: {warning}\n")
+
+
+def _short(value) -> str:
+    return getattr(value, "__name__", None) or repr(value)
+
+
+def _plot(schedule_, path: str, title: str) -> None:
+    """The schedule over the whole run (at most ~2000 points) as a PNG (matplotlib, Agg)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    last = max(schedule_.last, 1)
+    stride = max(1, last // 2000)
+    first = 1 if schedule_.unit == "epoch" else 0
+    xs = list(range(first, last + 1, stride))
+    fig = Figure(figsize=(7.0, 4.0), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.plot(xs, schedule_.curve(xs))
+    ax.set_xlabel(f"global {schedule_.unit}")
+    ax.set_ylabel("learning rate")
+    ax.set_title(title, fontsize=8, wrap=True)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, format="png")

@@ -1,0 +1,128 @@
+"""``load_recipe``: read a recipe file (or dict) and detect its format; nothing is executed.
+
+Detection:
+
+- ``.yaml``/``.yml``/``.json`` (or a dict with ``"format": "trainop"``): trainop's own format,
+  strict (``trainop_format``); a YAML/JSON file without ``format: trainop`` is an error.
+- any other file is a Python config, parsed by ``trainop.configs`` (``ast``; never run):
+  ``base_params`` defined, or an import from ``open_seq2seq``: OpenSeq2Seq
+  (``base_params`` updated by ``train_params``); otherwise, when it sets a RETURNN training key
+  (``optimizer``, ``learning_rate``, ``gradient_clip*``, a legacy flag such as ``adam``, ...)
+  or starts with ``#!rnn.py``: RETURNN. Anything else is a ``ValueError``.
+- a dict with ``base_params``: OpenSeq2Seq; another dict: RETURNN (as ``trainop.Updater``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from trainop._validation import describe
+from trainop.configs import Symbol, evaluate_python_config, load_config
+from trainop.interfaces.recipes import openseq2seq, returnn, trainop_format
+from trainop.interfaces.recipes.names import resolve_name
+from trainop.interfaces.recipes.recipe import Recipe
+from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS
+
+__all__ = ["load_recipe"]
+
+_YAML_JSON = (".yaml", ".yml", ".json")
+
+
+def load_recipe(source: str | os.PathLike | Mapping[str, Any]) -> Recipe:
+    """Load a training recipe: an OpenSeq2Seq Python config, a RETURNN config, or trainop's
+    YAML/JSON format (see the module doc and ``docs/recipes.md``).
+
+    Args:
+        source: a path, or a dict (an OpenSeq2Seq ``{"base_params": {...}}``, a RETURNN config
+            dict, or a trainop recipe ``{"format": "trainop", ...}``).
+
+    Returns:
+        a ``Recipe``: ``format``, ``options``, ``optimizer_class``, ``unresolved``,
+        ``build(model, loss=None, *, num_steps=None, steps_per_epoch=None)``.
+
+    Raises:
+        ValueError: the format cannot be told, a key is unknown (trainop's format; the
+            closest valid key is named), or an option's value is invalid.
+        TypeError: ``source`` is neither a path nor a dict, or an option has the wrong type.
+        SyntaxError: a Python config that is not Python.
+
+    Example:
+        >>> import trainop
+        >>> recipe = trainop.load_recipe({"base_params": {
+        ...     "optimizer": "Momentum", "optimizer_params": {"momentum": 0.9},
+        ...     "lr_policy": "poly_decay", "lr_policy_params": {"learning_rate": 0.1},
+        ...     "max_steps": 100}})
+        >>> recipe.format, recipe.optimizer_class.__name__, recipe.options["loss_scaling"]
+        ('openseq2seq', 'MomentumOptimizer', 1.0)
+    """
+    if isinstance(source, Mapping):
+        return _from_dict(dict(source), "<dict>")
+    if not isinstance(source, str | os.PathLike):
+        raise TypeError(f"Expected `source` to be a path or a dict, got {describe(source)}")
+    path = os.fspath(source)
+    if os.path.splitext(path)[1].lower() in _YAML_JSON:
+        _, data, _ = load_config(path)
+        if data.get("format") != "trainop":
+            raise ValueError(f"Expected `format: trainop` at the top of {path} (trainop's "
+                             f"recipe format; see docs/recipes.md), got format="
+                             f"{data.get('format')!r}")
+        return _from_dict(data, path)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    parsed = evaluate_python_config(text, filename=path, names=resolve_name, partial=True)
+    values = parsed.values
+    if "base_params" in values or _imports_openseq2seq(values):
+        if "base_params" not in values:
+            raise ValueError(f"Expected `base_params` in the OpenSeq2Seq config {path}, got "
+                             f"none")
+        unresolved = {k: v for k, v in parsed.unresolved.items()
+                      if k in ("base_params", "train_params")}
+        if unresolved:
+            where = "; ".join(str(v) for v in unresolved.values())
+            raise ValueError(f"Expected `base_params`/`train_params` in {path} to be dict "
+                             f"literals, got code: {where}")
+        train = values.get("train_params")
+        options, unresolved = openseq2seq.options_from(
+            values["base_params"], train if isinstance(train, Mapping) else None)
+        unresolved.update({k: v for k, v in parsed.unresolved.items()
+                           if k not in ("base_params", "train_params")})
+        cls = None if "optimizer" in unresolved else \
+            openseq2seq.optimizer_class(options["optimizer"])
+        return Recipe("openseq2seq", options, cls, unresolved, "TrainOp", path)
+    if not (_RETURNN_KEYS & set(values) or text.startswith("#!rnn.py")
+            or _RETURNN_KEYS & set(parsed.unresolved)):
+        raise ValueError(f"Expected {path} to be an OpenSeq2Seq config (with base_params), a "
+                         f"RETURNN config (optimizer, learning_rate, gradient_clip*, ...) or a "
+                         f"trainop .yaml/.json recipe, got none of their keys")
+    options, unresolved, cls = returnn.options_from(path, values)
+    return Recipe("returnn", options, None if cls is type(None) else cls, unresolved,
+                  "Updater", path)
+
+
+_RETURNN_KEYS = {*DEFAULTS, *LR_CONTROL_KEYS} - {"backend", "behavior_version"}
+
+
+def _imports_openseq2seq(values: Mapping[str, Any]) -> bool:
+    return any(isinstance(v, Symbol) and v.name.startswith("open_seq2seq")
+               for v in values.values())
+
+
+def _from_dict(data: dict[str, Any], source: str) -> Recipe:
+    if "format" in data:
+        kind, options, cls = trainop_format.options_from(data)
+        builds = "TrainOp" if kind == "openseq2seq" else "Updater"
+        return Recipe("trainop", options, cls, {}, builds, source)
+    if "base_params" in data:
+        options, unresolved = openseq2seq.options_from(data["base_params"],
+                                                       data.get("train_params"))
+        return Recipe("openseq2seq", options, openseq2seq.optimizer_class(options["optimizer"]),
+                      unresolved, "TrainOp", source)
+    if not _RETURNN_KEYS & set(data):
+        raise ValueError(f"Expected a recipe dict with `base_params` (OpenSeq2Seq), "
+                         f"`format: trainop`, or RETURNN training keys (optimizer, "
+                         f"learning_rate, gradient_clip*, ...), got keys {sorted(data)}")
+    options, unresolved, cls = returnn.options_from(data)
+    return Recipe("returnn", options, None if cls is type(None) else cls, unresolved,
+                  "Updater", source)

@@ -1,0 +1,70 @@
+"""RETURNN recipes: the Updater options of a RETURNN config (``trainop.Updater``'s table,
+RETURNN's TF-backend defaults applied), the optimizer resolved, built into an ``Updater``.
+
+``options["optimizer"]`` is the resolved optimizer as a RETURNN optimizer dict: ``{"class":
+<trainop class>, **arguments}`` with RETURNN's implicit arguments filled in (``epsilon`` from
+``optimizer_epsilon``, 1e-16 by default; ``momentum``; ``use_locking``), also when the config
+uses the legacy flags (``adam = True``, ``rmsprop = 0.9``, ...; those keep their values for
+display and warn as RETURNN does). A ``torch.optim`` class (``backend = "torch"`` or
+``"torch.optim.AdamW"``) is kept as written: RETURNN's PyTorch backend resolves it.
+The per-epoch learning-rate control keys (``learning_rates``, ``newbob_*``, ...) are kept when
+given. Building passes these options to ``trainop.Updater``, so the result equals
+``Updater(config, model)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from trainop._validation import describe
+from trainop.configs import Unresolved
+from trainop.training.returnn import Updater
+from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS, read_config
+from trainop.training.returnn.resolve import optimizer_spec
+
+__all__ = ["build", "options_from"]
+
+
+def options_from(config: Any, given: Mapping[str, Any] | None = None
+                 ) -> tuple[dict[str, Any], dict[str, Unresolved], type]:
+    """``(options, unresolved, optimizer class)`` of a RETURNN config (a dict, or a path read
+    by ``Updater``'s ``read_config``); ``given``: the config's evaluated values, for the
+    learning-rate control keys."""
+    options, unresolved = read_config(config)
+    values = config if isinstance(config, Mapping) else (given or {})
+    for key in LR_CONTROL_KEYS:
+        if key in values:
+            options[key] = values[key]
+    if isinstance(options["optimizer"], Unresolved):
+        return options, unresolved, type(None)
+    cls, kwargs, multiplier, group_options = optimizer_spec(options)
+    if group_options is None:  # a trainop class: the dict RETURNN's TF updater ends up with
+        resolved = {"class": cls, **kwargs}
+        if multiplier != 1.0:
+            resolved["learning_rate_multiplier"] = multiplier
+        options["optimizer"] = resolved
+    return options, unresolved, cls
+
+
+def build(options: Mapping[str, Any], model: Any, loss: Any = None, *, num_steps: Any = None,
+          steps_per_epoch: Any = None, summary_writer: Any = None) -> Updater:
+    """``Updater(options, model)``; ``loss``, ``num_steps`` and ``steps_per_epoch`` belong to
+    OpenSeq2Seq recipes (the Updater is given the loss at each ``step``)."""
+    for name, value in (("loss", loss), ("num_steps", num_steps),
+                        ("steps_per_epoch", steps_per_epoch)):
+        if value is not None:
+            raise ValueError(f"Expected `{name}` to be None for an Updater recipe (pass the "
+                             f"loss tensor to updater.step(loss) each step; RETURNN's learning "
+                             f"rate does not depend on the run length), got {describe(value)}")
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"Expected `model` to be a torch.nn.Module, got {describe(model)}")
+    config = {key: value for key, value in options.items() if key in DEFAULTS}
+    if isinstance(config["optimizer"], Mapping) and "class" in config["optimizer"] \
+            and isinstance(config["optimizer"]["class"], type):
+        # resolved already (legacy flags included): they must not count twice
+        config.update({flag: DEFAULTS[flag] for flag in
+                       ("adam", "nadam", "adadelta", "adagrad", "rmsprop")})
+    return Updater(config, model, summary_writer=summary_writer)

@@ -1,0 +1,60 @@
+"""trainop's own recipe format (YAML or JSON, or the same as a dict): strict and small.
+
+Either the RETURNN ``Updater``'s options at the top level::
+
+    format: trainop
+    optimizer: {class: adam, beta2: 0.98}
+    optimizer_epsilon: 1.0e-8
+    learning_rate: 0.001
+    gradient_clip_global_norm: 1.0
+    accum_grad_multiple_step: 2
+
+or one ``openseq2seq`` block with OpenSeq2Seq's training options (names as strings)::
+
+    format: trainop
+    openseq2seq:
+      optimizer: LazyAdamOptimizer
+      optimizer_params: {beta1: 0.9, beta2: 0.997, epsilon: 1.0e-9}
+      lr_policy: transformer_policy
+      lr_policy_params: {learning_rate: 2.0, warmup_steps: 8000, d_model: 512}
+      max_grad_norm: 1.0
+      dtype: float32          # float32 | float16 | bfloat16 | mixed
+      max_steps: 1000
+
+Every key must be known: an unknown key is a ``ValueError`` naming the closest valid key. The
+first form builds an ``Updater``, the second a ``TrainOp``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from trainop._validation import describe
+from trainop.configs import check_keys
+from trainop.interfaces.recipes import openseq2seq, returnn
+from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS
+
+__all__ = ["options_from"]
+
+
+def options_from(data: Mapping[str, Any]) -> tuple[str, dict[str, Any], type]:
+    """``(kind, options, optimizer class)``: kind ``"openseq2seq"`` or ``"updater"``."""
+    if data.get("format") != "trainop":
+        raise ValueError(f"Expected `format: trainop` in a trainop recipe, got format="
+                         f"{data.get('format')!r}")
+    body = {k: v for k, v in data.items() if k != "format"}
+    if "openseq2seq" in body:
+        others = sorted(k for k in body if k != "openseq2seq")
+        if others:
+            raise ValueError(f"Expected only `format` and `openseq2seq` in a trainop recipe "
+                             f"with an openseq2seq block, got also {others}")
+        block = body["openseq2seq"]
+        if not isinstance(block, Mapping):
+            raise TypeError(f"Expected `openseq2seq` to be a mapping of options, got "
+                            f"{describe(block)}")
+        options, _ = openseq2seq.options_from(block, strict=True)
+        return "openseq2seq", options, openseq2seq.optimizer_class(options["optimizer"])
+    check_keys(body, ["format", "openseq2seq", *DEFAULTS, *LR_CONTROL_KEYS], "the trainop recipe")
+    options, _, cls = returnn.options_from({**body, "trainop": 1})
+    return "updater", options, cls
