@@ -60,11 +60,12 @@ class Recipe:
 
         Args:
             model: the ``torch.nn.Module`` to train.
-            loss: OpenSeq2Seq only: ``loss(*args, **kwargs) -> 0-dim model loss`` (default:
-                ``model(*args, **kwargs)`` returns it); the regularization loss is added.
-            num_steps: OpenSeq2Seq only: the run length in steps (default: the config's
+            loss: for a TrainOp (an Updater takes the loss at each ``step``):
+                ``loss(*args, **kwargs) -> 0-dim model loss`` (default: ``model(*args,
+                **kwargs)`` returns it); the regularization loss is added.
+            num_steps: for a TrainOp: the run length in steps (default: the config's
                 ``max_steps``), an int in [1, inf); fills ``decay_steps``/``begin_decay_at``.
-            steps_per_epoch: OpenSeq2Seq only: with a config that runs ``num_epochs``, an int
+            steps_per_epoch: for a TrainOp: with a config that runs ``num_epochs``, an int
                 in [1, inf); fills ``decay_steps`` and ``piecewise_constant``'s
                 ``steps_per_epoch``.
             summary_writer: a SummaryWriter or a log directory (TensorBoard summaries).

@@ -51,14 +51,11 @@ def options_from(config: Any, given: Mapping[str, Any] | None = None
 
 def build(options: Mapping[str, Any], model: Any, loss: Any = None, *, num_steps: Any = None,
           steps_per_epoch: Any = None, summary_writer: Any = None) -> Updater:
-    """``Updater(options, model)``; ``loss``, ``num_steps`` and ``steps_per_epoch`` belong to
-    OpenSeq2Seq recipes (the Updater is given the loss at each ``step``)."""
-    for name, value in (("loss", loss), ("num_steps", num_steps),
-                        ("steps_per_epoch", steps_per_epoch)):
-        if value is not None:
-            raise ValueError(f"Expected `{name}` to be None for an Updater recipe (pass the "
-                             f"loss tensor to updater.step(loss) each step; RETURNN's learning "
-                             f"rate does not depend on the run length), got {describe(value)}")
+    """``Updater(options, model)``. ``loss``, ``num_steps`` and ``steps_per_epoch`` are
+    accepted so that every recipe builds with one call, and not used: the Updater is given the
+    loss tensor at each ``step``, and RETURNN's learning rate does not depend on the run
+    length."""
+    del loss, num_steps, steps_per_epoch
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"Expected `model` to be a torch.nn.Module, got {describe(model)}")
     config = {key: value for key, value in options.items() if key in DEFAULTS}
