@@ -14,7 +14,8 @@ import pytest
 import trainop
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["README.md", "docs/training.md", "docs/numerics.md", "docs/updater.md"]
+PAGES = ["README.md", "docs/training.md", "docs/numerics.md", "docs/updater.md",
+         "docs/recipes.md"]
 
 
 def _blocks():
