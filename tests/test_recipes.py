@@ -573,3 +573,61 @@ def test_check_config_returnn_epsilon_advice_and_invalid(tmp_path):
     assert "invalid recipe" in out.stderr and "did you mean 'gradient_clip_global_norm'" \
         in out.stderr
     assert out.stdout == ""
+
+
+def _check_in_process(capsys, *args: str) -> tuple[int, str, str]:
+    from trainop.__main__ import main
+
+    status = main(["check-config", *args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_check_config_trainop_yaml_and_epochs(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, "os2s.yaml", """
+        format: trainop
+        openseq2seq:
+          optimizer: Momentum
+          optimizer_params: {momentum: 0.9}
+          lr_policy: piecewise_constant
+          lr_policy_params: {learning_rate: 0.1, boundaries: [2, 4], decay_rates: [0.1, 0.01]}
+          regularizer: l2_regularizer
+          regularizer_params: {scale: 1.0e-4}
+          num_epochs: 6
+          iter_size: 2
+    """)
+    status, out, err = _check_in_process(capsys, path)
+    assert status == 0, err
+    assert "format: trainop; builds: TrainOp" in out
+    assert "1. loss = float32(model loss) + l2_regularizer({'scale': 0.0001}) on weights" in out
+    assert "accumulate g/2 over iter_size=2 micro-steps" in out
+    assert "table in epochs" in out and "warning: iter_size > 1 without use_horovod" in out
+    table = [line.split() for line in out.splitlines() if line.startswith("     ")
+             and len(line.split()) == 2 and line.split()[0].isdigit()]
+    # epochs 0..6; the boundary belongs to the earlier interval (TF's rule)
+    assert {int(a): float(b) for a, b in table} == {0: 0.1, 1: 0.1, 2: 0.1, 3: 0.01, 4: 0.01,
+                                                    5: 0.001, 6: 0.001}
+    assert (tmp_path / "os2s.lr.png").stat().st_size > 1000
+    status, out, _ = _check_in_process(capsys, path, "--steps-per-epoch", "10", "--no-plot")
+    assert status == 0 and "      step  learning rate" in out and "        60  0.001" in out
+
+
+def test_check_config_rejects_code_and_missing_run_length(tmp_path, capsys):
+    code = _write(tmp_path, "code.py", """
+        from open_seq2seq.models import Text2Text
+        def my_policy(global_step):
+            return 0.1
+        base_params = {"optimizer": "Adam", "lr_policy": my_policy, "max_steps": 10}
+    """)
+    status, out, err = _check_in_process(capsys, code, "--no-plot")
+    assert status == 1 and out == ""
+    assert "training options need code" in err and "code.py:3" in err
+    no_length = _write(tmp_path, "nolength.py", """
+        base_params = {"optimizer": "Adam", "lr_policy": "poly_decay",
+                       "lr_policy_params": {"learning_rate": 0.1}}
+    """)
+    status, _, err = _check_in_process(capsys, no_length, "--no-plot")
+    assert status == 1 and "--num-steps" in err
+    status, out, _ = _check_in_process(capsys, no_length, "--no-plot", "--num-steps", "10")
+    assert status == 0 and "        10  0" in out  # poly_decay reaches min_lr 0 at the end
