@@ -310,6 +310,11 @@ def test_options_that_need_code_are_listed_and_block_build(tmp_path):
     ({"iter_size": 0}, ValueError, "iter_size"),
     ({"max_grad_norm": 1.0, "larc_params": {"larc_eta": 0.001}}, ValueError, "together"),
     ({"optimizer_params": [0.9]}, TypeError, "optimizer_params"),
+    ({"optimizer_params": {"beta2": 1.5}}, ValueError, "beta2"),
+    ({"larc_params": {"larc_eta": 0.001, "larc_mod": "clip"}}, ValueError, "larc_mod"),
+    ({"summaries": ["learning_rate", "gradient_nrm"]}, ValueError, "gradient_nrm"),
+    ({"loss_scaling": "Backoff", "loss_scaling_params": {"scale_mx": 2.0}}, ValueError,
+     "scale_mx"),
 ])
 def test_invalid_openseq2seq_options(params, error, match):
     base = {"optimizer": "Adam", "lr_policy": "poly_decay",
@@ -386,6 +391,17 @@ def test_returnn_legacy_flag_warns_and_nan_filter_zeroes(tmp_path):
         assert torch.equal(p, q)
     # one call builds every recipe: loss and run length are not used by the Updater
     assert isinstance(recipe.build(_model(), lambda x: x, num_steps=5), trainop.Updater)
+
+
+@pytest.mark.parametrize("config,match", [
+    ({"optimizer": {"class": "adam"}, "gradient_clip": -1.0}, "gradient_clip"),
+    ({"optimizer": {"class": "adam", "beta2": 1.5}}, "beta2"),
+    ({"optimizer": {"class": "adamm"}}, "adamm"),
+    ({"optimizer": {"class": "adam"}, "dynamic_learning_rate": {"interval": 2}}, "decay"),
+])
+def test_returnn_bad_values_fail_at_load(config, match):
+    with pytest.raises(ValueError, match=match):
+        trainop.load_recipe(config)
 
 
 def test_returnn_behavior_version_2_rejects_legacy_flags():

@@ -45,10 +45,13 @@ from trainop._validation import check_int, check_real, describe
 from trainop.configs import Symbol, Unresolved, check_keys, closest
 from trainop.interfaces.recipes.names import POLICY_FUNCTIONS, REGULARIZERS, resolve_name
 from trainop.optimizer import Optimizer
+from trainop.processing import AutomaticLossScaler
+from trainop.processing.larc import LARC
 from trainop.registry import get_optimizer_class
 from trainop.schedules import fill_policy_params, policy
 from trainop.training.optimize_loss import TrainOp, optimize_loss
 from trainop.training.regularization import apply_regularization, get_regularization_loss
+from trainop.training.summaries import check_summaries
 
 __all__ = ["DEFAULTS", "build", "filled_policy_params", "learning_rate_fn", "options_from",
            "optimizer_class", "run_length"]
@@ -151,6 +154,25 @@ def _normalize(o: dict[str, Any], unresolved: Mapping[str, Any]) -> None:
     if regex is not None and not isinstance(regex, str | Unresolved):
         raise TypeError(f"Expected `freeze_variables_regex` to be a str or None, got "
                         f"{describe(regex)}")
+    if not any(needs_code(k) for k in ("optimizer", "optimizer_params", "larc_params",
+                                       "loss_scaling", "loss_scaling_params", "summaries")):
+        _construct(o)
+
+
+def _construct(o: Mapping[str, Any]) -> None:
+    """Build the pieces once on a stand-in parameter, so that a bad value (``beta2=1.5``, an
+    unknown LARC or loss-scaler key, a summary name) is an error at load, not at ``build``."""
+    probe = torch.nn.Parameter(torch.zeros(1))
+    params = dict(o["optimizer_params"])
+    optimizer_class(o["optimizer"])(learning_rate=0.1, params=[probe], **params)
+    if o["larc_params"] is not None:
+        LARC.from_params(dict(o["larc_params"]))
+    if isinstance(o["loss_scaling"], str):
+        AutomaticLossScaler(o["loss_scaling"], o["loss_scaling_params"])
+    elif o["loss_scaling_params"] is not None:
+        raise ValueError(f"Expected `loss_scaling_params` only with an automatic loss scaling "
+                         f"('Backoff', 'LogMax'), got loss_scaling={o['loss_scaling']!r}")
+    check_summaries(o["summaries"])
 
 
 def optimizer_class(optimizer: Any) -> type[Optimizer]:

@@ -14,6 +14,7 @@ given. Building passes these options to ``trainop.Updater``, so the result equal
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,6 +41,8 @@ def options_from(config: Any, given: Mapping[str, Any] | None = None
             options[key] = values[key]
     if isinstance(options["optimizer"], Unresolved):
         return options, unresolved, type(None)
+    if not unresolved:
+        _construct(options)
     cls, kwargs, multiplier, group_options = optimizer_spec(options)
     if group_options is None:  # a trainop class: the dict RETURNN's TF updater ends up with
         resolved = {"class": cls, **kwargs}
@@ -47,6 +50,19 @@ def options_from(config: Any, given: Mapping[str, Any] | None = None
             resolved["learning_rate_multiplier"] = multiplier
         options["optimizer"] = resolved
     return options, unresolved, cls
+
+
+def _construct(options: Mapping[str, Any]) -> None:
+    """Build the Updater and its optimizer once on a stand-in parameter, so that a bad value
+    (``gradient_clip = -1``, ``beta2 = 1.5``, a bad ``dynamic_learning_rate``) is an error at
+    load. The options that need the real model or a writer (``updater_opts``,
+    ``debug_grad_summaries``, Horovod) are left to ``build``."""
+    probe = torch.nn.Parameter(torch.zeros(1))
+    config = {key: value for key, value in options.items() if key in DEFAULTS}
+    config.update(updater_opts=None, debug_grad_summaries=False, use_horovod=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # read_config already warned once
+        Updater(config, [probe]).get_optim_op()
 
 
 def build(options: Mapping[str, Any], model: Any, loss: Any = None, *, num_steps: Any = None,
