@@ -1,0 +1,125 @@
+"""trainop optimizers inside the frameworks that drive the optimizer for you (real packages,
+CPU, a few steps; skipped when a package is not installed):
+
+- Lightning: ``configure_optimizers`` returns a trainop optimizer; with ``gradient_clip_val`` and
+  ``accumulate_grad_batches`` the run equals the same loop written by hand (loss / 2 per
+  micro-batch, ``clip_grad_norm_``, ``step``, ``zero_grad``), and the optimizer's counter equals
+  the number of updates.
+- HF Transformers: ``Trainer(optimizers=(trainop_opt, scheduler))`` trains a tiny GPT-2 built
+  from a config (no download): the loss goes down and the optimizer's slots and counters
+  advance once per step.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+import pytest
+import torch
+
+import trainop
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+BATCHES, ACCUMULATE, CLIP = 8, 2, 0.05
+
+
+def _data():
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(BATCHES * 4, 3, generator=gen)
+    return torch.utils.data.TensorDataset(x, x @ torch.tensor([[1.0], [-2.0], [0.5]]) + 0.1)
+
+
+def _net():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+
+
+def test_lightning_configure_optimizers_with_clipping_and_accumulation(tmp_path):
+    lightning = pytest.importorskip("lightning")
+
+    class Module(lightning.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = _net()
+            self.losses = []
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            loss = torch.nn.functional.mse_loss(self.net(x), y)
+            self.losses.append(loss.detach())
+            return loss
+
+        def configure_optimizers(self):
+            return trainop.AdamOptimizer(self.parameters(), lr=0.05)
+
+    module = Module()
+    logging.getLogger("lightning").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = lightning.Trainer(
+            accelerator="cpu", devices=1, max_epochs=1, gradient_clip_val=CLIP,
+            accumulate_grad_batches=ACCUMULATE, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+        trainer.fit(module, torch.utils.data.DataLoader(_data(), batch_size=4))
+    opt = trainer.optimizers[0]
+    assert isinstance(opt, trainop.AdamOptimizer)
+    assert int(opt.param_groups[0]["non_slot"]["step"]) == BATCHES // ACCUMULATE
+    assert sorted(opt.get_slot_names()) == ["m", "v"]
+
+    # The same run by hand: Lightning divides the loss by the accumulation count and clips the
+    # accumulated gradients by their global norm before each update.
+    net = _net()
+    ref = trainop.AdamOptimizer(net.parameters(), lr=0.05)
+    norms = []
+    for i, (x, y) in enumerate(torch.utils.data.DataLoader(_data(), batch_size=4)):
+        (torch.nn.functional.mse_loss(net(x), y) / ACCUMULATE).backward()
+        if (i + 1) % ACCUMULATE == 0:
+            norms.append(torch.nn.utils.clip_grad_norm_(net.parameters(), CLIP))
+            ref.step()
+            ref.zero_grad()
+    assert all(n > CLIP for n in norms)  # the clip was active at every update
+    for a, b in zip(module.net.parameters(), net.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    losses = torch.stack(module.losses)
+    assert losses[-2:].mean() < losses[:2].mean()
+
+
+def test_hf_trainer_with_a_trainop_optimizer(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    transformers.logging.set_verbosity_error()
+    config = transformers.GPT2Config(vocab_size=32, n_positions=16, n_embd=16, n_layer=1,
+                                     n_head=2)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config)
+    gen = torch.Generator().manual_seed(5)
+    pattern = torch.arange(12) % 4 + 3  # a repeating sequence: learnable in a few steps
+    data = [{"input_ids": pattern.roll(int(torch.randint(4, (1,), generator=gen))),
+             "labels": None} for _ in range(32)]
+    for item in data:
+        item["labels"] = item["input_ids"]
+    steps = 8
+    opt = trainop.AdamOptimizer(model.parameters(), lr=0.01)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=steps, per_device_train_batch_size=4,
+        logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
+        dataloader_num_workers=0, seed=0)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=data,
+                                   optimizers=(opt, scheduler))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train()
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    assert len(losses) == steps
+    assert sum(losses[-2:]) < sum(losses[:2])
+    assert int(opt.param_groups[0]["non_slot"]["step"]) == steps
+    # beta1_power = beta1^steps: the TF counters advanced once per Trainer step.
+    torch.testing.assert_close(opt.param_groups[0]["non_slot"]["beta1_power"],
+                               torch.tensor(0.9 ** (steps + 1)))
+    wte = model.transformer.wte.weight
+    assert opt.get_slot(wte, "m") is not None and bool(opt.get_slot(wte, "v").gt(0).any())
