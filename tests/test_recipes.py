@@ -647,3 +647,19 @@ def test_check_config_rejects_code_and_missing_run_length(tmp_path, capsys):
     assert status == 1 and "--num-steps" in err
     status, out, _ = _check_in_process(capsys, no_length, "--no-plot", "--num-steps", "10")
     assert status == 0 and "        10  0" in out  # poly_decay reaches min_lr 0 at the end
+
+
+def test_a_build_that_raises_changes_nothing():
+    from trainop.training.regularization import get_regularizer
+
+    recipe = trainop.load_recipe({"base_params": {
+        "optimizer": "SGD", "lr_policy": "fixed_lr", "lr_policy_params": {"learning_rate": 0.1},
+        "dtype": "float16", "regularizer": "l2_regularizer",
+        "regularizer_params": {"scale": 0.1}}})
+    model = _model()  # float32 parameters: pure float16 training refuses them
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(ValueError, match="dtype"):
+        recipe.build(model, _mse(model))
+    assert all(get_regularizer(p) is None for p in model.parameters())
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before, strict=True))
+    assert all(p.grad is None for p in model.parameters())

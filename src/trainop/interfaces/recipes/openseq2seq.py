@@ -27,8 +27,11 @@ Options (OpenSeq2Seq's names; default when absent):
 =========================  =====================================================================
 
 ``build(options, model, loss)``: ``loss(*args) -> model loss`` (default: ``model(*args)``
-returns it); the loss handed to ``optimize_loss`` is ``float32(model_loss) +
-get_regularization_loss()`` (OpenSeq2Seq's ``Model``).
+returns it); the loss handed to ``optimize_loss`` is ``float32(model_loss)`` plus the
+regularizer's terms of the weights (``get_regularization_loss``'s sum, OpenSeq2Seq's ``Model``);
+in mixed precision the float16 weights are regularized through their float32 masters instead
+(``MixedPrecisionOptimizerWrapper.add_regularizer``). Nothing is registered globally, so a
+``build`` that raises changes nothing.
 """
 
 from __future__ import annotations
@@ -50,7 +53,6 @@ from trainop.processing.larc import LARC
 from trainop.registry import get_optimizer_class
 from trainop.schedules import fill_policy_params, policy
 from trainop.training.optimize_loss import TrainOp, optimize_loss
-from trainop.training.regularization import apply_regularization, get_regularization_loss
 from trainop.training.summaries import check_summaries
 
 __all__ = ["DEFAULTS", "build", "filled_policy_params", "learning_rate_fn", "options_from",
@@ -63,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "freeze_variables_regex": None, "regularizer": None, "regularizer_params": {},
     "use_horovod": False, "max_steps": None, "num_epochs": None, "save_summaries_steps": None,
 }
+_HALF = (torch.float16, torch.bfloat16)
 _DICTS = ("optimizer_params", "lr_policy_params", "regularizer_params")
 _OPTIONAL_DICTS = ("larc_params", "loss_scaling_params")
 _DTYPE_NAMES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -323,19 +326,27 @@ def build(options: Mapping[str, Any], model: torch.nn.Module,
                          f"{o['freeze_variables_regex']!r})")
     mixed = o["dtype"] == "mixed"
     model_loss = model if loss is None else loss
-    if o["regularizer"] is not None:
-        apply_regularization(variables, o["regularizer"](**o["regularizer_params"]))
+    regularizer = None if o["regularizer"] is None else o["regularizer"](
+        **o["regularizer_params"])
+    weights = [] if regularizer is None else [p for p in variables if p.dim() >= 2]
+    in_loss = [p for p in weights if not (mixed and p.dtype in _HALF)]
 
-        def total_loss(*args: Any, **kwargs: Any) -> torch.Tensor:
-            return model_loss(*args, **kwargs).float() + get_regularization_loss(
-                variables, mixed=mixed)
-    else:
-        def total_loss(*args: Any, **kwargs: Any) -> torch.Tensor:
-            return model_loss(*args, **kwargs).float()
-    return optimize_loss(
+    def total_loss(*args: Any, **kwargs: Any) -> torch.Tensor:
+        total = model_loss(*args, **kwargs).float()
+        terms = None
+        for p in in_loss:  # get_regularization_loss's sum, in the parameters' order
+            term = regularizer(p).to(torch.float32)
+            terms = term if terms is None else terms + term
+        return total if terms is None else total + terms
+
+    train_op = optimize_loss(
         total_loss, o["optimizer"], o["optimizer_params"], lr, var_list=variables,
         dtype=o["dtype"], clip_gradients=o["max_grad_norm"], summaries=o["summaries"],
         larc_params=o["larc_params"], loss_scaling=o["loss_scaling"],
         loss_scaling_params=o["loss_scaling_params"], on_horovod=bool(o["use_horovod"]),
         iter_size=o["iter_size"], model=model, summary_writer=summary_writer,
         summary_frequency=o["save_summaries_steps"] or 100)
+    for p in weights:  # half weights: through their float32 masters (mp_regularizer_wrapper)
+        if mixed and p.dtype in _HALF:
+            train_op.optimizer.add_regularizer(p, regularizer)
+    return train_op
