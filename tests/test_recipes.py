@@ -663,3 +663,24 @@ def test_a_build_that_raises_changes_nothing():
     assert all(get_regularizer(p) is None for p in model.parameters())
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before, strict=True))
     assert all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.parametrize("name,fmt,builds", [
+    ("openseq2seq_transformer.py", "openseq2seq", "TrainOp"),
+    ("openseq2seq_jasper.py", "openseq2seq", "TrainOp"),
+    ("returnn_lstm.config", "returnn", "Updater"),
+    ("trainop_updater.yaml", "trainop", "Updater"),
+])
+def test_shipped_examples_load_build_and_step(name, fmt, builds):
+    recipe = trainop.load_recipe(EXAMPLES / name)
+    assert (recipe.format, recipe.builds, recipe.pending()) == (fmt, builds, {})
+    dtype = torch.float16 if recipe.options.get("dtype") == "mixed" else torch.float32
+    model = _model(dtype)
+    start = [p.detach().clone() for p in model.parameters()]
+    built = recipe.build(model, _mse(model), steps_per_epoch=4)
+    for x, y in _batches(dtype, 4):
+        if builds == "TrainOp":
+            built(x, y)
+        else:
+            built.step(_mse(model)(x, y))
+    assert not all(torch.equal(p, q) for p, q in zip(model.parameters(), start, strict=True))
