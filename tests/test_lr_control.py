@@ -80,7 +80,7 @@ def test_rates_equal_returnn(name):
         if score is not None:
             control.set_epoch_error(epoch, {"dev_score": score})
     rates.append(control.get_learning_rate_for_epoch(len(scores) + 1))
-    assert rates == pytest.approx(UPSTREAM[name], rel=1e-12)
+    assert rates == UPSTREAM[name]   # bit-exact
 
 
 def test_score_key_search_and_nested_scores():
@@ -144,7 +144,9 @@ def test_rejected_states_change_nothing(state, match):
 @pytest.mark.parametrize(("config", "exc", "match"), [
     ({"learning_rate_control": "newbobb"}, ValueError,
      r"Expected `learning_rate_control` to be one of \['constant', 'newbob'"),
-    ({"learning_rates": "[0.1, 0.2]"}, TypeError, "Expected `learning_rates` to be a list"),
+    ({"learning_rates": "[0.1, 0.2]"}, ValueError,
+     r"Expected `learning_rates` as a str to be a dict literal \{epoch: rate\}"),
+    ({"learning_rates": 0.1}, TypeError, "Expected `learning_rates` to be a list"),
     ({"newbob_multi_num_epochs": 0, "learning_rate_control": "newbob_multi_epoch"},
      ValueError, "Expected `newbob_multi_num_epochs` to be an int >= 1, got 0"),
     ({"newbob_learning_rate_decay": "half"}, TypeError,
@@ -163,3 +165,108 @@ def test_reads_a_returnn_config_file(tmp_path):
     control = trainop.LearningRateControl(str(path))
     assert [control.get_learning_rate_for_epoch(e) for e in (1, 2, 3)] == [0.0001, 0.0005,
                                                                             0.0005]
+
+
+# More RETURNN 1.20261022.211313 references (the same procedure: RETURNN's
+# load_learning_rate_control_from_config on a returnn.config.Config updated with the config;
+# for epoch 1..N, get_learning_rate_for_epoch(epoch), then set_epoch_error(epoch, scores) where
+# a number means {"dev_score": number}). The same loop also matched RETURNN on 3000 random
+# configs and score sequences (a one-off check, not part of CI).
+# name: (config, scores of epochs 1.., RETURNN's rates of epochs 1..N)
+MORE = {
+    "warmup-str": ({"learning_rate": 0.5, "learning_rates": "{1: 0.1, 2: 0.2}"}, [],
+                   [0.1, 0.2, 0.2, 0.2]),
+    "warmup-dict-gap": ({"learning_rate": 0.5, "learning_rates": {1: 0.1, 3: 0.3}}, [],
+                        [0.1, 0.1, 0.3, 0.3, 0.3]),
+    "warmup-then-newbob": (
+        {"learning_rate_control": "newbob", "learning_rate": 0.01,
+         "learning_rates": [0.002, 0.004, 0.006], "newbob_learning_rate_decay": 0.7,
+         "newbob_relative_error_threshold": -0.02},
+        [5.0, 4.0, 3.5, 3.4, 3.3, 3.0, 2.99, 2.98],
+        [0.002, 0.004, 0.006, 0.006, 0.006, 0.006, 0.006, 0.0042, 0.0029399999999999995]),
+    "div-by-old": (
+        {"learning_rate_control": "newbob_rel", "newbob_relative_error_div_by_old": True,
+         "newbob_relative_error_threshold": -0.105},
+        [10.0, 9.0, 8.0, 7.5, 7.0, 6.0, 5.9], [1.0, 1.0, 0.5, 0.5, 0.25, 0.125, 0.125, 0.0625]),
+    "div-by-new": (
+        {"learning_rate_control": "newbob_rel", "newbob_relative_error_threshold": -0.105},
+        [10.0, 9.0, 8.0, 7.5, 7.0, 6.0, 5.9], [1.0, 1.0, 1.0, 1.0, 0.5, 0.25, 0.25, 0.125]),
+    "min-lr-clamp": (
+        {"learning_rate_control": "newbob_rel", "learning_rate": 0.1, "min_learning_rate": 0.02,
+         "newbob_learning_rate_decay": 0.3},
+        [2.0, 2.0, 2.1, 2.2, 2.3, 2.4], [0.1, 0.1, 0.03, 0.02, 0.02, 0.02, 0.02]),
+    "growth": (
+        {"learning_rate_control": "newbob_rel", "learning_rate": 0.1,
+         "newbob_learning_rate_growth": 1.1},
+        [3.0, 2.0, 1.5, 1.6, 1.2],
+        [0.1, 0.1, 0.11000000000000001, 0.12100000000000002, 0.06050000000000001,
+         0.06655000000000001]),
+    "multi-epoch-defaults": (
+        {"learning_rate_control": "newbob_multi_epoch", "learning_rate": 0.3},
+        [5.0, 4.9, 4.85, 4.8, 4.78, 4.77, 4.76, 4.75, 4.74, 4.73, 4.72, 4.71, 4.7],
+        [0.3] * 10 + [0.15] * 4),
+    # 8 relative errors: numpy's mean (-0.1027283468674236) is 1 ulp above the plain
+    # sum / 8 (-0.10272834686742362), which is the threshold: only numpy's mean decays epoch 10
+    "multi-epoch-numpy-mean": (
+        {"learning_rate_control": "newbob_multi_epoch", "newbob_multi_num_epochs": 8,
+         "newbob_multi_update_interval": 1,
+         "newbob_relative_error_threshold": -0.10272834686742362},
+        [2.05, 2.48, 2.34, 1.13, 2.52, 2.18, 1.6, 1.06, 2.73],
+        [1.0, 1.0, 0.5, 0.25, 0.25, 0.125, 0.125, 0.125, 0.125, 0.0625]),
+    "error-measure": (
+        {"learning_rate_control": "newbob_rel",
+         "learning_rate_control_error_measure": "dev_error"},
+        [{"dev_score": 3.0, "dev_error": 0.5}, {"dev_score": 2.0, "dev_error": 0.499},
+         {"dev_score": 1.0, "dev_error": 0.498}, {"dev_score": 0.5, "dev_error": 0.3}],
+        [1.0, 1.0, 0.5, 0.25, 0.25]),
+    "error-default-dev-score": (
+        {"learning_rate_control": "newbob_rel"},
+        [{"dev_score": 3.0, "dev_error": 0.5}, {"dev_score": 2.0, "dev_error": 0.499},
+         {"dev_score": 1.0, "dev_error": 0.498}, {"dev_score": 0.5, "dev_error": 0.3}],
+        [1.0, 1.0, 1.0, 1.0, 1.0]),
+    "nested-scores": (
+        {"learning_rate_control": "newbob_rel"},
+        [{"dev_score": {"cost:output": 3.0, "cost:ctc": 5.0}, "train_score": 1.0},
+         {"dev_score": {"cost:output": 2.99, "cost:ctc": 4.0}, "train_score": 0.5},
+         {"dev_score": {"cost:output": 2.0, "cost:ctc": 4.5}, "train_score": 0.4},
+         {"dev_score": {"cost:output": 1.99, "cost:ctc": 4.5}, "train_score": 0.3}],
+        [1.0, 1.0, 0.5, 0.5, 0.25]),
+    "train-score-only": (
+        {"learning_rate_control": "newbob_rel"},
+        [{"train_score": 1.0}, {"train_score": 0.999}, {"train_score": 0.9}],
+        [1.0, 1.0, 0.5, 0.5]),
+}
+
+
+def _rates_of(control, scores, n):
+    rates = []
+    for epoch in range(1, n + 1):
+        rates.append(control.get_learning_rate_for_epoch(epoch))
+        if epoch <= len(scores):
+            s = scores[epoch - 1]
+            control.set_epoch_error(epoch, s if isinstance(s, dict) else {"dev_score": s})
+    return rates
+
+
+@pytest.mark.parametrize("name", sorted(MORE))
+def test_more_rates_equal_returnn(name):
+    config, scores, expected = MORE[name]
+    assert _rates_of(trainop.LearningRateControl(config), scores, len(expected)) == expected
+
+
+def test_callable_decay_nan_score_and_zero_score():
+    control = trainop.LearningRateControl({"learning_rate_control": "newbob_abs",
+                                           "learning_rate_decay": lambda lr: lr - 0.25})
+    assert _rates_of(control, [1.0, 1.0, float("nan")], 4) == [1.0, 1.0, 0.75, 0.75]
+    bad = trainop.LearningRateControl({"learning_rate_control": "newbob_rel",
+                                       "learning_rate_decay": lambda lr: "x"})
+    _rates_of(bad, [1.0, 1.5], 2)
+    before = bad.state_dict()
+    with pytest.raises(TypeError, match=r"newbob_learning_rate_decay\(1.0\)"):
+        bad.get_learning_rate_for_epoch(3)
+    assert bad.state_dict() == before
+    zero = trainop.LearningRateControl({"learning_rate_control": "newbob_rel"})
+    _rates_of(zero, [1.0, 0.0], 2)
+    with pytest.raises(ValueError, match="'dev_score' score it divides by is 0"):
+        zero.get_learning_rate_for_epoch(3)
+    assert 3 not in zero.epoch_data

@@ -5,8 +5,8 @@ each epoch from the scores of the epochs before, told to the ``Updater`` with
 Every epoch has a record: its learning rate and its scores (``set_epoch_error``). The rate of an
 epoch without a record is computed when first asked for and then kept:
 
-- ``learning_rates`` (a list for epochs 1, 2, ... or a dict ``{epoch: rate}``) fixes the rates
-  of those epochs beforehand (e.g. a warmup);
+- ``learning_rates`` (a list for epochs 1, 2, ..., a dict ``{epoch: rate}`` or a str of the
+  dict, read as a literal) fixes the rates of those epochs beforehand (e.g. a warmup);
 - ``constant``: the most recent epoch's rate (``learning_rate`` before any);
 - ``newbob`` / ``newbob_rel``: with the relative error ``r = (new - old) / |new|`` of the two
   most recent epochs (``/ |old|`` with ``newbob_relative_error_div_by_old``; divided by
@@ -20,6 +20,9 @@ epoch without a record is computed when first asked for and then kept:
   + 1 epochs, checked only on epochs ``e`` with ``e mod newbob_multi_update_interval == 1``;
   decays above ``newbob_relative_error_threshold``, grows below
   ``newbob_relative_error_grow_threshold``;
+- decay and growth may be callables ``lr -> lr`` (Python dict configs, as in RETURNN);
+  a NaN score is kept (every comparison with it is false); a relative error over a score of 0
+  is a ValueError (RETURNN divides by zero); the multi-epoch mean is numpy's, as RETURNN's;
 - a decayed rate never goes below ``min_learning_rate``;
   ``learning_rate_control_min_num_epochs_per_new_lr = N`` keeps a new rate for N epochs.
 
@@ -32,9 +35,13 @@ the rate stays. The history is saved in ``state_dict`` (RETURNN writes it to
 
 from __future__ import annotations
 
+import ast
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy
 
 from trainop._validation import describe
 
@@ -54,10 +61,32 @@ class EpochData:
     error: dict[str, float] = field(default_factory=dict)
 
 
-def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+def _number(name: str, value: Any, nan: bool = False) -> float:
+    """``value`` as float; NaN only with ``nan`` (scores: RETURNN stores a NaN score)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            not nan and math.isnan(value)):
         raise TypeError(f"Expected `{name}` to be a number, got {describe(value)}")
     return float(value)
+
+
+def _factor(name: str, value: Any) -> float | Callable[[float], float]:
+    """A decay/growth: a number, or (Python dict configs, as RETURNN) a callable lr -> lr."""
+    return value if callable(value) else _number(name, value)
+
+
+def _rates(value: Any) -> Any:
+    """``learning_rates`` given as a str: RETURNN evaluates it and needs a dict; trainop reads
+    the literal (never evaluated as code)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"Expected `learning_rates` as a str to be a dict literal "
+                         f"{{epoch: rate}} (RETURNN accepts no other str), got {value!r}")
+    return parsed
 
 
 def _count(name: str, value: Any, low: int) -> int:
@@ -104,9 +133,9 @@ class LearningRateControl:
             "learning_rate_control_min_num_epochs_per_new_lr",
             get("learning_rate_control_min_num_epochs_per_new_lr", 0), 0)
         self.div_by_old = bool(get("newbob_relative_error_div_by_old", False))
-        self.decay = _number("newbob_learning_rate_decay",
+        self.decay = _factor("newbob_learning_rate_decay",
                              get("learning_rate_decay", get("newbob_learning_rate_decay", 0.5)))
-        self.growth = _number("newbob_learning_rate_growth",
+        self.growth = _factor("newbob_learning_rate_growth",
                               get("learning_rate_growth", get("newbob_learning_rate_growth",
                                                               1.0)))
         self.relative_threshold = _number("newbob_relative_error_threshold",
@@ -122,7 +151,7 @@ class LearningRateControl:
                                      get("newbob_multi_update_interval", self.multi_num_epochs),
                                      1)
         self.epoch_data: dict[int, EpochData] = {}
-        rates = get("learning_rates")
+        rates = _rates(get("learning_rates"))
         if rates:
             if isinstance(rates, (list, tuple)):
                 rates = {i + 1: v for i, v in enumerate(rates)}
@@ -203,15 +232,16 @@ class LearningRateControl:
         errors = [self._relative_error(a, b) for a, b in zip(epochs, epochs[1:], strict=False)]
         if any(e is None for e in errors):
             return rate
-        mean = sum(errors) / len(errors)
+        mean = float(numpy.mean(errors))  # numpy's summation, as RETURNN (>= 8 terms differ)
         return self._decay_or_grow(rate, decay=mean > self.relative_threshold,
                                    grow=mean < self.grow_threshold)
 
     def _decay_or_grow(self, rate: float, *, decay: bool, grow: bool) -> float:
         if decay:
-            return max(rate * self.decay, self.min_learning_rate)
+            return max(_update("newbob_learning_rate_decay", rate, self.decay),
+                       self.min_learning_rate)
         if grow:
-            return rate * self.growth
+            return _update("newbob_learning_rate_growth", rate, self.growth)
         return rate
 
     # ------------------------------------------------------------------ scores
@@ -231,7 +261,7 @@ class LearningRateControl:
                     flat[f"{key}_{sub.split(':', 1)[1] if ':' in sub else sub}"] = v
             else:
                 flat[key] = value
-        scores = {k: _number(f"error[{k!r}]", v) for k, v in flat.items()}
+        scores = {k: _number(f"error[{k!r}]", v, nan=True) for k, v in flat.items()}
         self.get_learning_rate_for_epoch(epoch)  # the rate of a scored epoch is fixed
         self.epoch_data[epoch].error.update(scores)
 
@@ -275,7 +305,12 @@ class LearningRateControl:
         (old_key, old), (new_key, new) = self._score(old_epoch), self._score(new_epoch)
         if old is None or new is None or old_key != new_key:
             return None
-        relative = (new - old) / abs(old if self.div_by_old else new)
+        denominator = abs(old if self.div_by_old else new)
+        if denominator == 0:
+            raise ValueError(f"The relative error of epoch {new_epoch} to epoch {old_epoch} is "
+                             f"undefined: the {new_key!r} score it divides by is 0 (RETURNN "
+                             f"raises ZeroDivisionError)")
+        relative = (new - old) / denominator
         if self.relative_to_lr:
             rate = self._most_recent(new_epoch, include=True)
             if rate > 0:
@@ -317,6 +352,13 @@ class LearningRateControl:
             if not isinstance(data["error"], dict):
                 raise TypeError(f"Expected epoch {epoch}'s `error` to be a dict, got "
                                 f"{describe(data['error'])}")
-            loaded[epoch] = EpochData(rate, {k: _number(f"epoch {epoch} error[{k!r}]", v)
+            loaded[epoch] = EpochData(rate, {k: _number(f"epoch {epoch} error[{k!r}]", v, True)
                                             for k, v in data["error"].items()})
         self.epoch_data = loaded
+
+
+def _update(name: str, rate: float, factor: float | Callable[[float], float]) -> float:
+    """``rate * factor``, or ``factor(rate)`` for a callable (its result checked)."""
+    if not callable(factor):
+        return rate * factor
+    return _number(f"{name}({rate!r})", factor(rate))
