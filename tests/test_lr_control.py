@@ -147,6 +147,8 @@ def test_rejected_states_change_nothing(state, match):
     ({"learning_rates": "[0.1, 0.2]"}, ValueError,
      r"Expected `learning_rates` as a str to be a dict literal \{epoch: rate\}"),
     ({"learning_rates": 0.1}, TypeError, "Expected `learning_rates` to be a list"),
+    ({"learning_rate": -0.1}, ValueError, r"Expected `learning_rate` in \[0, inf\), got -0.1"),
+    ({"learning_rates": [0.1, -0.2]}, ValueError, r"Expected `learning_rates\[2\]` in \[0, inf\)"),
     ({"newbob_multi_num_epochs": 0, "learning_rate_control": "newbob_multi_epoch"},
      ValueError, "Expected `newbob_multi_num_epochs` to be an int >= 1, got 0"),
     ({"newbob_learning_rate_decay": "half"}, TypeError,
@@ -270,3 +272,9 @@ def test_callable_decay_nan_score_and_zero_score():
     with pytest.raises(ValueError, match="'dev_score' score it divides by is 0"):
         zero.get_learning_rate_for_epoch(3)
     assert 3 not in zero.epoch_data
+    negative = trainop.LearningRateControl({"learning_rate_control": "newbob_rel",
+                                            "learning_rate_decay": lambda lr: lr - 2.0})
+    _rates_of(negative, [1.0, 1.5], 2)
+    with pytest.raises(ValueError, match=r"newbob_learning_rate_decay\(1.0\)` in \[0, inf\)"):
+        negative.get_learning_rate_for_epoch(3)
+    assert 3 not in negative.epoch_data

@@ -69,6 +69,15 @@ def _number(name: str, value: Any, nan: bool = False) -> float:
     return float(value)
 
 
+def _rate(name: str, value: Any) -> float:
+    """A learning rate: a number >= 0 (the Updater's ``set_learning_rate`` takes no other, so
+    a rate is checked before the control stores it)."""
+    value = _number(name, value)
+    if value < 0:
+        raise ValueError(f"Expected `{name}` in [0, inf), got {value!r}")
+    return value
+
+
 def _factor(name: str, value: Any) -> float | Callable[[float], float]:
     """A decay/growth: a number, or (Python dict configs, as RETURNN) a callable lr -> lr."""
     return value if callable(value) else _number(name, value)
@@ -121,8 +130,8 @@ class LearningRateControl:
         if self.control not in CONTROLS:
             raise ValueError(f"Expected `learning_rate_control` to be one of {list(CONTROLS)}, "
                              f"got {self.control!r}")
-        self.default_learning_rate = _number("learning_rate", get("learning_rate", 1.0))
-        self.min_learning_rate = _number("min_learning_rate", get("min_learning_rate", 0.0))
+        self.default_learning_rate = _rate("learning_rate", get("learning_rate", 1.0))
+        self.min_learning_rate = _rate("min_learning_rate", get("min_learning_rate", 0.0))
         self.error_measure = get("learning_rate_control_error_measure")
         if self.error_measure is not None and not isinstance(self.error_measure, (str, list)):
             raise TypeError(f"Expected `learning_rate_control_error_measure` to be a str, a "
@@ -160,7 +169,7 @@ class LearningRateControl:
                                 f"a dict epoch -> rate, got {describe(rates)}")
             for epoch, value in rates.items():
                 self._set_default(_count("learning_rates epoch", epoch, 1),
-                                  _number(f"learning_rates[{epoch}]", value))
+                                  _rate(f"learning_rates[{epoch}]", value))
 
     # ------------------------------------------------------------------ the rate of an epoch
     def get_learning_rate_for_epoch(self, epoch: int) -> float:
@@ -361,4 +370,4 @@ def _update(name: str, rate: float, factor: float | Callable[[float], float]) ->
     """``rate * factor``, or ``factor(rate)`` for a callable (its result checked)."""
     if not callable(factor):
         return rate * factor
-    return _number(f"{name}({rate!r})", factor(rate))
+    return _rate(f"{name}({rate!r})", factor(rate))
