@@ -3,7 +3,6 @@
 # Read by trainop as data, never run.
 # pylint: skip-file
 import tensorflow as tf
-
 from open_seq2seq.models import Speech2Text
 from open_seq2seq.optimizers.lr_policies import poly_decay
 from open_seq2seq.optimizers.novograd import NovoGrad

@@ -4,7 +4,6 @@
 # is never imported or run, so the open_seq2seq and tensorflow imports need not exist.
 # pylint: skip-file
 import tensorflow as tf
-
 from open_seq2seq.data.text2text.text2text import ParallelTextDataLayer, SpecialTextTokens
 from open_seq2seq.decoders import TransformerDecoder
 from open_seq2seq.encoders import TransformerEncoder

@@ -83,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
     if args.steps < 1:
         print(f"trainop train: expected --steps >= 1, got {args.steps}", file=sys.stderr)
         return 2
+    # The built-in model is tiny: one thread is fastest, and spares a busy machine the
+    # oversubscription that made a step 50x slower with 2 threads beside other work.
+    torch.set_num_threads(1)
     try:
         recipe = load_recipe(args.file)
         model = LSTMCellModel(seed=args.seed)
