@@ -684,3 +684,29 @@ def test_shipped_examples_load_build_and_step(name, fmt, builds):
         else:
             built.step(_mse(model)(x, y))
     assert not all(torch.equal(p, q) for p, q in zip(model.parameters(), start, strict=True))
+
+
+def test_partial_evaluation_keeps_the_data_around_code():
+    from trainop.configs import Unresolved, evaluate_python_config
+
+    source = "x = {'a': 1, 'b': f(2), 'c': {'d': g()}}\n"
+    whole = evaluate_python_config(source)
+    assert isinstance(whole.values["x"], Unresolved) and "x" in whole.unresolved
+    part = evaluate_python_config(source, partial=True)
+    assert part.values["x"]["a"] == 1 and part.unresolved == {}
+    assert isinstance(part.values["x"]["b"], Unresolved) and part.values["x"]["b"].line == 1
+    assert "calls g(...)" in part.values["x"]["c"]["d"].reason
+
+
+def test_pipeline_text_for_a_torch_optim_class():
+    from trainop.interfaces.recipes.explain import pipeline_steps
+
+    recipe = trainop.load_recipe({"backend": "torch", "learning_rate": 0.1,
+                                  "optimizer": {"class": "adamw", "weight_decay": 0.01},
+                                  "gradient_clip": 0.5, "gradient_clip_global_norm": 2.0})
+    assert recipe.optimizer_class is torch.optim.AdamW
+    steps = pipeline_steps(recipe)
+    assert steps[1:3] == ["clip_grad_value_(0.5) (gradient_clip)",
+                          "clip_grad_norm_(2.0), the norm measured here "
+                          "(gradient_clip_global_norm)"]
+    assert steps[-1].startswith("every group's lr set, AdamW.step()")

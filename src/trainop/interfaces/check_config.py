@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("training options need code (never run): " + "; ".join(
                 f"{k} at {v}" for k, v in pending.items()))
         _report(recipe, args)
-    except (ValueError, TypeError, SyntaxError, OSError, ImportError) as exc:
+    except (ValueError, TypeError, SyntaxError, OSError) as exc:
         sys.stderr.write(f"trainop check-config: invalid recipe {args.file}: "
                          f"{type(exc).__name__}: {exc}\n")
         return 1
@@ -79,8 +79,11 @@ def _report(recipe, args: argparse.Namespace) -> None:
         out(f"  {x:>8d}  {lr:.6g}\n")
     if not args.no_plot:
         path = args.plot or os.path.splitext(os.path.basename(args.file))[0] + ".lr.png"
-        _plot(schedule_, path, f"{os.path.basename(args.file)}: {schedule_.description}")
-        out(f"plot: {path}\n")
+        try:
+            _plot(schedule_, path, f"{os.path.basename(args.file)}: {schedule_.description}")
+            out(f"plot: {path}\n")
+        except ImportError:
+            out("plot: not written: matplotlib is missing (pip install 'trainop[plot]')\n")
     ignored = {k: v for k, v in recipe.unresolved.items() if k not in recipe.pending()}
     if ignored:
         out("needs code, not run (not a training option, ignored):\n")

@@ -49,6 +49,9 @@ def pipeline_steps(recipe: Recipe) -> list[str]:
                      + (" on float32 masters, copied back" if mixed else "")
                      + "; global_step += 1 when applied")
         return steps
+    cls = recipe.optimizer_class
+    if isinstance(cls, type) and cls.__module__.startswith("torch.optim"):
+        return _torch_steps(o, cls)
     steps = ["backward of loss"]
     n = o["accum_grad_multiple_step"] or 0
     if o["gradient_clip_global_norm"] or o["grad_norm_to_clip_to_zero"]:
@@ -73,6 +76,25 @@ def pipeline_steps(recipe: Recipe) -> list[str]:
         if value not in (None, False, 0, 0.0):
             steps.append(f"{text.format(value)} ({key})")
     steps.append(f"{_fmt(recipe.optimizer_class)} update; global_train_step += 1")
+    return steps
+
+
+def _torch_steps(o: dict[str, Any], cls: type) -> list[str]:
+    """RETURNN's PyTorch-backend update for a ``torch.optim`` class (``torch_step``)."""
+    n = o["accum_grad_multiple_step"] or 0
+    steps = ["backward of loss"]
+    if n > 1:
+        steps.append(f"accumulate by sum over accum_grad_multiple_step={n}")
+    for key, text in (("gradient_noise", "add truncated Gaussian noise, stddev {}"),
+                      ("gradient_clip", "clip_grad_value_({})"),
+                      ("gradient_clip_global_norm", "clip_grad_norm_({}), the norm measured "
+                                                    "here"),
+                      ("num_allowed_consec_invalid_gradient_steps",
+                       "skip non-finite steps, abort after {} in a row")):
+        if o[key] not in (None, False, 0, 0.0):
+            steps.append(f"{text.format(o[key])} ({key})")
+    steps.append(f"every group's lr set, {cls.__name__}.step() (RETURNN's PyTorch backend: "
+                 f"weight-decay groups, docs/updater.md); global_train_step += 1")
     return steps
 
 
