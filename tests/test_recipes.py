@@ -710,3 +710,24 @@ def test_pipeline_text_for_a_torch_optim_class():
                           "clip_grad_norm_(2.0), the norm measured here "
                           "(gradient_clip_global_norm)"]
     assert steps[-1].startswith("every group's lr set, AdamW.step()")
+
+
+def test_returnn_recipe_learning_rate_control_drives_the_updater():
+    recipe = trainop.load_recipe({
+        "optimizer": {"class": "adam"}, "learning_rate": 0.01,
+        "learning_rates": [0.001, 0.005], "learning_rate_control": "newbob_rel",
+        "newbob_learning_rate_decay": 0.5, "min_learning_rate": 0.002})
+    assert recipe.options["learning_rates"] == [0.001, 0.005]
+    control = recipe.learning_rate_control()
+    updater = recipe.build(_model())
+    assert control.apply(updater, 1) == 0.001
+    assert control.apply(updater, 2) == 0.005
+    control.set_epoch_error(1, {"dev_score": 1.0})
+    control.set_epoch_error(2, {"dev_score": 1.0})
+    # relative error (1.0 - 1.0) / 1.0 = 0 > -0.01: decay, 0.005 * 0.5 = 0.0025 >= min 0.002
+    assert control.apply(updater, 3) == 0.0025
+    assert float(updater.get_current_step_learning_rate()) == pytest.approx(0.0025, rel=1e-7)
+    with pytest.raises(ValueError, match="Updater recipe"):
+        trainop.load_recipe({"base_params": {"optimizer": "Adam", "lr_policy": "fixed_lr",
+                                             "lr_policy_params": {"learning_rate": 0.1}}
+                             }).learning_rate_control()

@@ -121,7 +121,7 @@ def schedule(recipe: Recipe, num_steps: int | None = None,
     path), over the run (``num_steps``, else the config's ``max_steps`` / ``num_epochs``)."""
     o = recipe.options
     if recipe.builds != "TrainOp":
-        return _returnn_schedule(o)
+        return _returnn_schedule(recipe)
     notes = []
     unit = "step"
     length = openseq2seq.run_length(o, num_steps, steps_per_epoch)
@@ -150,20 +150,23 @@ def schedule(recipe: Recipe, num_steps: int | None = None,
     return Schedule(unit, description, curve, _points(last, extra), last, notes)
 
 
-def _returnn_schedule(o: dict[str, Any]) -> Schedule:
+def _returnn_schedule(recipe: Recipe) -> Schedule:
+    o = recipe.options
     base = float(o["learning_rate"])
     multiplier = 1.0
     if isinstance(o["optimizer"], dict):
         multiplier = float(o["optimizer"].get("learning_rate_multiplier", 1.0))
-    rates = o.get("learning_rates")
-    if isinstance(rates, list | tuple) and rates:
-        rates = [float(r) * multiplier for r in rates]
-        control = o.get("learning_rate_control", "constant")
-        notes = [f"after epoch {len(rates)}: learning_rate_control={control!r} from "
-                 f"learning_rate={base}"] if control != "constant" else []
-        return Schedule("epoch", f"learning_rates per epoch (x{multiplier})",
-                        lambda xs: [rates[min(x, len(rates)) - 1] for x in xs],
-                        list(range(1, len(rates) + 1)), len(rates), notes)
+    control = o.get("learning_rate_control", "constant")
+    if o.get("learning_rates") or control != "constant":
+        lrc = recipe.learning_rate_control()
+        last = max(lrc.epoch_data, default=0) + 1  # the fixed epochs and the one after
+        notes = [] if control == "constant" else [
+            f"learning_rate_control={control!r}: epochs without a fixed rate follow the "
+            f"scores (here: none yet)"]
+        rates = [lrc.get_learning_rate_for_epoch(e) * multiplier for e in range(1, last + 1)]
+        return Schedule("epoch", f"learning_rates per epoch, then {control} (x{multiplier})",
+                        lambda xs: [rates[min(max(x, 1), last) - 1] for x in xs],
+                        list(range(1, last + 1)), last, notes)
     dynamic = o["dynamic_learning_rate"]
     if isinstance(dynamic, dict):
         interval, decay = int(dynamic["interval"]), float(dynamic["decay"])
@@ -171,9 +174,6 @@ def _returnn_schedule(o: dict[str, Any]) -> Schedule:
                         lambda xs: [base * multiplier * decay ** (x % interval) for x in xs],
                         _points(interval, []), interval, [])
     notes = [] if dynamic is None else ["dynamic_learning_rate is a function: not evaluated"]
-    control = o.get("learning_rate_control")
-    if control not in (None, "constant"):
-        notes.append(f"learning_rate_control={control!r} changes it per epoch from the scores")
     return Schedule("step", f"constant learning_rate={base} (x{multiplier})",
                     lambda xs: [base * multiplier] * len(xs), [0], 0, notes)
 

@@ -83,6 +83,20 @@ class Recipe:
         return builder(self.options, model, loss, num_steps=num_steps,
                        steps_per_epoch=steps_per_epoch, summary_writer=summary_writer)
 
+    def learning_rate_control(self) -> Any:
+        """RETURNN's per-epoch learning-rate control of an Updater recipe: a
+        ``trainop.LearningRateControl`` from ``learning_rate`` and the recipe's
+        ``learning_rates``/``learning_rate_control``/``newbob_*`` options; drive the built
+        ``Updater`` with ``control.apply(updater, epoch)`` once per epoch."""
+        from trainop.training.returnn.lr_control import LearningRateControl
+        from trainop.training.returnn.options import LR_CONTROL_KEYS
+
+        if self.builds != "Updater":
+            raise ValueError(f"Expected an Updater recipe (RETURNN or trainop's Updater form) "
+                             f"for learning_rate_control(), got a {self.builds} recipe")
+        keys = ("learning_rate", *LR_CONTROL_KEYS)
+        return LearningRateControl({k: self.options[k] for k in keys if k in self.options})
+
     def __repr__(self) -> str:
         cls = getattr(self.optimizer_class, "__name__", None)
         return (f"Recipe(format={self.format!r}, source={self.source!r}, optimizer_class="
