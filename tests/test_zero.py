@@ -6,23 +6,15 @@ continues identically."""
 
 from __future__ import annotations
 
-import datetime
 import os
-import socket
 
 import torch
-import torch.multiprocessing as mp
 from optimizer_kwargs import kwargs_for
 
 from trainop import OPTIMIZER_CLASSES
+from trainop.bench._ranks import init_rank, spawn_ranks
 
 STEPS, RESUME_AT = 6, 3
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _model() -> torch.nn.Module:
@@ -53,10 +45,7 @@ def _rank(rank: int, port: int, tmp: str) -> None:
     import torch.distributed as dist
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=60))
+    init_rank(rank, 2, port)
     results = {}
     try:
         for name in sorted(OPTIMIZER_CLASSES):
@@ -90,17 +79,7 @@ def _rank(rank: int, port: int, tmp: str) -> None:
 
 
 def test_zero_redundancy_optimizer_equals_unsharded_and_resumes(tmp_path):
-    ctx = mp.get_context("spawn")
-    port = _free_port()
-    procs = [ctx.Process(target=_rank, args=(r, port, str(tmp_path))) for r in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=240)
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    assert spawn_ranks(_rank, (str(tmp_path),), timeout_s=240) == [0, 0]
     results = torch.load(tmp_path / "results.pt", weights_only=True)
     rank1 = torch.load(tmp_path / "rank1.pt", weights_only=True)
     assert sorted(results) == sorted(OPTIMIZER_CLASSES)
