@@ -540,8 +540,8 @@ class Optimizer(torch.optim.Optimizer):
                 prepared[bucket.group_index] = self._step_hyper(group)
         for gi, hp in prepared.items():
             self._ensure_non_slot(self.param_groups[gi], hp)
-        self._guard_tensor_hypers(prepared, [(b.group_index, b.params[0], False)
-                                             for b in plan.buckets])
+        self._guard_tensor_hypers(prepared, ((b.group_index, b.params[0], False)
+                                             for b in plan.buckets))
         for bucket in plan.buckets:
             group = self.param_groups[bucket.group_index]
             hp = prepared[bucket.group_index].for_tensor(bucket.params[0])
@@ -617,7 +617,7 @@ class Optimizer(torch.optim.Optimizer):
         return Prepared(prepared, exact=self._exact_keys)
 
     def _guard_tensor_hypers(self, prepared: dict[int, Prepared],
-                             updates: list[tuple[int, torch.Tensor, bool]]) -> None:
+                             updates: Iterable[tuple[int, torch.Tensor, bool]]) -> None:
         """A 0-dim tensor hyperparameter (a tensor learning rate, or a callable's or policy's
         tensor result) out of its range (``NaN``, ``-1``, ``inf``...) skips this step's update,
         as a nonzero ``found_inf`` does (nothing moves, counters included), without a device
@@ -632,24 +632,28 @@ class Optimizer(torch.optim.Optimizer):
 
         ``invalid_hyperparameters``: the step's 0-dim bool flag, or ``None`` when nothing was
         flagged on a device (host-checked values in range, or not checked)."""
+        tensors = [(key, value) for hp in prepared.values() for key, value in hp.values.items()
+                   if isinstance(value, torch.Tensor) and key in self._ranges]
+        self.invalid_hyperparameters = None
+        if not tensors:  # plain values only: checked on the host by _prepare, nothing to do
+            return
+        kinds = {(gi, v.dtype, v.device, sparse): (gi, v, sparse) for gi, v, sparse in updates}
         kernels = [None if sparse else self._choose_implementation(
-            v.dtype, v.device, prepared[gi].for_tensor(v)) for gi, v, sparse in updates]
+            v.dtype, v.device, prepared[gi].for_tensor(v)) for gi, v, sparse in kinds.values()]
         native_only = all(k == "native" for k in kernels)
         bad, host_bad = None, False
-        for hp in prepared.values():
-            for key, value in hp.values.items():
-                if not isinstance(value, torch.Tensor) or key not in self._ranges:
-                    continue
-                if native_only and value.device.type == "cpu":
-                    host_bad = host_bad or float(value) not in self._ranges[key]
-                    continue
-                flag = outside(value, self._ranges[key])
-                bad = flag if bad is None else bad | flag.to(bad.device)
+        for key, value in tensors:
+            if native_only and value.device.type == "cpu":
+                host_bad = host_bad or float(value) not in self._ranges[key]
+                continue
+            flag = outside(value, self._ranges[key])
+            bad = flag if bad is None else bad | flag.to(bad.device)
         if bad is not None and self._gate.found_inf is None and not all(
                 k in ("native", "fused") for k in kernels):
             bad = None  # the flag would cost a host read on this path: not checked
         if host_bad:
-            bad = torch.ones((), dtype=torch.bool, device=updates[0][1].device)
+            device = next(iter(kinds.values()))[1].device
+            bad = torch.ones((), dtype=torch.bool, device=device)
         self.invalid_hyperparameters = bad
         if bad is not None:
             self._gate = self._gate.also_skipped_if(bad)
@@ -700,8 +704,8 @@ class Optimizer(torch.optim.Optimizer):
                 self._check_slots(v, states[v], self.param_groups[index[id(v)]])
             for gi, hp in prepared.items():
                 self._ensure_non_slot(self.param_groups[gi], hp)
-            self._guard_tensor_hypers(prepared, [(index[id(v)], v, g.is_sparse)
-                                                 for g, v in pairs])
+            self._guard_tensor_hypers(prepared, ((index[id(v)], v, g.is_sparse)
+                                                 for g, v in pairs))
             self._update(pairs, index, prepared)
             self._finish_groups(prepared)
 

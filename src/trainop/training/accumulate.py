@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from trainop._validation import describe
+from trainop.training._params import check_count_tensor
 
 __all__ = ["Accumulator", "check_step_state"]
 
@@ -101,8 +102,6 @@ def check_step_state(state: Any, keys: set[str], accumulator: Accumulator) -> Ac
     """Validate a training-step checkpoint (exactly ``keys``, with ``global_step``,
     ``micro_steps``, ``update_steps`` and ``accumulator`` among them) without changing
     anything; returns a new ``Accumulator`` like ``accumulator`` holding the saved sums."""
-    from trainop.training._params import check_count_tensor
-
     if not isinstance(state, dict) or set(state) != keys:
         raise ValueError(f"Expected a training-step state with keys {sorted(keys)}, got "
                          f"{describe(state)}")

@@ -125,15 +125,15 @@ def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
     return addresses, counts[:n]
 
 
-_OK, _SUBCLASS, _NOT_CONTIGUOUS = 0, 1, 2  # the reader's other codes: layout/device, dtype
+# The status codes of the reader's ``plain`` (metadata.cpp), also given by the Python fallback.
+_OK, _SUBCLASS, _NOT_CONTIGUOUS, _BAD_LAYOUT, _BAD_DTYPE = 0, 1, 2, 3, 4
 _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 
 def _read(lists, dtypes) -> tuple[int, np.ndarray, np.ndarray]:
     """One pass over every tensor: a status code (see ``metadata.cpp``'s ``plain``), the data
     pointers and the element counts, list after list. By the metadata reader in one call
-    where it is built, else attribute by attribute (a bad layout, device or dtype is then
-    found by ``_full_check``, which the caller runs on a cache miss)."""
+    where it is built, else attribute by attribute (the same checks, in Python)."""
     total = sum(map(len, lists))
     reader = metadata.load()
     if reader is not None:
@@ -146,7 +146,9 @@ def _read(lists, dtypes) -> tuple[int, np.ndarray, np.ndarray]:
         return _SUBCLASS, None, None
     if any(t.layout != torch.strided or t.device.type != "cpu"
            for tensors in lists for t in tensors):
-        return 3, None, None
+        return _BAD_LAYOUT, None, None
+    if any(t.dtype != d for tensors, d in zip(lists, dtypes, strict=True) for t in tensors):
+        return _BAD_DTYPE, None, None
     addresses = pointers(lists)
     if addresses is None:
         return _NOT_CONTIGUOUS, None, None
