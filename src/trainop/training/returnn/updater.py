@@ -212,6 +212,11 @@ class Updater:
         model: a ``torch.nn.Module`` (its trainable parameters) or an iterable of parameters.
         initial_learning_rate: the base learning rate (default: the config's
             ``learning_rate``, 1.0); ``set_learning_rate`` changes it.
+        summary_writer: a ``torch.utils.tensorboard.SummaryWriter`` or a log directory for
+            ``log_grad_norm`` (``grad_norm:p2``) and ``debug_grad_summaries`` (required by the
+            latter); ``None``: no summaries.
+        summary_frequency: write them on every N-th update, counted from the first (an int
+            >= 1, default 100).
 
     Example::
 
