@@ -87,7 +87,10 @@ class TorchClassStep:
         invalid = False
         if self._max_invalid is not None:
             if norm is None:
-                norm = torch.nn.utils.get_total_norm(grads) if grads else torch.zeros(())
+                # (torch.nn.utils.get_total_norm needs torch >= 2.6; trainop supports 2.4)
+                norm = torch.linalg.vector_norm(torch.stack([
+                    torch.linalg.vector_norm(g, dtype=torch.float32) for g in grads
+                ])) if grads else torch.zeros(())
             invalid = not bool(torch.isfinite(norm))  # the documented host read
             if invalid:
                 self.consecutive_invalid += 1
