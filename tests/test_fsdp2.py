@@ -111,20 +111,29 @@ class _WithExtra(torch.nn.Module):
 
 
 def _pipeline(params, kind: str = "clip"):
+    """``clip``: ClipByGlobalNorm; ``larc``: LARC (whole-tensor variable norms too);
+    ``logmax``: OpenSeq2Seq's LogMax loss scaler (reads ``max |g|``) and ClipByGlobalNorm; each
+    with SkipNonFinite and FilterZeroGradients."""
     from trainop.processing import (
         LARC,
         ClipByGlobalNorm,
         FilterZeroGradients,
         GradientPipeline,
+        LogMaxLossScaler,
+        LossScale,
         SkipNonFinite,
     )
 
-    stages = [LARC(larc_eta=0.002)] if kind == "larc" else [ClipByGlobalNorm(0.1)]
+    stages = {"larc": [LARC(larc_eta=0.002)], "clip": [ClipByGlobalNorm(0.1)],
+              "logmax": [LossScale(LogMaxLossScaler()), ClipByGlobalNorm(0.1)]}[kind]
     return GradientPipeline(trainop.AdamOptimizer(0.05, params=params),
                             [*stages, SkipNonFinite(), FilterZeroGradients()])
 
 
-def _train_pipeline(model, pipe, rank: int | None) -> list[tuple[float, bool]]:
+def _train_pipeline(model, pipe, rank: int | None,
+                    all_reduces: list[int] | None = None) -> list[tuple[float, bool, float]]:
+    """Per step: the global norm, whether it was applied, the loss scale after it (1 without a
+    scaler); ``all_reduces`` gets the ``all_reduce`` calls of each ``pipe.step()``."""
     out = []
     for k in range(STEPS):
         x, y = _batch(k)
@@ -133,9 +142,14 @@ def _train_pipeline(model, pipe, rank: int | None) -> list[tuple[float, bool]]:
         loss = torch.nn.functional.mse_loss(model(x, k), y)
         if k == 2 and rank in (None, 1):  # a NaN on one rank: both ranks skip the step
             loss = loss * float("nan")
-        loss.backward()
-        result = pipe.step()
-        out.append((float(result.global_norm), bool(result.applied)))
+        pipe.scale_loss(loss).backward()
+        with counted_all_reduces() as calls:
+            result = pipe.step()
+        if all_reduces is not None:
+            all_reduces.append(len(calls))
+        scaler = pipe.loss_scaler
+        out.append((float(result.global_norm), bool(result.applied),
+                    1.0 if scaler is None else float(scaler.loss_scale)))
         pipe.zero_grad()
     return out
 
@@ -148,17 +162,8 @@ def _pipeline_rank(rank: int, port: int, out: str, kind: str = "clip") -> None:
         model = _WithExtra()
         _sharded(model, [*model.body, model.extra])
         pipe = _pipeline(model.parameters(), kind)
-        x, y = _batch(0)
-        torch.nn.functional.mse_loss(model(x[:3], 0), y[:3]).backward()
-        with counted_all_reduces() as calls:
-            batch = pipe.batch_from_grads()
-            batch.global_norm(), batch.nonfinite(), batch.amax()
-        per_step = len(calls)
-        pipe.zero_grad()
-        model = _WithExtra()
-        _sharded(model, [*model.body, model.extra])
-        pipe = _pipeline(model.parameters(), kind)
-        results = _train_pipeline(model, pipe, rank)
+        per_step: list[int] = []
+        results = _train_pipeline(model, pipe, rank, per_step)
         full = [p.full_tensor().detach().clone() for p in model.parameters()]
         if rank == 0:
             torch.save({"results": results, "params": full, "all_reduces": per_step}, out)
@@ -234,23 +239,30 @@ def _larc_rank(rank: int, port: int, out: str) -> None:
     _pipeline_rank(rank, port, out, "larc")
 
 
-@pytest.mark.parametrize("kind", ["clip", "larc"])
-def test_pipeline_statistics_are_whole_tensor_and_one_all_reduce_each(tmp_path, kind):
-    """ClipByGlobalNorm (or LARC: whole-tensor norms of gradients and variables),
-    SkipNonFinite (a NaN on one rank skips the step on both) and FilterZeroGradients under
-    FSDP2 equal the unsharded run; the global norm, the finite check and ``max |g|`` cost one
-    all_reduce per statistic (two: the norms and the maxima)."""
+def _logmax_rank(rank: int, port: int, out: str) -> None:
+    _pipeline_rank(rank, port, out, "logmax")
+
+
+@pytest.mark.parametrize("kind", ["clip", "larc", "logmax"])
+def test_pipeline_statistics_are_whole_tensor_in_one_all_reduce_per_step(tmp_path, kind):
+    """ClipByGlobalNorm (or LARC: whole-tensor norms of gradients and variables; or the LogMax
+    loss scaler, which reads ``max |g|``), SkipNonFinite (a NaN on one rank skips the step on
+    both) and FilterZeroGradients (``max |g|``) under FSDP2 equal the unsharded run; every
+    statistic of a step (gradient norms, ``max |g|``, variable norms) costs ONE all_reduce."""
     out = str(tmp_path / "pipeline.pt")
-    _spawn(_larc_rank if kind == "larc" else _pipeline_rank, out)
+    _spawn({"larc": _larc_rank, "logmax": _logmax_rank, "clip": _pipeline_rank}[kind], out)
     got = torch.load(out, weights_only=False)
     model = _WithExtra()
     want = _train_pipeline(model, _pipeline(model.parameters(), kind), None)
-    assert [a for _, a in got["results"]] == [a for _, a in want] == [True, True, False, True]
-    for (g, _), (w, _) in zip(got["results"], want, strict=True):
+    assert [r[1] for r in got["results"]] == [r[1] for r in want] == [True, True, False, True]
+    for (g, _, gs), (w, _, ws) in zip(got["results"], want, strict=True):
         assert g == pytest.approx(w, rel=1e-5, nan_ok=True)
+        assert gs == pytest.approx(ws, rel=1e-5)
+    if kind == "logmax":  # the scale moved with log2(max |g|): the maxima were whole-tensor
+        assert len({s for _, _, s in want}) > 1
     for a, b in zip(got["params"], model.parameters(), strict=True):
         torch.testing.assert_close(a, b.detach(), rtol=1e-5, atol=1e-6)
-    assert got["all_reduces"] == 2
+    assert got["all_reduces"] == [1] * STEPS
 
 
 @pytest.fixture(scope="module")

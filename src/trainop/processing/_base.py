@@ -68,6 +68,12 @@ class Processor:
     def check(self, batch: Gradients) -> None:
         """At the ``check`` stage: look at the final gradients, possibly set the skip flag."""
 
+    def _statistics(self) -> frozenset[str]:
+        """The per-tensor statistics besides the gradient norms that this processor reads
+        (``"amax"``, ``"variable_norms"``): under FSDP2 a ``GradientPipeline`` measures them
+        with the norms in one ``all_reduce`` per step."""
+        return frozenset()
+
     def state_dict(self) -> dict[str, Any]:
         """This processor's state (0-dim tensors), cloned."""
         return {k: v.clone() for k, v in self._state().items()}

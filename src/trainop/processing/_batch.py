@@ -26,7 +26,7 @@ import torch
 
 from trainop._validation import Interval, check_int, check_real, describe
 from trainop.kernels.norms import float32_l2_norms
-from trainop.processing._sharded import sharded, whole_tensor_statistic
+from trainop.processing._sharded import sharded, whole_tensor_statistic, whole_tensor_statistics
 
 __all__ = ["Gradients"]
 
@@ -152,6 +152,7 @@ class Gradients(Sequence):
         self.original = True
         self._l2: torch.Tensor | None = None
         self._amax: torch.Tensor | None = None
+        self._var_l2: tuple[list[int], torch.Tensor] | None = None
         self._view: list[tuple[torch.Tensor | None, torch.Tensor]] | None = None
         self._derived: dict[str, torch.Tensor] = {}
         #: Known: every pair has a dense float32 gradient on ``device`` (the fast norm path).
@@ -273,6 +274,55 @@ class Gradients(Sequence):
                 self._amax = (torch.stack([amax_of(g).to(self.device) for g in grads]) if grads
                               else torch.zeros(0, dtype=_F32, device=self.device))
         return self._amax
+
+    def is_sharded(self) -> bool:
+        """Whether the gradients are DTensors (FSDP2)."""
+        return bool(self._present) and sharded([self._grads[self._present[0]]])
+
+    def variable_norms(self) -> torch.Tensor:
+        """Per present gradient, the float32 L2 norm of its variable (LARC), whole tensors
+        under FSDP2; measured once per batch."""
+        if self._var_l2 is None or self._var_l2[0] != self._present:
+            self._var_l2 = (list(self._present),
+                            float32_norms(self.present_vars(), self.device))
+        return self._var_l2[1]
+
+    def prefetch_sharded(self, *, amax: bool = False, variable_norms: bool = False) -> None:
+        """With DTensor gradients (FSDP2): measure the raw gradient norms, and ``max |g|`` and
+        the variables' norms where asked, together, in ONE ``all_reduce`` (``GradientPipeline``
+        calls it with what its stages need). Nothing happens for plain tensors, or when only the
+        gradient norms are missing (they take one ``all_reduce`` on their own)."""
+        grads = self.present_grads()
+        if not grads or not sharded(grads):
+            return
+        want_amax = amax and self._amax is None
+        want_vars = variable_norms and (self._var_l2 is None
+                                        or self._var_l2[0] != self._present)
+        variables = self.present_vars()
+        want_vars = (want_vars and sharded(variables)  # (else measured on their own)
+                     and variables[0].device_mesh == grads[0].device_mesh)
+        if not (want_amax or want_vars):
+            return
+        requests = []
+        if self._l2 is None:
+            requests.append(("l2", grads, lambda local: float32_norms(
+                local, local[0].device).square(), "sum"))
+        if want_amax:
+            requests.append(("amax", grads,
+                             lambda local: torch.stack([amax_of(g) for g in local]), "max"))
+        if want_vars:
+            requests.append(("vars", variables, lambda local: float32_norms(
+                local, local[0].device).square(), "sum"))
+        values = whole_tensor_statistics([(t, fn, op) for _, t, fn, op in requests])
+        for (key, *_), value in zip(requests, values, strict=True):
+            value = value.to(self.device)
+            if key == "l2":
+                self._l2 = value.sqrt()
+            elif key == "amax":
+                self._amax = value
+            else:
+                self._var_l2 = (list(self._present), value.sqrt())
+        self._derived = {}
 
     def _effective(self, raw: torch.Tensor) -> torch.Tensor:
         if self.multiplier is not None:

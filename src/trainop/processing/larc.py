@@ -71,6 +71,9 @@ class LARC(Processor):
 
     stage = "larc"
 
+    def _statistics(self) -> frozenset[str]:
+        return frozenset({"variable_norms"})
+
     def __init__(self, larc_eta: float, larc_mode: str = "clip", min_update: float = 1e-7,
                  epsilon: float = 1e-7, *, learning_rate: Any = None) -> None:
         self.larc_eta = check_real("larc_eta", larc_eta, POSITIVE)
@@ -117,7 +120,7 @@ class LARC(Processor):
             return batch
         variables = batch.present_vars()
         g_norm = self._grad_norms(batch)
-        v_norm = float32_norms(variables, batch.device)
+        v_norm = batch.variable_norms()
         lr = self._learning_rates(batch)
         if self.larc_mode == "clip":
             t = torch.clamp_min(self.larc_eta * v_norm / (lr * (g_norm + self.epsilon)),

@@ -405,6 +405,9 @@ class LossScale(Processor):
 
     stage = "unscale"
 
+    def _statistics(self) -> frozenset[str]:
+        return frozenset({"amax"}) if self.scaler.needs_amax else frozenset()
+
     def __init__(self, loss_scale: Any = None) -> None:
         self.scaler = as_loss_scaler(loss_scale)
 

@@ -57,6 +57,9 @@ class FilterZeroGradients(Processor):
 
     stage = "zero_filter"
 
+    def _statistics(self) -> frozenset[str]:
+        return frozenset({"amax"})
+
     def process(self, batch: Gradients) -> Gradients:
         if not batch.present:
             return batch

@@ -327,6 +327,10 @@ class GradientPipeline:
             self.consecutive_skips = self.consecutive_skips.to(device)
 
     def _run_stages(self, batch: Gradients) -> None:
+        if batch.is_sharded():  # FSDP2: every statistic the stages read, one all_reduce
+            needs = frozenset().union(*(proc._statistics() for _, proc in self._stages))
+            batch.prefetch_sharded(amax="amax" in needs,
+                                   variable_norms="variable_norms" in needs)
         for stage, proc in self._stages:
             if STAGES.index(stage) >= _CLIP_INDEX and "global_norm" not in batch.stats:
                 batch.stats["global_norm"] = batch.global_norm()
