@@ -171,3 +171,61 @@ def test_float32_automatic_scaling_still_writes_the_loss_scale(tmp_path):
                                summary_writer=str(tmp_path), summary_frequency=1)
     op()
     assert _read(tmp_path).Scalars("loss_scale")[0].value == 2.0 ** 14
+
+
+def test_larc_final_lr_uses_the_learning_rate_of_its_update(tmp_path):
+    """Spec §3 reference (eta 0.002, w = [3, 4], g = [0.6, 0.8]: trust 0.1 at lr 0.1) under a
+    decaying lr: larc_final_lr is lr(global_step before the update) * trust, not the next
+    step's lr."""
+    w = torch.tensor([3.0, 4.0], requires_grad=True)
+    g = torch.tensor([0.6, 0.8])
+    op = trainop.optimize_loss(lambda: (w * g).sum(), "SGD", {},
+                               lambda gs: 0.1 / (1.0 + gs.float()), var_list=[w],
+                               larc_params={"larc_eta": 0.002},
+                               summaries=["learning_rate", "larc_summaries"],
+                               summary_writer=str(tmp_path), summary_frequency=1)
+    expected = []
+    for step in range(2):
+        norm_w = float(torch.linalg.vector_norm(w.detach().double()))
+        lr = 0.1 / (1 + step)
+        trust = min(0.002 * norm_w / (lr * (1.0 + 1e-7)), 1.0)
+        expected.append((lr, trust))
+        op()
+    acc = _read(tmp_path)
+    assert expected[0][1] == pytest.approx(0.1, rel=1e-6)
+    assert [e.value for e in acc.Scalars("learning_rate")] == pytest.approx(
+        [lr for lr, _ in expected], rel=1e-6)
+    assert [e.value for e in acc.Scalars("larc_grad_update/var_0")] == pytest.approx(
+        [t for _, t in expected], rel=1e-5)
+    assert [e.value for e in acc.Scalars("larc_final_lr/var_0")] == pytest.approx(
+        [lr * t for lr, t in expected], rel=1e-5)
+    assert [e.step for e in acc.Scalars("larc_final_lr/var_0")] == [0, 1]
+
+
+def test_gradient_summaries_show_the_accumulated_gradients(tmp_path):
+    """With iter_size the per-variable gradient summaries are of what the update processes:
+    sum(g_k)/iter_size, unscaled, with the float32 regularization gradient of a half variable
+    in mixed mode, clipped (upstream summarizes the accumulators after clipping)."""
+    w = torch.tensor([[1.0, 2.0]], dtype=torch.float16, requires_grad=True)
+    b = torch.tensor([0.5], requires_grad=True)  # a float32 variable in a mixed model
+    trainop.apply_regularization([w], trainop.l2_regularizer(0.5))
+    op = trainop.optimize_loss(lambda k: (w.float() * k).sum() + b.sum() * k.sum(), "SGD", {},
+                               0.0, var_list=[w, b], dtype="mixed", loss_scaling="Backoff",
+                               iter_size=2, accumulate_first=True, clip_gradients=2.0,
+                               summaries=["gradients", "gradient_norm",
+                                          "global_gradient_norm"],
+                               summary_writer=str(tmp_path), summary_frequency=1)
+    op(torch.tensor([1.0, 0.0]))
+    op(torch.tensor([3.0, 0.0]))
+    gw = torch.tensor([[(1.0 + 3.0) / 2 + 0.5 * 1.0, 0.5 * 2.0]], dtype=torch.float64)
+    gb = torch.tensor([(1.0 + 3.0) / 2], dtype=torch.float64)
+    norm = math.sqrt(float((gw ** 2).sum() + (gb ** 2).sum()))  # sqrt(11.25) = 3.354
+    coef = 2.0 / norm
+    acc = _read(tmp_path)
+    assert acc.Scalars("global_gradient_norm")[0].value == pytest.approx(norm, rel=1e-6)
+    assert acc.Scalars("gradient_norm/var_0")[0].value == pytest.approx(
+        float(torch.linalg.vector_norm(gw)) * coef, rel=1e-6)
+    assert acc.Scalars("gradient_norm/var_1")[0].value == pytest.approx(2.0 * coef, rel=1e-6)
+    hist = acc.Histograms("gradients/var_0")[0].histogram_value
+    assert hist.sum == pytest.approx(float(gw.sum()) * coef, rel=1e-6)
+    assert hist.max == pytest.approx(2.5 * coef, rel=1e-6)

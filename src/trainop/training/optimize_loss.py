@@ -203,11 +203,14 @@ class TrainOp:
             self._core.accumulate()
             return loss.detach()
         log = None
+        observe = None
         if self._writer is not None and self._core.update_steps % self._frequency == 0:
             log = SummaryLog()
             step = int(self.global_step)  # the step the values belong to (read: summary step)
             self._before_update(log)
-        result = self._core.update()
+            if {"gradients", "gradient_norm"} & set(self._summaries):
+                observe = self._observe_gradients
+        result = self._core.update(observe=observe)
         if log is not None:
             self._after_update(log, result, loss)
             log.write(self._writer, step)
@@ -222,22 +225,29 @@ class TrainOp:
 
     def _before_update(self, log: SummaryLog) -> None:
         """Pre-update values (OpenSeq2Seq computes these summaries before ``apply``)."""
+        # the learning rate of this update (at global_step before it advances): also LARC's
+        self._summary_lr = torch.as_tensor(self._lr(), dtype=torch.float32)
         if "learning_rate" in self._summaries:
-            log.scalar("learning_rate", torch.as_tensor(self._lr()))
+            log.scalar("learning_rate", self._summary_lr)
         self._grads = None
-        wanted = {"gradients", "gradient_norm"} & set(self._summaries)
-        if wanted:
-            batch = self.pipeline.batch_from_grads()
-            scale = batch.pending_loss_scale
-            inverse = None if scale is None else torch.reciprocal(scale.float())
-            self._grads = [(None if g is None else (g.to_dense() if g.is_sparse else g).float()
-                            * (1.0 if inverse is None else inverse)) for g, _ in
-                           batch.raw_pairs()]
         for v, name in zip(self._masters(), self._variable_names(), strict=True):
             if "variables" in self._summaries:
                 log.histogram(f"variables/{name}", v.detach().clone())
             if "variable_norm" in self._summaries:
                 log.scalar(f"variable_norm/{name}", torch.linalg.vector_norm(v.detach().float()))
+
+    def _observe_gradients(self, pairs: list[tuple[torch.Tensor | None, torch.Tensor]],
+                           pending_scale: torch.Tensor | None) -> None:
+        """Float32 copies of the gradients the pipeline processes on this update (accumulated,
+        averaged over ranks, regularization included, unscaled), in the variables' order."""
+        inverse = None if pending_scale is None else torch.reciprocal(pending_scale.float())
+        by_var = {}
+        for g, v in pairs:
+            if g is None:
+                continue
+            g = (g.coalesce().to_dense() if g.is_sparse else g).detach().float().clone()
+            by_var[id(v)] = g if inverse is None else g * inverse.to(g.device)
+        self._grads = [by_var.get(id(v)) for v in self._masters()]
 
     def _variable_names(self) -> list[str]:
         return [self._names[id(v)] for v in self._variables]
@@ -265,7 +275,7 @@ class TrainOp:
         if "larc_summaries" in self._summaries and self._larc:
             trust = result.stats.get("larc_trust")
             clip_on = result.stats.get("larc_clip_on")
-            lr = torch.as_tensor(self._lr(), dtype=torch.float32)
+            lr = self._summary_lr
             for i, name in enumerate(self._variable_names()):
                 if trust is not None:
                     log.scalar(f"larc_grad_update/{name}", trust[i])

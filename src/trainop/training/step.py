@@ -90,15 +90,22 @@ class TrainingStep:
         self.last_result = self._accumulating_result()
         return self.last_result
 
-    def update(self, given_global_norm: torch.Tensor | None = None) -> StepResult:
+    def update(self, given_global_norm: torch.Tensor | None = None,
+               observe: Any = None) -> StepResult:
         """A micro-step with an update (see the module doc). ``given_global_norm``: the norm
-        for pipeline stages with ``use_norm="given"`` (RETURNN's raw micro-step norm)."""
+        for pipeline stages with ``use_norm="given"`` (RETURNN's raw micro-step norm).
+        ``observe``: ``None`` or ``fn(pairs, pending_loss_scale)``, called with the
+        ``(gradient, variable)`` pairs the pipeline is about to process (accumulated and
+        averaged; ``pending_loss_scale``: the scale they still carry, or ``None``), e.g. for
+        gradient summaries; it must not change them."""
         if self._accumulate or self._accumulator.pending:
             self._take_grads()
             pairs = self._accumulator.pairs()
             if self._average:
                 reduced = average_gradients([g for g, _ in pairs])
                 pairs = [(g, v) for g, (_, v) in zip(reduced, pairs, strict=True)]
+            if observe is not None:
+                observe(pairs, None)
             try:
                 result = self.pipeline.apply_gradients(pairs, global_step=self.global_step,
                                                        given_global_norm=given_global_norm)
@@ -107,6 +114,9 @@ class TrainingStep:
         else:
             if self._average:
                 reduce_grads_in_place(self._model_params())
+            if observe is not None:
+                batch = self.pipeline.batch_from_grads()
+                observe(batch.raw_pairs(), batch.pending_loss_scale)
             result = self.pipeline.step(given_global_norm=given_global_norm)
             self.global_step.add_(result.applied.to(self.global_step.device, _I64))
             self.pipeline.zero_grad(set_to_none=True)
