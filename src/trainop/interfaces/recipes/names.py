@@ -12,6 +12,11 @@ dotted names, and this resolver maps the ones that carry training options to tra
 - ``open_seq2seq.optimizers.lr_policies.<policy>`` -> ``trainop.schedules.openseq2seq.<policy>``
   (``fixed_lr``, ``piecewise_constant``, ``exp_decay``, ``poly_decay``, ``cosine_decay``,
   ``transformer_policy``, ``inv_poly_decay``);
+- ``tf.train.<decay>`` used as an ``lr_policy`` (OpenSeq2Seq calls it with ``global_step=``;
+  e.g. ``tf.train.cosine_decay``) -> ``trainop.schedules.tf1.<decay>``: ``exponential_decay``,
+  ``natural_exp_decay``, ``inverse_time_decay``, ``polynomial_decay``, ``cosine_decay``,
+  ``cosine_decay_restarts``, ``linear_cosine_decay``, ``noisy_linear_cosine_decay``
+  (``tf.train.piecewise_constant`` takes ``x``, not ``global_step``, so it is not a policy);
 - ``tf.contrib.layers.l2_regularizer`` / ``l1_regularizer`` (also ``tf.keras.regularizers.l2``
   / ``l1``) -> ``trainop.l2_regularizer`` / ``trainop.l1_regularizer``.
 
@@ -33,14 +38,21 @@ import torch
 from trainop.optimizers.novograd import NovoGrad
 from trainop.registry import OPTIMIZER_CLASSES
 from trainop.schedules import openseq2seq as os2s_policies
+from trainop.schedules import tf1 as tf1_schedules
 from trainop.training.regularization import l1_regularizer, l2_regularizer
 
-__all__ = ["POLICY_FUNCTIONS", "REGULARIZERS", "resolve_name"]
+__all__ = ["POLICY_FUNCTIONS", "REGULARIZERS", "TF1_POLICY_FUNCTIONS", "resolve_name"]
 
 #: OpenSeq2Seq's ``lr_policies`` functions by name (trainop's exact re-implementations).
 POLICY_FUNCTIONS = {name: getattr(os2s_policies, name) for name in (
     "fixed_lr", "piecewise_constant", "exp_decay", "poly_decay", "cosine_decay",
     "transformer_policy", "inv_poly_decay")}
+
+#: TF1's decay functions that take ``global_step`` (usable as an OpenSeq2Seq ``lr_policy``).
+TF1_POLICY_FUNCTIONS = {name: getattr(tf1_schedules, name) for name in (
+    "exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay",
+    "cosine_decay", "cosine_decay_restarts", "linear_cosine_decay",
+    "noisy_linear_cosine_decay")}
 
 #: TF's regularizer factories by name.
 REGULARIZERS = {"l2_regularizer": l2_regularizer, "l1_regularizer": l1_regularizer,
@@ -64,6 +76,8 @@ def resolve_name(dotted: str) -> Any:
             return OPTIMIZER_CLASSES.get(last)
         if head.endswith(("contrib.layers", "keras.regularizers")):
             return REGULARIZERS.get(last)
+        if head.endswith(".train") and last in TF1_POLICY_FUNCTIONS:
+            return TF1_POLICY_FUNCTIONS[last]
         return None
     if dotted.startswith("open_seq2seq."):
         if last == "NovoGrad":

@@ -7,7 +7,7 @@ Options (OpenSeq2Seq's names; default when absent):
 =========================  =====================================================================
 ``optimizer``              required: a name (``"Adam"``, ``"Momentum"``, ...) or a trainop class
 ``optimizer_params``       ``{}``; the class's arguments (checked; an unknown one names the closest)
-``lr_policy``              required: a policy function (``poly_decay``, ``transformer_policy``, ...)
+``lr_policy``              required: a policy function (``poly_decay``, ``tf.train.cosine_decay``)
 ``lr_policy_params``       ``{}``; ``decay_steps``/``begin_decay_at``/``steps_per_epoch`` filled
                            from the run length at ``build`` (``fill_policy_params``)
 ``max_grad_norm``          ``None`` (``clip_gradients``)
@@ -46,7 +46,12 @@ import torch
 from trainop._ranges import POSITIVE
 from trainop._validation import check_int, check_real, describe
 from trainop.configs import Symbol, Unresolved, check_keys, closest
-from trainop.interfaces.recipes.names import POLICY_FUNCTIONS, REGULARIZERS, resolve_name
+from trainop.interfaces.recipes.names import (
+    POLICY_FUNCTIONS,
+    REGULARIZERS,
+    TF1_POLICY_FUNCTIONS,
+    resolve_name,
+)
 from trainop.optimizer import Optimizer
 from trainop.processing import AutomaticLossScaler
 from trainop.processing.larc import LARC
@@ -300,6 +305,8 @@ def learning_rate_fn(fn: Callable[..., Any], params: Mapping[str, Any]) -> Calla
     name = getattr(fn, "__name__", None)
     if name in POLICY_FUNCTIONS and POLICY_FUNCTIONS[name] is fn:
         return policy(f"openseq2seq.{name}", **params)
+    if name in TF1_POLICY_FUNCTIONS and TF1_POLICY_FUNCTIONS[name] is fn:
+        return policy(f"tf1.{name}", **params)
     return lambda step: fn(global_step=step, **params)
 
 
