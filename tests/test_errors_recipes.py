@@ -21,6 +21,15 @@ def build(config, **kwargs):
     return lambda: trainop.load_recipe(config).build(model, **kwargs)
 
 
+def _file(name, text):
+    import tempfile
+
+    path = f"{tempfile.mkdtemp()}/{name}"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
 ERRORS: list[Row] = [
     Row("source-type", lambda: trainop.load_recipe(3), TypeError,
         r"Expected `source` to be a path or a dict, got 3 \(int\)"),
@@ -71,6 +80,19 @@ ERRORS: list[Row] = [
         TypeError, r"Expected `model` to be a torch.nn.Module, got 'model' \(str\)"),
     Row("frozen-all", build({"base_params": {**BASE, "freeze_variables_regex": ".*"}}),
         ValueError, r"Expected parameters to train, got none"),
+    Row("returnn-lines", lambda: trainop.load_recipe(_file("bad.config",
+                                                           "learning_rate 0.1\nadam\n")),
+        ValueError, r"Expected `key value` on each line of the RETURNN line-format config, got "
+                    r"'adam' at .*bad.config:2"),
+    Row("returnn-json", lambda: trainop.load_recipe(_file("bad.config",
+                                                          '{"learning_rate": 0.1,}')),
+        ValueError, r"Expected .*bad.config \(a RETURNN config starting with '\{'\) to be "
+                    r"JSON, got an error at line 1 column 23"),
+    Row("returnn-no-keys", lambda: trainop.load_recipe(_file("fwd.config",
+                                                             "task forward\nbatch_size 10\n")),
+        ValueError, r"Expected the RETURNN config .*fwd.config to set training keys "
+                    r"\(optimizer, learning_rate, gradient_clip\*, ...\), got keys "
+                    r"\['batch_size', 'task'\]"),
     Row("returnn-model", lambda: trainop.load_recipe({"learning_rate": 0.1}).build([1]),
         TypeError, r"Expected `model` to be a torch.nn.Module, got \[1\] \(list\)"),
 ]

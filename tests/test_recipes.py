@@ -272,6 +272,54 @@ def test_resnet50_momentum_piecewise_constant_epochs(tmp_path):
     _same_params(model, ref)
 
 
+RESNET_ADAMW_COSINE = """
+    import tensorflow as tf
+    from open_seq2seq.models import Image2Label
+    from open_seq2seq.encoders import ResNetEncoder
+
+    base_model = Image2Label
+    base_params = {
+        "num_epochs": 4,
+        "optimizer": "AdamW",
+        "optimizer_params": {"beta1": 0.85, "beta2": 0.995, "epsilon": 1e-07,
+                             "weight_decay": 0.05},
+        "lr_policy": tf.train.cosine_decay,
+        "lr_policy_params": {"learning_rate": 0.003, "alpha": 0.1},
+        "initializer": tf.variance_scaling_initializer,
+        "encoder": ResNetEncoder,
+        "encoder_params": {"resnet_size": 50, "regularize_bn": False},
+    }
+"""
+
+
+def test_tf_train_decay_function_as_lr_policy(tmp_path):
+    """A TF1 decay function as ``lr_policy`` (as in OpenSeq2Seq's ResNet-50 AdamW example):
+    mapped to trainop.schedules.tf1, ``decay_steps`` filled from the run length."""
+    from trainop.schedules import tf1
+
+    recipe = trainop.load_recipe(_write(tmp_path, "rn50_adamw.py", RESNET_ADAMW_COSINE))
+    o = recipe.options
+    assert o["lr_policy"] is tf1.cosine_decay
+    assert recipe.optimizer_class is trainop.AdamWOptimizer
+    from trainop.interfaces.recipes.openseq2seq import filled_policy_params
+
+    filled = filled_policy_params(o, None, steps_per_epoch=3)
+    assert filled == {"learning_rate": 0.003, "alpha": 0.1, "decay_steps": 12}
+    lr = tf1.CosineDecay(0.003, 12, 0.1)
+    assert lr(12) == pytest.approx(0.0003, rel=1e-12)
+    model, ref = _model(), _model()
+    op = recipe.build(model, _mse(model), steps_per_epoch=3)
+    hand = trainop.optimize_loss(_mse(ref), "AdamW", dict(o["optimizer_params"]), lr, model=ref)
+    batches = _batches()
+    _run_train_op(op, batches)
+    _run_train_op(hand, batches)
+    _same_params(model, ref)
+    # tf.train.piecewise_constant takes x, not global_step: not a policy
+    bad = RESNET_ADAMW_COSINE.replace("tf.train.cosine_decay", "tf.train.piecewise_constant")
+    with pytest.raises(ValueError, match=r"tensorflow.train.piecewise_constant \(an import"):
+        trainop.load_recipe(_write(tmp_path, "rn50_bad.py", bad))
+
+
 def test_options_that_need_code_are_listed_and_block_build(tmp_path):
     path = _write(tmp_path, "custom.py", """
         from open_seq2seq.models import Text2Text
@@ -407,6 +455,93 @@ def test_returnn_bad_values_fail_at_load(config, match):
 def test_returnn_behavior_version_2_rejects_legacy_flags():
     with pytest.raises(ValueError, match="behavior_version 2"):
         trainop.load_recipe({"adam": True, "behavior_version": 2})
+
+
+RETURNN_LINES = """
+    # a RETURNN config in the old line format: `key value`, no Python
+    task train
+    train GeneratingDataset::Task12AXDataset(num_seqs=50)
+    hidden_size 12,12
+    nadam true  # legacy flag
+    optimizer_epsilon 1e-7
+    learning_rate 0.02
+    accum_grad_multiple_step 2
+    gradient_nan_inf_filter TRUE
+    learning_rates 0.005,0.01
+"""
+
+RETURNN_JSON = """
+    {
+      // a RETURNN config in JSON, with comments
+      "task": "train",
+      "optimizer": {"class": "adam", "beta1": 0.8},  /* the optimizer dict */
+      "optimizer_epsilon": 1e-8,
+      "learning_rate": 0.01,
+      "gradient_clip_global_norm": 0.5,
+      "note": "// not a comment"
+    }
+"""
+
+
+@pytest.mark.parametrize("name,text,config,cls", [
+    ("lines.config", RETURNN_LINES,
+     {"nadam": True, "optimizer_epsilon": 1e-7, "learning_rate": 0.02,
+      "accum_grad_multiple_step": 2, "gradient_nan_inf_filter": True},
+     trainop.NadamOptimizer),
+    ("setup.config", RETURNN_JSON,
+     {"optimizer": {"class": "adam", "beta1": 0.8}, "optimizer_epsilon": 1e-8,
+      "learning_rate": 0.01, "gradient_clip_global_norm": 0.5}, trainop.AdamOptimizer),
+])
+def test_returnn_json_and_line_format_configs(tmp_path, name, text, config, cls):
+    """RETURNN's non-Python config files (its Config.load_file: '{' is JSON, other text
+    without '#!' is `key value` lines) load as RETURNN recipes and step as the Updater."""
+    path = _write(tmp_path, name, text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        recipe = trainop.load_recipe(path)
+        hand_config = copy.deepcopy(config)
+        model, ref = _model(), _model()
+        updater = recipe.build(model)
+        hand = trainop.Updater(hand_config, ref)
+        third = _model()
+        from_path = trainop.Updater(path, third)  # the Updater reads these files too
+    assert (recipe.format, recipe.builds, recipe.optimizer_class) == ("returnn", "Updater", cls)
+    for key, value in config.items():
+        if key != "optimizer":
+            assert recipe.options[key] == value, key
+    assert recipe.options["optimizer"]["epsilon"] == config["optimizer_epsilon"]
+    if name == "lines.config":  # a value with a comma is a list, as in RETURNN
+        assert recipe.options["learning_rates"] == [0.005, 0.01]
+        assert recipe.learning_rate_control().get_learning_rate_for_epoch(2) == 0.01
+    batches = _batches()
+    _updater_run(updater, model, batches)
+    _updater_run(hand, ref, batches)
+    _same_params(model, ref)
+    _updater_run(from_path, third, batches)
+    _same_params(third, ref)
+    assert type(updater.optimizer) is cls and type(from_path.optimizer) is cls
+
+
+def test_returnn_debug_checks_are_installed_by_build_not_at_load(tmp_path, capsys):
+    path = _write(tmp_path, "debug.config", """
+        #!rnn.py
+        optimizer = {"class": "adam"}
+        learning_rate = 0.01
+        debug_add_check_numerics_ops = True
+    """)
+    hooks = len(torch.nn.modules.module._global_forward_hooks)
+    recipe = trainop.load_recipe(path)
+    assert capsys.readouterr().out == ""  # no message, no hooks from the load-time probe
+    assert len(torch.nn.modules.module._global_forward_hooks) == hooks
+    model = _model()
+    updater = recipe.build(model)
+    updater.get_optim_op()
+    assert "Adding checks for inf/nan." in capsys.readouterr().out
+    x, y = _batches()[0]
+    with pytest.raises(trainop.NumericsError) as info:
+        updater.step(_mse(model)(x * float("inf"), y))
+    assert (info.value.phase, info.value.module) == ("forward", "<input>")
+    updater._checker.remove()
 
 
 # ------------------------------------------------------------------ trainop's own format

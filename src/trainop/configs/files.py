@@ -9,6 +9,7 @@ from typing import Any
 
 from trainop._validation import describe
 from trainop.configs.pyconfig import PyConfig, evaluate_python_config
+from trainop.configs.returnn_text import parse_returnn_text, returnn_text_kind
 
 __all__ = ["load_config"]
 
@@ -18,9 +19,11 @@ YAML_SUFFIXES = (".yaml", ".yml")
 def load_config(path: str | os.PathLike,
                 names: Mapping[str, Any] | Callable[[str], Any] | None = None
                 ) -> tuple[str, dict[str, Any], PyConfig | None]:
-    """``(kind, values, pyconfig)`` of the file at ``path``: kind ``"yaml"``, ``"json"`` or
-    ``"python"`` (any other suffix, e.g. RETURNN's ``.config``); for Python configs
-    ``pyconfig`` has the unresolved entries (``values`` holds only what was evaluated).
+    """``(kind, values, pyconfig)`` of the file at ``path``: kind ``"yaml"``, ``"json"`` or,
+    for any other suffix (e.g. RETURNN's ``.config``), ``"python"``, or RETURNN's non-Python
+    formats ``"returnn-json"`` (the text starts with ``{``) and ``"returnn-lines"`` (``key
+    value`` lines; see ``trainop.configs.returnn_text``); for Python configs ``pyconfig`` has
+    the unresolved entries (``values`` holds only what was evaluated).
 
     YAML is read with PyYAML's ``safe_load``; JSON with ``json``; both must hold a mapping.
     """
@@ -44,6 +47,9 @@ def load_config(path: str | os.PathLike,
             raise ValueError(f"Expected {path} to hold a mapping of options, got "
                              f"{describe(data)}")
         return kind, data, None
+    kind = returnn_text_kind(text, path)
+    if kind != "python":
+        return f"returnn-{kind}", parse_returnn_text(text, path), None
     parsed = evaluate_python_config(text, filename=path, names=names)
     values = {k: v for k, v in parsed.values.items() if k not in parsed.unresolved}
     return "python", values, parsed

@@ -4,6 +4,8 @@ Detection:
 
 - ``.yaml``/``.yml``/``.json`` (or a dict with ``"format": "trainop"``): trainop's own format,
   strict (``trainop_format``); a YAML/JSON file without ``format: trainop`` is an error.
+- a file in one of RETURNN's non-Python formats (starting with ``{``: JSON; ``key value``
+  lines: the old line format; ``trainop.configs.returnn_text``) is a RETURNN config;
 - any other file is a Python config, parsed by ``trainop.configs`` (``ast``; never run):
   ``base_params`` defined, or an import from ``open_seq2seq``: OpenSeq2Seq
   (``base_params`` updated by ``train_params``); otherwise, when it sets a RETURNN training key
@@ -20,6 +22,7 @@ from typing import Any
 
 from trainop._validation import describe
 from trainop.configs import Symbol, evaluate_python_config, load_config
+from trainop.configs.returnn_text import parse_returnn_text, returnn_text_kind
 from trainop.interfaces.recipes import openseq2seq, returnn, trainop_format
 from trainop.interfaces.recipes.names import resolve_name
 from trainop.interfaces.recipes.recipe import Recipe
@@ -71,6 +74,15 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any]) -> Recipe:
         return _from_dict(data, path)
     with open(path, encoding="utf-8") as f:
         text = f.read()
+    if returnn_text_kind(text, path) != "python":
+        values = parse_returnn_text(text, path)
+        if not _RETURNN_KEYS & set(values):
+            raise ValueError(f"Expected the RETURNN config {path} to set training keys "
+                             f"(optimizer, learning_rate, gradient_clip*, ...), got keys "
+                             f"{sorted(values)}")
+        options, unresolved, cls = returnn.options_from(values)
+        return Recipe("returnn", options, None if cls is type(None) else cls, unresolved,
+                      "Updater", path)
     parsed = evaluate_python_config(text, filename=path, names=resolve_name, partial=True)
     values = parsed.values
     if "base_params" in values or _imports_openseq2seq(values):

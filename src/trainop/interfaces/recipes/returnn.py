@@ -56,10 +56,12 @@ def _construct(options: Mapping[str, Any]) -> None:
     """Build the Updater and its optimizer once on a stand-in parameter, so that a bad value
     (``gradient_clip = -1``, ``beta2 = 1.5``, a bad ``dynamic_learning_rate``) is an error at
     load. The options that need the real model or a writer (``updater_opts``,
-    ``debug_grad_summaries``, Horovod) are left to ``build``."""
+    ``debug_grad_summaries``, Horovod) and the numerics checks (hooks that would outlive the
+    probe, and their message) are left to ``build``."""
     probe = torch.nn.Parameter(torch.zeros(1))
     config = {key: value for key, value in options.items() if key in DEFAULTS}
-    config.update(updater_opts=None, debug_grad_summaries=False, use_horovod=False)
+    config.update(updater_opts=None, debug_grad_summaries=False, use_horovod=False,
+                  debug_add_check_numerics_ops=False, debug_add_check_numerics_on_output=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # read_config already warned once
         Updater(config, [probe]).get_optim_op()
