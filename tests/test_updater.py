@@ -545,8 +545,56 @@ def test_global_norm_tag_clips_every_variable_by_the_tagged_norm():
     torch.testing.assert_close(model[0].weight.detach(),
                                before[0] - scale * torch.tensor([[3.0, 4.0]]))
     torch.testing.assert_close(model[1].weight.detach(), before[1] - scale * 7.0)
-    with pytest.raises(ValueError, match="gradient_clip_global_norm_tag"):
-        trainop.Updater({"global_norm_tag": "a", "gradient_clip_global_norm_tag": "b"}, model)
+
+
+def test_clip_tag_and_zero_tag_differ_and_per_parameter_tags():
+    """RETURNN reads the tags per variable: the clip by G of ``gradient_clip_global_norm_tag``
+    (default: the variable's ``global_norm_tag``), the zeroing by G of ``global_norm_tag``."""
+    def run(config):
+        model = nn.Sequential(nn.Linear(2, 1, bias=False), nn.Linear(1, 1, bias=False))
+        with torch.no_grad():
+            model[0].weight.copy_(torch.tensor([[1.0, 1.0]]))
+            model[1].weight.copy_(torch.tensor([[1.0]]))
+        updater = trainop.Updater({"optimizer": {"class": "sgd"}, "learning_rate": 1.0,
+                                   **config}, model)
+        updater.step(model(torch.tensor([[3.0, 4.0]])).sum())  # grads (3, 4) and (7,)
+        return [v for p in model.parameters() for v in p.detach().flatten().tolist()]
+
+    tags = {"0.*": {"tags": ["enc"]}, "1.*": {"tags": ["dec"]}}
+    # clip by G_dec = 7 (scale 1/7); zero by G_enc = 5 > 4.5: every gradient 0
+    assert run({"updater_opts": tags, "gradient_clip_global_norm": 1.0,
+                "gradient_clip_global_norm_tag": "dec", "global_norm_tag": "enc",
+                "grad_norm_to_clip_to_zero": 4.5}) == [1.0, 1.0, 1.0]
+    # zero threshold 6 > G_enc: no zeroing; the clip by G_dec = 7
+    got = run({"updater_opts": tags, "gradient_clip_global_norm": 1.0,
+               "gradient_clip_global_norm_tag": "dec", "global_norm_tag": "enc",
+               "grad_norm_to_clip_to_zero": 6.0})
+    assert got == pytest.approx([1 - 3 / 7, 1 - 4 / 7, 0.0], abs=1e-6)
+    # per parameter: layer 0 clipped by G_enc = 5, layer 1 by G_all = sqrt(74)
+    got = run({"updater_opts": {"0.*": {"tags": ["enc"], "gradient_clip_global_norm_tag": "enc"}},
+               "gradient_clip_global_norm": 1.0})
+    g_all = math.sqrt(9 + 16 + 49)
+    assert got == pytest.approx([1 - 3 / 5, 1 - 4 / 5, 1 - 7 / g_all], abs=1e-6)
+    with pytest.raises(ValueError, match=r"Expected `global_norm_tag` to be one of the "
+                                         r"updater_opts tags \['dec', 'enc'\], got 'x'"):
+        run({"updater_opts": tags, "global_norm_tag": "x"})
+
+
+def test_per_parameter_optimizer_without_class_takes_the_default_class():
+    """RETURNN: an ``updater_opts`` optimizer without "class" is the default optimizer's class
+    with only its own options (the default's beta1 is not inherited)."""
+    model = nn.Module()
+    model.a, model.b = nn.Parameter(torch.tensor(1.0)), nn.Parameter(torch.tensor(1.0))
+    u = trainop.Updater({"optimizer": {"class": "momentum", "momentum": 0.5},
+                         "learning_rate": 1.0,
+                         "updater_opts": {"b": {"optimizer": {"momentum": 0.9}}}}, model)
+    for _ in range(2):
+        u.step(model.a + model.b)
+        model.zero_grad()
+    assert [type(o).__name__ for o in u.optimizers] == ["MomentumOptimizer"] * 2
+    # momentum m: 1, then 1 + m; the parameter moves by 1 + (1 + m)
+    assert model.a.item() == pytest.approx(1 - 1 - 1.5) and \
+        model.b.item() == pytest.approx(1 - 1 - 1.9)
 
 
 def test_dict_config_ignores_other_keys_but_flags_near_misses():

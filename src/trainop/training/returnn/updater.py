@@ -98,12 +98,32 @@ def _count(options: dict[str, Any], key: str) -> int:
     return value
 
 
+class _ClipToZeroByOwnNorm(ClipToZero):
+    """``grad_norm_to_clip_to_zero`` by the G of ``global_norm_tag`` where the global-norm clip
+    of the same group uses another tag's G (``gradient_clip_global_norm_tag``): the Updater sets
+    ``norm`` before each update."""
+
+    def __init__(self, threshold: float) -> None:
+        super().__init__(threshold, use_norm="given")
+        self.norm: torch.Tensor | None = None
+
+    def process(self, batch):
+        clip_norm = getattr(batch, "given_global_norm", None)
+        batch.given_global_norm = self.norm
+        try:
+            return super().process(batch)
+        finally:
+            batch.given_global_norm = clip_norm
+
+
 class _Step:
     """One built update: the pipeline, the core and what a step needs (``get_optim_op``)."""
 
     def __init__(self, updater: Updater, o: dict[str, Any], params: list[torch.Tensor],
                  spec: tuple[type, dict[str, Any], float, dict[str, Any] | None],
-                 previous: list[Any], *, shared_norm: bool = False) -> None:
+                 previous: list[Any], *, shared_norm: bool = False,
+                 tags: tuple[str | None, str | None] = (None, None),
+                 maximize: bool = False) -> None:
         cls, kwargs, multiplier, group_options = spec
         self.params = params
         self.torch_class = group_options is not None
@@ -112,7 +132,7 @@ class _Step:
         else:
             self.optimizer = cls(learning_rate=updater._lr_fn(multiplier), params=params,
                                  **kwargs)
-            self._init_pipeline(o, shared_norm)
+            self._init_pipeline(o, shared_norm, tags, maximize)
         for old in previous:  # slots of parameters that stay are kept
             if type(old) is not type(self.optimizer):
                 continue
@@ -145,7 +165,9 @@ class _Step:
                                            group_options)
         self.optimizer = cls(groups, lr=updater._host_lr() * multiplier, **kwargs)
         self.n = _count(o, "accum_grad_multiple_step")
-        self.tags, self.decay, self.needs_norm, self.pipeline = (), [], False, None
+        self.tags, self.decay, self.pipeline = (), [], None
+        self.clip_tag = self.zero_tag = self.zero_stage = None
+        self.clip_norm_needed = self.zero_norm_needed = False
         limit = o["num_allowed_consec_invalid_gradient_steps"]
         self.core = TorchClassStep(
             self.optimizer, self.params, [m * multiplier for m in multipliers],
@@ -154,17 +176,21 @@ class _Step:
             max_invalid=None if limit is None else _count(
                 o, "num_allowed_consec_invalid_gradient_steps"), advice=SEED_ADVICE)
 
-    def _init_pipeline(self, o: dict[str, Any], shared_norm: bool) -> None:
-        """A trainop optimizer: the ``GradientPipeline`` in RETURNN TF's per-variable order."""
+    def _init_pipeline(self, o: dict[str, Any], shared_norm: bool,
+                       tags: tuple[str | None, str | None], maximize: bool) -> None:
+        """A trainop optimizer: the ``GradientPipeline`` in RETURNN TF's per-variable order.
+        ``tags``: the (clip, zero) tags of this group's G (None: every variable);
+        ``maximize``: ``maximize_grad_norm`` changes the gradients before the clip."""
         self.n = _count(o, "accum_grad_multiple_step")
         self.tags = tuple(o.get("tags") or ())
+        self.clip_tag, self.zero_tag = tags
         clip_global = _number(o, "gradient_clip_global_norm")
         to_zero = _number(o, "grad_norm_to_clip_to_zero")
         torch_backend = o["backend"] == "torch"
         # RETURNN TF measures G on the micro-step's raw gradients; where nothing before the clip
         # changes them (no accumulation, noise, value or per-tensor clip) that is the norm the
         # clip stage measures anyway, so no separate pass is needed
-        changed_before_clip = self.n > 1 or any(_number(o, key) for key in (
+        changed_before_clip = maximize or self.n > 1 or any(_number(o, key) for key in (
             "gradient_noise", "gradient_clip", "gradient_clip_norm", "gradient_clip_avg_norm"))
         # with several groups a stage measures its own group only: G spans every variable
         use = "given" if not torch_backend and (changed_before_clip or shared_norm) else "stage"
@@ -183,13 +209,19 @@ class _Step:
             processors.append(ClipByGlobalNorm(clip_global, use_norm=use))
         if o["gradient_nan_inf_filter"]:
             processors.append(NanInfFilter())
+        self.zero_stage = None
         if to_zero:
-            processors.append(ClipToZero(to_zero, use_norm=use_zero))
+            if use_zero == "given" and clip_global and use == "given" \
+                    and self.zero_tag != self.clip_tag:  # G of another tag than the clip's
+                self.zero_stage = _ClipToZeroByOwnNorm(to_zero)
+                processors.append(self.zero_stage)
+            else:
+                processors.append(ClipToZero(to_zero, use_norm=use_zero))
         if o["num_allowed_consec_invalid_gradient_steps"] is not None:
             k = _count(o, "num_allowed_consec_invalid_gradient_steps")
             processors.append(SkipNonFinite(max_consecutive_skips=k))
-        self.needs_norm = (bool(clip_global) and use == "given") or (
-            bool(to_zero) and use_zero == "given")
+        self.clip_norm_needed = bool(clip_global) and use == "given"
+        self.zero_norm_needed = bool(to_zero) and use_zero == "given"
         self.pipeline = GradientPipeline(self.optimizer, processors)
         # use_horovod: every micro-step's gradients are reduced before anything else (RETURNN's
         # TF order: the global norm G is of the reduced gradients), so not again in the core
@@ -253,7 +285,7 @@ class Updater:
                              "got a list of parameters")
         self._options = options
         self._log_grad_norm = _log_grad_norm(options["log_grad_norm"])
-        self._tag = _norm_tag(options)
+        _norm_tag(options)
         self._maximize = check_real("maximize_grad_norm", _number(options, "maximize_grad_norm"),
                                     NON_NEGATIVE)
         self.last_grad_norm: torch.Tensor | None = None
@@ -271,7 +303,8 @@ class Updater:
         self._overrides = _check_overrides(options["updater_opts"], self._model)
         for overrides in self._overrides.values():
             if "optimizer" in overrides:
-                optimizer_spec({**options, "optimizer": overrides["optimizer"]})
+                self._override_spec(overrides)
+        self._tagged = _check_tags(options, self._overrides)
         base = options["learning_rate"] if initial_learning_rate is None \
             else initial_learning_rate
         self._base_lr = check_real("learning_rate", base, NON_NEGATIVE)
@@ -393,15 +426,37 @@ class Updater:
             parts = self._group_params()
             for overrides, params in parts:
                 options = {**self._options, **overrides}
-                spec = self._spec if "optimizer" not in overrides else optimizer_spec(options)
+                spec = self._spec if "optimizer" not in overrides else \
+                    self._override_spec(overrides)
                 groups.append(_Step(self, options, params, spec, previous,
-                                    shared_norm=len(parts) > 1 or self._tag is not None))
+                                    shared_norm=len(parts) > 1 or self._tagged,
+                                    tags=self._group_tags(overrides),
+                                    maximize=bool(self._maximize)))
             self._groups = groups
             self._optimizer = groups[0].optimizer
             self._install_checks()
             if callback_on_new is not None:
                 callback_on_new()
         return self._run
+
+    def _override_spec(self, overrides: dict[str, Any]):
+        """The optimizer of an ``updater_opts`` group: its ``optimizer`` dict; without
+        ``"class"``, the default optimizer's class with (only) the dict's options, as RETURNN's TF
+        updater."""
+        optimizer = overrides["optimizer"]
+        if isinstance(optimizer, dict) and optimizer and "class" not in optimizer:
+            optimizer = {"class": self._spec[0], **optimizer}
+        return optimizer_spec({**self._options, "optimizer": optimizer})
+
+    def _group_tags(self, overrides: dict[str, Any]) -> tuple[str | None, str | None]:
+        """``(clip tag, zero tag)`` of a group, as RETURNN reads them per variable:
+        ``global_norm_tag`` (``updater_opts`` first, then the config) for
+        ``grad_norm_to_clip_to_zero``; ``gradient_clip_global_norm_tag`` (``updater_opts``, the
+        config, then that group's ``global_norm_tag``) for the global-norm clip."""
+        zero = overrides.get("global_norm_tag", self._options["global_norm_tag"])
+        clip = overrides.get("gradient_clip_global_norm_tag",
+                             self._options["gradient_clip_global_norm_tag"])
+        return (zero if clip is None else clip), zero
 
     def _install_checks(self) -> None:
         """``debug_add_check_numerics_ops``: trainop's numerics checks on the model and the
@@ -453,23 +508,32 @@ class Updater:
         raw_norm = self._backward_maximizing(loss) if self._maximize else loss.backward()
         if groups[0].reduce:
             reduce_grads_in_place(self._trainable, average=groups[0].average)
-        norm = raw_norm
+        norms: dict[str | None, torch.Tensor] = {} if raw_norm is None else {None: raw_norm}
+
+        def g_of(tag: str | None) -> torch.Tensor:
+            """G_all (tag None) or G_tag (the parameters whose updater_opts tags hold it), of
+            this micro-step's raw gradients; each measured once."""
+            if tag not in norms:
+                params = self._trainable if tag is None else [
+                    p for g in groups if tag in g.tags for p in g.params]
+                grads = [p.grad for p in params if p.grad is not None]
+                norms[tag] = global_norm(grads) if grads else torch.zeros(
+                    (), device=self._lr.device)
+            return norms[tag]
+
         update_now = any(g.n <= 1 or t % g.n == g.n - 1 for g in groups)
         summary = (self._writer is not None and update_now
                    and self._updates % self._summary_frequency == 0
                    and (self._options["debug_grad_summaries"] or self._log_grad_norm))
-        if norm is None and (self._log_grad_norm or summary
-                             or any(g.needs_norm for g in groups)):
-            norm = global_norm([p.grad for p in self._trainable if p.grad is not None])  # G_all
-        if self._tag is not None:  # G_tag: the parameters whose updater_opts tags hold it
-            tagged = [p.grad for g in groups if self._tag in g.tags
-                      for p in g.params if p.grad is not None]
-            norm_all, norm = norm, global_norm(tagged) if tagged else torch.zeros(
-                (), device=self._lr.device)
         if self._log_grad_norm:  # a tensor: read it (a host sync) only when logging
-            self.last_grad_norm = norm if self._tag is None else norm_all
+            self.last_grad_norm = g_of(None)
         if summary:
-            self._summaries(norm if self._tag is None else norm_all)
+            self._summaries(g_of(None))
+        for g in groups:  # measured before any group's update changes its gradients
+            if g.clip_norm_needed:
+                g_of(g.clip_tag)
+            if g.zero_norm_needed:
+                g_of(g.zero_tag)
         if update_now:
             self._updates += 1
         results = []
@@ -484,7 +548,11 @@ class Updater:
             with torch.no_grad():
                 for p, l2 in g.decay:
                     p.mul_(1.0 - 2.0 * l2)
-            results.append(g.core.update(given_global_norm=norm if g.needs_norm else None))
+            given = g_of(g.clip_tag) if g.clip_norm_needed else (
+                g_of(g.zero_tag) if g.zero_norm_needed else None)
+            if g.zero_stage is not None:
+                g.zero_stage.norm = g_of(g.zero_tag)
+            results.append(g.core.update(given_global_norm=given))
             if self._options["num_allowed_consec_invalid_gradient_steps"] is not None \
                     and not bool(results[-1].applied):  # documented host read (abort counter)
                 warnings.warn(f"Invalid gradient in step {t}, skipping. {SEED_ADVICE}",
@@ -564,26 +632,47 @@ class Updater:
 
 PER_PARAMETER_KEYS = ("optimizer", "accum_grad_multiple_step", "gradient_noise", "gradient_clip",
                       "gradient_clip_norm", "gradient_clip_avg_norm",
-                      "gradient_clip_global_norm", "gradient_nan_inf_filter",
+                      "gradient_clip_global_norm", "global_norm_tag",
+                      "gradient_clip_global_norm_tag", "gradient_nan_inf_filter",
                       "grad_norm_to_clip_to_zero", "tags")
 
 
-def _norm_tag(options: dict[str, Any]) -> str | None:
-    """``global_norm_tag`` / ``gradient_clip_global_norm_tag`` (defaults to the former): the
-    tag whose parameters (``updater_opts`` ``"tags"``) the global norm G spans; trainop takes
-    one tag for the clip and the zeroing."""
-    tag = options["global_norm_tag"]
-    clip_tag = options["gradient_clip_global_norm_tag"] or tag
-    if (tag or clip_tag) and options["backend"] == "torch":
-        raise ValueError("Expected no `global_norm_tag` with backend='torch' (RETURNN's "
-                         "PyTorch backend has no tags)")
-    if tag and clip_tag and tag != clip_tag:
-        raise ValueError(f"Expected `gradient_clip_global_norm_tag` to equal `global_norm_tag` "
-                         f"(trainop uses one tag), got {clip_tag!r} and {tag!r}")
-    tag = tag or clip_tag
-    if tag is not None and not isinstance(tag, str):
-        raise TypeError(f"Expected `global_norm_tag` to be a str, got {describe(tag)}")
-    return tag
+def _norm_tag(options: dict[str, Any]) -> None:
+    """``global_norm_tag`` / ``gradient_clip_global_norm_tag``: str or None; none with
+    ``backend: torch``."""
+    for key in ("global_norm_tag", "gradient_clip_global_norm_tag"):
+        tag = options[key]
+        if tag is not None and options["backend"] == "torch":
+            raise ValueError(f"Expected no `{key}` with backend='torch' (RETURNN's PyTorch "
+                             f"backend has no tags), got {tag!r}")
+        if tag is not None and not isinstance(tag, str):
+            raise TypeError(f"Expected `{key}` to be a str, got {describe(tag)}")
+
+
+def _check_tags(options: dict[str, Any], overrides: dict[str, dict[str, Any]]) -> bool:
+    """Every tag a global norm is measured over (config or ``updater_opts``) must be in some
+    ``updater_opts`` ``"tags"`` (RETURNN: a ``KeyError`` when the graph is built); returns
+    whether any tag is used."""
+    declared: set[str] = set()
+    for pattern, over in overrides.items():
+        tags = over.get("tags") or ()
+        if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+            raise TypeError(f"Expected updater_opts[{pattern!r}]['tags'] to be a list of str, "
+                            f"got {describe(tags)}")
+        declared.update(tags)
+    used = [(key, options[key]) for key in ("global_norm_tag", "gradient_clip_global_norm_tag")]
+    for pattern, over in overrides.items():
+        for key in ("global_norm_tag", "gradient_clip_global_norm_tag"):
+            if key in over:
+                if over[key] is not None and not isinstance(over[key], str):
+                    raise TypeError(f"Expected updater_opts[{pattern!r}][{key!r}] to be a str, "
+                                    f"got {describe(over[key])}")
+                used.append((f"updater_opts[{pattern!r}][{key!r}]", over[key]))
+    for key, tag in used:
+        if tag is not None and tag not in declared:
+            raise ValueError(f"Expected `{key}` to be one of the updater_opts tags "
+                             f"{sorted(declared)}, got {tag!r} (no parameter carries it)")
+    return any(tag is not None for _, tag in used)
 
 
 def _log_grad_norm(value: Any) -> bool:
