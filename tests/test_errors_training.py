@@ -100,7 +100,19 @@ ERRORS = [
         r"Expected `model` to be a torch\.nn\.Module or None, got 'net' \(str\)$"),
     Row("negative loss scale", build(loss_scaling=-1.0), ValueError,
         r"Expected `loss_scaling` in \(0, inf\), got -1\.0$"),
-    Row("unknown loss scaler", build(loss_scaling="Dynamic"), ValueError, r"Dynamic"),
+    Row("unknown loss scaler", build(loss_scaling="Dynamic"), ValueError,
+        r"Expected `loss_scaling` to be a number > 0, 'Backoff' or 'LogMax' "
+        r"\(case-insensitive\), got 'Dynamic'$"),
+    Row("loss_scaling_params unknown key",
+        build(loss_scaling="Backoff", loss_scaling_params={"window": 2}), ValueError,
+        r"^Invalid `loss_scaling_params` for 'Backoff': .*unknown keys \['window'\]$"),
+    Row("loss_scaling_params wrong type",
+        build(loss_scaling="Backoff", loss_scaling_params={"step_window": 2.0}), TypeError,
+        r"^Invalid `loss_scaling_params` for 'Backoff': Expected `step_window` to be an "
+        r"integer, got 2\.0 \(float\)$"),
+    Row("AdamW without weight_decay", build(optimizer="AdamW"), ValueError,
+        r"Expected `optimizer_params` to contain 'weight_decay' for 'AdamW' \(multiplied by "
+        r"the learning rate, as OpenSeq2Seq\), got keys \[\]$"),
     Row("loss_scaling_params with a static scale",
         build(loss_scaling=128.0, loss_scaling_params={"scale_min": 1.0}), ValueError,
         r"Expected `loss_scaling_params` only with an automatic loss scaling \('Backoff', "

@@ -116,7 +116,14 @@ def _learning_rate(fn: Any, global_step: Callable[[], torch.Tensor]) -> Callable
 
 def _loss_scale(loss_scaling: Any, params: Any) -> Any:
     if isinstance(loss_scaling, str):
-        return AutomaticLossScaler(loss_scaling, params)
+        if loss_scaling.strip().lower() not in ("backoff", "logmax"):
+            raise ValueError(f"Expected `loss_scaling` to be a number > 0, 'Backoff' or "
+                             f"'LogMax' (case-insensitive), got {loss_scaling!r}")
+        try:
+            return AutomaticLossScaler(loss_scaling, params)
+        except (TypeError, ValueError) as exc:  # name optimize_loss's argument
+            raise type(exc)(f"Invalid `loss_scaling_params` for {loss_scaling!r}: {exc}") \
+                from None
     if params is not None:
         raise ValueError(f"Expected `loss_scaling_params` only with an automatic loss scaling "
                          f"('Backoff', 'LogMax'), got loss_scaling={loss_scaling!r}")
@@ -413,7 +420,11 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
     holder: dict[str, TrainingStep] = {}
     lr = _learning_rate(learning_rate_decay_fn, lambda: holder["core"].global_step)
     params = dict(optimizer_params)
-    if optimizer == "AdamW" and "weight_decay" in params:
+    if optimizer == "AdamW" and "weight_decay" not in params:
+        raise ValueError(f"Expected `optimizer_params` to contain 'weight_decay' for 'AdamW' "
+                         f"(multiplied by the learning rate, as OpenSeq2Seq), got keys "
+                         f"{sorted(params)}")
+    if optimizer == "AdamW":
         wd = params["weight_decay"]
         params["weight_decay"] = lambda: wd * lr()
     _check_params(cls, params)
