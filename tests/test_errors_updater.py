@@ -59,6 +59,10 @@ ERRORS: list[Row] = [
                              "updater_opts": {"0.*": {"tags": ["a"]}}}, _model()),
         ValueError, r"Expected `gradient_clip_global_norm_tag` to be one of the updater_opts "
                     r"tags \['a'\], got 'b' \(no parameter carries it\)"),
+    Row("updater-opts-global-only", U({"updater_opts": {"0.*": {"maximize_grad_norm": 0.1}}},
+                                       _model()), ValueError,
+        r"Expected `maximize_grad_norm` as a global option, not in updater_opts\['0\.\*'\] "
+        r"\(trainop applies it to every parameter\), got 0\.1"),
     Row("tag-type", U({"global_norm_tag": 1}), TypeError,
         r"Expected `global_norm_tag` to be a str, got 1"),
     Row("tags-type", U({"updater_opts": {"0.*": {"tags": "a"}}}, _model()), TypeError,

@@ -705,6 +705,11 @@ def _check_overrides(updater_opts: Any, model: Any) -> dict[str, dict[str, Any]]
         if not isinstance(pattern, str) or not isinstance(overrides, dict):
             raise TypeError(f"Expected `updater_opts` entries of str -> dict, got "
                             f"{describe(pattern)} -> {describe(overrides)}")
+        for key in ("maximize_grad_norm", "debug_grad_summaries"):  # RETURNN: per layer too
+            if key in overrides:
+                raise ValueError(f"Expected `{key}` as a global option, not in "
+                                 f"updater_opts[{pattern!r}] (trainop applies it to every "
+                                 f"parameter), got {overrides[key]!r}")
         check_keys(overrides, PER_PARAMETER_KEYS, f"updater_opts[{pattern!r}]")
         if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
             raise ValueError(f"Expected updater_opts pattern {pattern!r} to match a parameter "
