@@ -602,6 +602,11 @@ def test_trainop_json_openseq2seq_block(tmp_path):
      "only `format` and `openseq2seq`"),
     ("optimizer: {class: adam}\n", "format: trainop"),
     ("format: returnn\noptimizer: {class: adam}\n", "format: trainop"),
+    ("format: trainop\noptimizer: {class: adam, beta3: 0.9}\n",
+     r"Unknown key 'beta3' in `optimizer` \(AdamOptimizer takes \['beta1', 'beta2', 'epsilon', "
+     r".*\]\); did you mean 'beta2'\?"),
+    ("format: trainop\noptimizer: {class: momentum, momentun: 0.9}\n",
+     "did you mean 'momentum'"),
 ])
 def test_trainop_format_is_strict(tmp_path, text, match):
     with pytest.raises(ValueError, match=match):
@@ -866,3 +871,20 @@ def test_returnn_recipe_learning_rate_control_drives_the_updater():
         trainop.load_recipe({"base_params": {"optimizer": "Adam", "lr_policy": "fixed_lr",
                                              "lr_policy_params": {"learning_rate": 0.1}}
                              }).learning_rate_control()
+
+
+def test_check_config_output_into_a_closed_pipe_is_not_an_invalid_recipe(monkeypatch, capsys):
+    """`trainop check-config FILE | head -1`: the reader stopping is not the recipe's fault
+    (no 'invalid recipe' message, no exit status 1); the command's top level ends quietly."""
+    import argparse
+
+    from trainop.interfaces import check_config
+
+    def closed(*args, **kwargs):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(check_config, "_report", closed)
+    args = argparse.Namespace(file=str(EXAMPLES / "trainop_updater.yaml"))
+    with pytest.raises(BrokenPipeError):
+        check_config.run(args)
+    assert "invalid recipe" not in capsys.readouterr().err

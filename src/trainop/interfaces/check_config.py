@@ -45,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("training options need code (never run): " + "; ".join(
                 f"{k} at {v}" for k, v in pending.items()))
         _report(recipe, args)
+    except BrokenPipeError:  # the reader stopped (`| head`): not the recipe's fault
+        raise
     except (ValueError, TypeError, SyntaxError, OSError) as exc:
         sys.stderr.write(f"trainop check-config: invalid recipe {args.file}: "
                          f"{type(exc).__name__}: {exc}\n")

@@ -21,12 +21,14 @@ or one ``openseq2seq`` block with OpenSeq2Seq's training options (names as strin
       dtype: float32          # float32 | float16 | bfloat16 | mixed
       max_steps: 1000
 
-Every key must be known: an unknown key is a ``ValueError`` naming the closest valid key. The
+Every key must be known (the optimizer's arguments too): an unknown key is a ``ValueError``
+naming the closest valid key. The
 first form builds an ``Updater``, the second a ``TrainOp``.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,6 +36,8 @@ from trainop._validation import describe
 from trainop.configs import check_keys
 from trainop.interfaces.recipes import openseq2seq, returnn
 from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS
+from trainop.training.returnn.resolve import resolve_class
+from trainop.training.returnn.torch_classes import resolve_torch_class
 
 __all__ = ["options_from"]
 
@@ -56,5 +60,30 @@ def options_from(data: Mapping[str, Any]) -> tuple[str, dict[str, Any], type]:
         options, _ = openseq2seq.options_from(block, strict=True)
         return "openseq2seq", options, openseq2seq.optimizer_class(options["optimizer"])
     check_keys(body, ["format", "openseq2seq", *DEFAULTS, *LR_CONTROL_KEYS], "the trainop recipe")
+    _check_optimizer_arguments(body)
     options, _, cls = returnn.options_from({**body, "trainop": 1})
     return "updater", options, cls
+
+
+def _check_optimizer_arguments(body: Mapping[str, Any]) -> None:
+    """The Updater form's ``optimizer: {class: <trainop name>, ...}``: every other key must be
+    an argument of that class (or ``learning_rate_multiplier``); an unknown one is a
+    ``ValueError`` naming the closest. ``torch.optim`` classes are checked by the Updater."""
+    spec = body.get("optimizer")
+    if not isinstance(spec, Mapping) or body.get("backend") == "torch":
+        return
+    name = spec.get("class")
+    if not isinstance(name, str) or resolve_torch_class(name, plain_names=False) is not None:
+        return
+    try:
+        cls = resolve_class(name)
+    except (TypeError, ValueError):
+        return  # the Updater names the valid classes
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    valid = [n for n, p in params.items() if n not in ("self", "params", "learning_rate")
+             and p.kind is not p.VAR_POSITIONAL]
+    check_keys({k: v for k, v in spec.items() if k != "class"},
+               [*valid, "learning_rate_multiplier"],
+               f"`optimizer` ({cls.__name__} takes {valid})")
