@@ -297,13 +297,14 @@ def _transformer(dtype):
     return model.to(dtype)
 
 
-@pytest.mark.parametrize("mode", ["float32", "mixed"])
+@pytest.mark.parametrize("mode", ["float32", "mixed", "mixed-float16"])
 @pytest.mark.parametrize("name,params", OPENSEQ2SEQ_OPTIMIZERS,
                          ids=[n if isinstance(n, str) else n.__name__
                               for n, _ in OPENSEQ2SEQ_OPTIMIZERS])
 def test_transformer_equals_the_pieces_driven_by_hand(name, params, mode):
-    half = mode == "mixed"
-    dtype = torch.bfloat16 if half else torch.float32
+    half = mode != "float32"  # "mixed": bfloat16 parameters; "mixed-float16": OpenSeq2Seq's
+    dtype = {"float32": torch.float32, "mixed": torch.bfloat16,
+             "mixed-float16": torch.float16}[mode]
     model, ref = _transformer(dtype), _transformer(dtype)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(4, 5, 16, generator=g).to(dtype)
