@@ -229,3 +229,29 @@ def test_gradient_summaries_show_the_accumulated_gradients(tmp_path):
     hist = acc.Histograms("gradients/var_0")[0].histogram_value
     assert hist.sum == pytest.approx(float(gw.sum()) * coef, rel=1e-6)
     assert hist.max == pytest.approx(2.5 * coef, rel=1e-6)
+
+
+def test_larc_summaries_with_a_none_gradient_label_the_right_variables(tmp_path):
+    """LARC's per-tensor statistics cover the variables with a gradient; an unused variable
+    (None gradient, which upstream cannot handle: Q7) gets no LARC tags and shifts no label.
+    Spec §3: w = [3, 4], g = [0.6, 0.8] -> t = 0.1; w2 = 0, g2 = [1, 0] -> t = min_update."""
+    unused = torch.ones(3, requires_grad=True)
+    w = torch.tensor([3.0, 4.0], requires_grad=True)
+    w2 = torch.zeros(2, requires_grad=True)
+    model = nn.ParameterDict({"a_unused": nn.Parameter(unused), "b_w": nn.Parameter(w),
+                              "c_w2": nn.Parameter(w2)})
+    p = dict(model.named_parameters())
+    op = trainop.optimize_loss(
+        lambda: (p["b_w"] * torch.tensor([0.6, 0.8])).sum() + p["c_w2"][0], "SGD", {}, 0.1,
+        model=model, larc_params={"larc_eta": 0.002}, summaries=["larc_summaries"],
+        summary_writer=str(tmp_path), summary_frequency=1)
+    op()
+    acc = _read(tmp_path)
+    tags = set(acc.Tags()["scalars"])
+    assert not any(t.endswith("a_unused") for t in tags)
+    assert acc.Scalars("larc_grad_update/b_w")[0].value == pytest.approx(0.1, rel=1e-6)
+    assert acc.Scalars("larc_grad_update/c_w2")[0].value == pytest.approx(1e-7, rel=1e-6)
+    assert acc.Scalars("larc_final_lr/c_w2")[0].value == pytest.approx(1e-8, rel=1e-6)
+    assert acc.Scalars("larc_clip_on/b_w")[0].value == 1.0
+    assert torch.equal(p["a_unused"].detach(), torch.ones(3))
+    assert p["b_w"].detach().tolist() == pytest.approx([3 - 0.006, 4 - 0.008], rel=1e-6)

@@ -215,7 +215,8 @@ class TrainOp:
             log = SummaryLog()
             step = int(self.global_step)  # the step the values belong to (read: summary step)
             self._before_update(log)
-            if {"gradients", "gradient_norm"} & set(self._summaries):
+            if {"gradients", "gradient_norm"} & set(self._summaries) or (
+                    self._larc and "larc_summaries" in self._summaries):
                 observe = self._observe_gradients
         result = self._core.update(observe=observe)
         if log is not None:
@@ -247,6 +248,10 @@ class TrainOp:
                            pending_scale: torch.Tensor | None) -> None:
         """Float32 copies of the gradients the pipeline processes on this update (accumulated,
         averaged over ranks, regularization included, unscaled), in the variables' order."""
+        # the variables with a gradient, in the pipeline's order (LARC's per-tensor stats)
+        self._present = [id(v) for g, v in pairs if g is not None]
+        if not {"gradients", "gradient_norm"} & set(self._summaries):
+            return
         inverse = None if pending_scale is None else torch.reciprocal(pending_scale.float())
         by_var = {}
         for g, v in pairs:
@@ -283,7 +288,9 @@ class TrainOp:
             trust = result.stats.get("larc_trust")
             clip_on = result.stats.get("larc_clip_on")
             lr = self._summary_lr
-            for i, name in enumerate(self._variable_names()):
+            name_of = {id(m): n for m, n in zip(self._masters(), self._variable_names(),
+                                                strict=True)}
+            for i, name in enumerate(name_of[key] for key in self._present):
                 if trust is not None:
                     log.scalar(f"larc_grad_update/{name}", trust[i])
                     log.scalar(f"larc_final_lr/{name}", lr * trust[i])
