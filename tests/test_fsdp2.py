@@ -13,7 +13,7 @@ import torch
 from optimizer_kwargs import kwargs_for
 
 import trainop
-from trainop.bench._ranks import counted_all_reduces, init_rank, spawn_ranks
+from trainop.bench._ranks import counted_all_reduces, rank_group, spawn_ranks
 from trainop.registry import OPTIMIZER_CLASSES
 
 NAMES = sorted(OPTIMIZER_CLASSES)
@@ -66,11 +66,9 @@ def _train(model, opt, rank: int | None, tf_style: bool = False) -> None:
 
 
 def _rank(rank: int, port: int, out: str) -> None:
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    init_rank(rank, 2, port)
-    try:
+    with rank_group(rank, 2, port):
         results = {}
         for name in NAMES:
             for mode in ("fsdp2", "ddp"):
@@ -92,8 +90,6 @@ def _rank(rank: int, port: int, out: str) -> None:
                                           for p in model.parameters()]
         if rank == 0:
             torch.save(results, out)
-    finally:
-        dist.destroy_process_group()
 
 
 class _WithExtra(torch.nn.Module):
@@ -155,10 +151,8 @@ def _train_pipeline(model, pipe, rank: int | None,
 
 
 def _pipeline_rank(rank: int, port: int, out: str, kind: str = "clip") -> None:
-    import torch.distributed as dist
 
-    init_rank(rank, 2, port)
-    try:
+    with rank_group(rank, 2, port):
         model = _WithExtra()
         _sharded(model, [*model.body, model.extra])
         pipe = _pipeline(model.parameters(), kind)
@@ -167,14 +161,11 @@ def _pipeline_rank(rank: int, port: int, out: str, kind: str = "clip") -> None:
         full = [p.full_tensor().detach().clone() for p in model.parameters()]
         if rank == 0:
             torch.save({"results": results, "params": full, "all_reduces": per_step}, out)
-    finally:
-        dist.destroy_process_group()
 
 
 def _checkpoint_rank(rank: int, port: int, out: str, world: int = 2) -> None:
     """Save (world size 2) after 2 steps, or load (world size 1) and take the next 2, with
     torch.distributed.checkpoint's optimizer state-dict helpers, for every optimizer."""
-    import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import (
         get_model_state_dict,
@@ -183,8 +174,7 @@ def _checkpoint_rank(rank: int, port: int, out: str, world: int = 2) -> None:
         set_optimizer_state_dict,
     )
 
-    init_rank(rank, world, port)
-    try:
+    with rank_group(rank, world, port):
         resumed = {}
         for name in NAMES:
             model = _sharded(_model())
@@ -212,8 +202,6 @@ def _checkpoint_rank(rank: int, port: int, out: str, world: int = 2) -> None:
                 resumed[name] = [p.full_tensor().detach().clone() for p in model.parameters()]
         if world == 1:
             torch.save(resumed, os.path.join(out, "resumed.pt"))
-    finally:
-        dist.destroy_process_group()
 
 
 def _resume_at_world_size_one(rank: int, port: int, out: str) -> None:
@@ -321,13 +309,11 @@ def _accumulate(model, pipe, rank: int | None, ddp=None) -> None:
 
 
 def _ddp_no_sync_rank(rank: int, port: int, out: str) -> None:
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
     from trainop.processing import ClipByGlobalNorm, GradientPipeline
 
-    init_rank(rank, 2, port)
-    try:
+    with rank_group(rank, 2, port):
         model = _model()
         ddp = DistributedDataParallel(model)
         pipe = GradientPipeline(trainop.AdamOptimizer(0.05, params=model.parameters()),
@@ -335,8 +321,6 @@ def _ddp_no_sync_rank(rank: int, port: int, out: str) -> None:
         _accumulate(model, pipe, rank, ddp)
         if rank == 0:
             torch.save([p.detach().clone() for p in model.parameters()], out)
-    finally:
-        dist.destroy_process_group()
 
 
 def test_ddp_accumulation_with_no_sync_equals_one_process(tmp_path):

@@ -6,35 +6,22 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import subprocess
 import sys
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 import training_scenarios as S
 
 import trainop
+from trainop.bench._ranks import rank_group, spawn_ranks
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _rank(rank: int, world: int, port: int, iter_size: int, steps: int, out: str,
+def _rank(rank: int, port: int, world: int, iter_size: int, steps: int, out: str,
           front: str = "optimize_loss") -> None:
-    import torch.distributed as dist
-
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world,
-                            timeout=__import__("datetime").timedelta(seconds=60))
-    try:
+    with rank_group(rank, world, port):
         net = S.model()
         if front == "updater":
             updater = trainop.Updater({**S.UPDATER_CONFIG, "use_horovod": True}, net)
@@ -44,8 +31,6 @@ def _rank(rank: int, world: int, port: int, iter_size: int, steps: int, out: str
             S.run(net, op, 0, steps, rank=rank, world=world)
         if rank == 0:
             torch.save({n: p.detach().clone() for n, p in net.named_parameters()}, out)
-    finally:
-        dist.destroy_process_group()
 
 
 @pytest.mark.parametrize("front,iter_size", [("optimize_loss", 1), ("optimize_loss", 3),
@@ -55,18 +40,7 @@ def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(tmp_path, front, it
     ranks, each on half of every batch, equal one process on the whole batch."""
     steps = 7
     out = str(tmp_path / "rank0.pt")
-    ctx = mp.get_context("spawn")
-    port = _free_port()
-    procs = [ctx.Process(target=_rank, args=(r, 2, port, iter_size, steps, out, front))
-             for r in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=120)
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    assert spawn_ranks(_rank, (2, iter_size, steps, out, front), timeout_s=120) == [0, 0]
     distributed = torch.load(out, weights_only=True)
     net = S.model()
     if front == "updater":

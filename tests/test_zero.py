@@ -12,7 +12,7 @@ import torch
 from optimizer_kwargs import kwargs_for
 
 from trainop import OPTIMIZER_CLASSES
-from trainop.bench._ranks import init_rank, spawn_ranks
+from trainop.bench._ranks import rank_group, spawn_ranks
 
 STEPS, RESUME_AT = 6, 3
 
@@ -45,9 +45,8 @@ def _rank(rank: int, port: int, tmp: str) -> None:
     import torch.distributed as dist
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
-    init_rank(rank, 2, port)
     results = {}
-    try:
+    with rank_group(rank, 2, port):
         for name in sorted(OPTIMIZER_CLASSES):
             cls, lr, kwargs = _args(name)
             model = _model()
@@ -74,8 +73,6 @@ def _rank(rank: int, port: int, tmp: str) -> None:
         else:
             torch.save({k: v["local_params"] for k, v in results.items()},
                        os.path.join(tmp, "rank1.pt"))
-    finally:
-        dist.destroy_process_group()
 
 
 def test_zero_redundancy_optimizer_equals_unsharded_and_resumes(tmp_path):

@@ -10,7 +10,7 @@ import os
 import socket
 from collections.abc import Callable, Iterator
 
-__all__ = ["counted_all_reduces", "init_rank", "spawn_ranks"]
+__all__ = ["counted_all_reduces", "init_rank", "rank_group", "spawn_ranks"]
 
 
 def _free_port() -> int:
@@ -29,6 +29,23 @@ def init_rank(rank: int, world: int, port: int, *, threads: int = 1,
     torch.set_num_threads(threads)
     dist.init_process_group("gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=timeout_s))
+
+
+@contextlib.contextmanager
+def rank_group(rank: int, world: int, port: int, *, threads: int = 1,
+               timeout_s: float = 60) -> Iterator[None]:
+    """Within the block, this process is ``rank`` of the gloo group (``init_rank``). On a
+    normal exit every rank waits for the others (a barrier) before the group is destroyed, so
+    no rank tears gloo down while another still talks to it (that race can abort a process
+    with "terminate called without an active exception")."""
+    import torch.distributed as dist
+
+    init_rank(rank, world, port, threads=threads, timeout_s=timeout_s)
+    try:
+        yield
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
 
 
 def spawn_ranks(target: Callable[..., None], args: tuple = (), *, world: int = 2,

@@ -18,7 +18,7 @@ import tempfile
 
 import torch
 
-from trainop.bench._ranks import counted_all_reduces, init_rank, spawn_ranks
+from trainop.bench._ranks import counted_all_reduces, rank_group, spawn_ranks
 
 __all__ = ["TARGET", "render_fsdp2", "run_fsdp2_benchmark"]
 
@@ -27,7 +27,6 @@ TARGET = 1.0
 
 def _rank(rank: int, port: int, out: str, layers: int, width: int, rounds: int, steps: int,
           warmup: int) -> None:
-    import torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
 
     import trainop
@@ -39,8 +38,7 @@ def _rank(rank: int, port: int, out: str, layers: int, width: int, rounds: int, 
         SkipNonFinite,
     )
 
-    init_rank(rank, 2, port, threads=max(1, torch.get_num_threads() // 2), timeout_s=120)
-    try:
+    with rank_group(rank, 2, port, threads=max(1, torch.get_num_threads() // 2), timeout_s=120):
         models = []
         for _ in range(2):
             torch.manual_seed(0)
@@ -64,8 +62,6 @@ def _rank(rank: int, port: int, out: str, layers: int, width: int, rounds: int, 
             torch.save({"median_s": medians, "implementations": implementations,
                         "pipeline_all_reduces": len(calls), "parameters": params,
                         "threads_per_rank": torch.get_num_threads()}, out)
-    finally:
-        dist.destroy_process_group()
 
 
 def run_fsdp2_benchmark(*, layers: int = 8, width: int = 1024, rounds: int = 8,
