@@ -34,13 +34,20 @@ class Row(NamedTuple):
 
 
 def _adam_step(edit: Callable[[torch.optim.Optimizer, torch.Tensor], None],
-               cls=trainop.AdamOptimizer, **kw) -> None:
+               cls=trainop.AdamOptimizer, warm: int = 1, **kw) -> None:
+    """``warm`` steps (2: the step plan is cached), ``edit``, one more step."""
     p = torch.ones(4, requires_grad=True)
     opt = cls(params=[p], **({"learning_rate": 0.1} | kw))
-    p.grad = torch.ones(4)
-    opt.step()
+    for _ in range(warm):
+        p.grad = torch.ones(4)
+        opt.step()
     edit(opt, p)
+    p.grad = torch.ones_like(p)
     opt.step()
+
+
+def _set_data(value):
+    return lambda opt, p: setattr(p, "data", value)
 
 
 def _set_group(key, value):
@@ -120,6 +127,25 @@ ERRORS: list[Row] = [
         r"Expected the slot 'm' of a variable of shape \(4,\) to have shape \(4,\), got \(\)"),
     Row("slot-shape-1", lambda: _adam_step(_set_slot("v", torch.zeros(1))), ValueError,
         r"Expected the slot 'v' of a variable of shape \(4,\) to have shape \(4,\), got \(1,\)"),
+    Row("slot-float64", lambda: _adam_step(_set_slot("m", torch.zeros(4, dtype=torch.float64))),
+        ValueError, r"Expected the slot 'm' of a variable of shape \(4,\) to have dtype "
+                    r"torch\.float32, got torch\.float64"),
+    Row("slot-sparse", lambda: _adam_step(_set_slot("v", torch.zeros(4).to_sparse())),
+        ValueError, r"Expected the slot 'v' .* to be a dense \(strided\) tensor, got layout "
+                    r"torch\.sparse_coo"),
+    Row("slot-expanded", lambda: _adam_step(_set_slot("m", torch.zeros(1).expand(4))),
+        ValueError, r"Expected the slot 'm' .* to have elements of its own, got stride \(0,\)"),
+    Row("slot-view-of-its-parameter",
+        lambda: _adam_step(lambda opt, p: opt.state[p].__setitem__("m", p.detach()), warm=2),
+        ValueError, r"Expected the parameters and slots an update writes not to share memory, "
+                    r"got parameter 0 \(shape \(4,\)\) and the slot 'm' of parameter 0"),
+    Row("param-dtype-changed-after-plan",
+        lambda: _adam_step(_set_data(torch.ones(4, dtype=torch.float64)), warm=2), ValueError,
+        r"Expected the slot 'm' of a variable of shape \(4,\) to have dtype torch\.float64, "
+        r"got torch\.float32"),
+    Row("param-reshaped-after-plan", lambda: _adam_step(_set_data(torch.ones(6)), warm=2),
+        ValueError, r"Expected the slot 'm' of a variable of shape \(6,\) to have shape "
+                    r"\(6,\), got \(4,\)"),
     Row("novograd-ema-float64",
         lambda: _adam_step(_set_slot("grad_norm_ema", torch.zeros((), dtype=torch.float64)),
                            trainop.NovoGrad),
@@ -222,23 +248,27 @@ _RESHAPE_CASES = [(name, impl) for name in SLOTTED
                   for impl in OPTIMIZER_CLASSES[name].IMPLEMENTATIONS]
 
 
-@pytest.mark.parametrize("new_grad", [True, False], ids=["grad-reshaped", "grad-old-shape"])
+@pytest.mark.parametrize("change", ["reshaped", "reshaped-old-grad", "float64"])
 @pytest.mark.parametrize(("name", "impl"), _RESHAPE_CASES)
-def test_a_parameter_reshaped_under_the_optimizer_changes_nothing(name, impl, new_grad):
-    """``p.data = t`` of another shape between steps (the issue's row: torch's RuntimeError
-    half-way, after slots and the decoupled-decay params had changed): a clear error before
-    anything moves, on every implementation, for the middle of three buckets' parameters."""
+def test_a_parameter_changed_under_the_optimizer_changes_nothing(name, impl, change):
+    """``p.data = t`` of another shape or dtype between steps (the issue's row: torch's
+    RuntimeError half-way, after slots and the decoupled-decay params had changed): a clear
+    error before anything moves, on every implementation, for the middle one of three
+    parameters in two param groups, once the step plan is cached (two steps before)."""
     ps = [torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True),
           torch.randn(2, 2, requires_grad=True)]
-    opt = OPTIMIZER_CLASSES[name](params=ps, implementation=impl, **kwargs_for(name))
-    for p in ps:
-        p.grad = torch.full(p.shape, 0.5)
-    opt.step()
-    ps[1].data = torch.ones(6)
-    if new_grad:
-        ps[1].grad = torch.full((6,), 0.5)
+    opt = OPTIMIZER_CLASSES[name](params=[{"params": ps[:1]}, {"params": ps[1:]}],
+                                  implementation=impl, **kwargs_for(name))
+    for _ in range(2):
+        for p in ps:
+            p.grad = torch.full(p.shape, 0.5)
+        opt.step()
+    ps[1].data = torch.ones(4, dtype=torch.float64) if change == "float64" else torch.ones(6)
+    if change != "reshaped-old-grad":
+        ps[1].grad = torch.full_like(ps[1], 0.5)
     before = _snapshot(opt, ps)
-    with pytest.raises(ValueError, match=r"to have (the variable's )?shape|variable's shape"):
+    with pytest.raises((ValueError, TypeError),
+                       match=r"to have (the variable's )?(shape|dtype)|variable's shape"):
         opt.step()
     _same(before, _snapshot(opt, ps))
 

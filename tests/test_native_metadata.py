@@ -29,18 +29,25 @@ def params_with_grads(n=5, dtype=torch.float32):
     return ps
 
 
+def recorded(ps):
+    """What a step plan records of its parameters (their shapes, dtypes, devices)."""
+    return [torch.empty((), dtype=p.dtype).expand(p.shape) for p in ps]
+
+
 @needs_reader
 def test_gradients_are_the_parameters_own_grad_objects():
     ps = params_with_grads()
-    grads = reader.gradients(ps)
+    grads = reader.gradients(ps, recorded(ps))
     assert len(grads) == len(ps) and all(g is p.grad for g, p in zip(grads, ps, strict=True))
-    assert reader.gradients([]) == []
+    assert reader.gradients([], []) == []
 
 
 @needs_reader
-@pytest.mark.parametrize("bad", ["missing", "sparse", "dtype", "shape"])
+@pytest.mark.parametrize("bad", ["missing", "sparse", "dtype", "shape", "param-dtype",
+                                 "param-shape"])
 def test_gradients_decline_what_the_plan_must_not_take(bad):
     ps = params_with_grads()
+    record = recorded(ps)
     p = ps[2]
     if bad == "missing":
         p.grad = None
@@ -48,9 +55,12 @@ def test_gradients_decline_what_the_plan_must_not_take(bad):
         p.grad = p.grad.to_sparse()
     elif bad == "dtype":  # torch refuses such a .grad; the parameter can change under it
         p.data = p.data.double()
-    else:
+    elif bad == "shape":
         p.data = p.data.reshape(-1)
-    assert reader.gradients(ps) is None
+    else:  # the parameter and its gradient both changed since the plan was built
+        p.data = p.data.double() if bad == "param-dtype" else torch.zeros(7)
+        p.grad = torch.zeros_like(p)
+    assert reader.gradients(ps, record) is None
 
 
 @needs_reader
@@ -75,8 +85,9 @@ def test_pointers_decline_a_non_contiguous_tensor():
 
 
 @needs_reader
-@pytest.mark.parametrize("call", [lambda: reader.gradients((torch.zeros(1),)),
-                                  lambda: reader.gradients([2.0]),
+@pytest.mark.parametrize("call", [lambda: reader.gradients((torch.zeros(1),), []),
+                                  lambda: reader.gradients([2.0], [2.0]),
+                                  lambda: reader.gradients([torch.zeros(1)], None),
                                   lambda: reader.pointers([(torch.zeros(1),)], 0),
                                   lambda: reader.sizes(["x"], 0)])
 def test_wrong_arguments_raise_type_errors(call):
@@ -124,9 +135,9 @@ def test_the_plan_declines_a_bad_gradient_through_the_reader():
     ps = params_with_grads()
     opt = trainop.AdamOptimizer(0.01, params=ps)
     opt.step()
-    ps[1].data = ps[1].data.double()  # the gradient no longer matches its parameter
-    with pytest.raises(TypeError, match="params"):
-        opt.step()  # the general path validates and names the problem
+    ps[1].data = ps[1].data.double()  # the gradient and slots no longer match it
+    with pytest.raises((TypeError, ValueError), match=r"dtype torch\.float64, got torch\.float32"):
+        opt.step()  # the slots (or the gradient) named before anything moves
 
 
 def _probe(tmp_path, **env):

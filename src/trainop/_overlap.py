@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 import torch
 
-__all__ = ["check_no_overlap"]
+__all__ = ["check_no_overlap", "check_written_apart", "own_elements_overlap"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
@@ -31,6 +31,12 @@ def _byte_range(p: torch.Tensor) -> tuple[int, int, int] | None:
     return p.untyped_storage().data_ptr(), low * size, (low + span) * size
 
 
+def own_elements_overlap(t: torch.Tensor) -> bool:
+    """Whether some elements of ``t`` share memory (an expanded tensor, stride 0)."""
+    found = _byte_range(t)
+    return found is not None and (found[2] - found[1]) < t.numel() * t.element_size()
+
+
 def check_no_overlap(params: Iterable[torch.Tensor]) -> None:
     """Raise ``ValueError`` if two distinct parameters share elements (see module doc).
 
@@ -39,27 +45,54 @@ def check_no_overlap(params: Iterable[torch.Tensor]) -> None:
         >>> x = torch.zeros(4)
         >>> check_no_overlap([x[:2], x[2:]])  # disjoint views: fine
     """
-    ranges = []
+    labelled = []
     seen: set[int] = set()
     for i, p in enumerate(params):
-        if id(p) in seen:
+        if id(p) in seen:  # the same parameter named twice is not two that overlap
             continue
         seen.add(id(p))
-        found = _byte_range(p)
-        if found is not None and (found[2] - found[1]) < p.numel() * p.element_size():
+        if own_elements_overlap(p):
             raise ValueError(
                 f"Expected parameters that do not share memory, got parameter {i} (shape "
                 f"{tuple(p.shape)}, stride {p.stride()}) whose own elements overlap (an "
                 "expanded tensor?); give it its own storage (e.g. .clone())")
+        labelled.append((p, f"parameters {i} (shape {tuple(p.shape)})",
+                         f"{i} (shape {tuple(p.shape)})"))
+    found = _first_overlap(labelled)
+    if found is not None:
+        raise ValueError(
+            f"Expected parameters that do not share memory, got {found[0]} and "
+            f"{found[1]} overlapping in one storage; give every parameter its own storage "
+            "(e.g. .clone())")
+
+
+def check_written_apart(tensors: Iterable[tuple[torch.Tensor, str]]) -> None:
+    """Raise ``ValueError`` if two tensors an update writes (parameters and their slots, each
+    with a label such as ``"the slot 'm' of parameter 3"``) share elements: a slot replaced by
+    a view of its parameter or of another slot (or the very same tensor as another slot) would
+    be written twice per step."""
+    found = _first_overlap([(t, label, label) for t, label in tensors])
+    if found is not None:
+        raise ValueError(
+            f"Expected the parameters and slots an update writes not to share memory, got "
+            f"{found[0]} and {found[1]} overlapping in one storage; give each its own "
+            "storage (e.g. .clone())")
+
+
+def _first_overlap(labelled):
+    """For the first two ``(tensor, label, label)`` items whose tensors' byte
+    ranges overlap within one storage (one sort): the first one's first label and the second
+    one's second label; None if no two overlap."""
+    ranges = []
+    for t, first, second in labelled:
+        found = _byte_range(t)
         if found is not None:
-            ranges.append((*found, i, p))
+            ranges.append((*found, first, second))
     ranges.sort(key=lambda r: (r[0], r[1]))
     widest = None  # the range reaching furthest so far, within the current storage
     for b in ranges:
         a, widest = widest, (b if widest is None or widest[0] != b[0] or b[2] > widest[2]
                              else widest)
         if a is not None and a[0] == b[0] and b[1] < a[2]:
-            raise ValueError(
-                f"Expected parameters that do not share memory, got parameters {a[3]} (shape "
-                f"{tuple(a[4].shape)}) and {b[3]} (shape {tuple(b[4].shape)}) overlapping in one "
-                "storage; give every parameter its own storage (e.g. .clone())")
+            return a[3], b[4]
+    return None

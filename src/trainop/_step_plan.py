@@ -49,10 +49,12 @@ class StepPlan:
     state: Any = field(default=None, init=False)
     state_version: int = field(default=-1, init=False)
     # Filled from the parameters when the plan is built: their shapes and dtypes then, and
-    # torch.strided for each (what the gradients must be).
+    # torch.strided for each (what the gradients must be); for the metadata reader, one
+    # expanded one-element tensor per parameter with its shape, dtype and device then.
     shapes: list = field(init=False)
     dtypes: list = field(init=False)
     layouts: list = field(init=False)
+    recorded: list = field(init=False)
     bulk: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -61,25 +63,28 @@ class StepPlan:
         self.layouts = [torch.strided] * len(self.params)
         # The metadata reader takes plain tensors and Parameters (no __torch_function__).
         self.bulk = all(type(p) in _PLAIN for p in self.params)
+        self.recorded = [torch.empty((), dtype=p.dtype, device=p.device).expand(p.shape)
+                         for p in self.params] if self.bulk else []
 
     def gradients(self) -> list[torch.Tensor] | None:
         """The gradients in plan order, or ``None`` if any is missing, sparse or malformed (not
-        of the parameters' shapes and dtypes when the plan was built). List comparisons, which
-        cost less than a Python condition per tensor. A parameter changed in place since then
-        (``p.data = ...``) is caught where it matters: torch's kernels check sizes, and the
-        native branch re-checks sizes whenever a parameter's or slot's storage or size moved.
-        Where the metadata reader is built, it makes the same checks in one call, against the
-        parameters' current shapes and dtypes."""
+        of its parameter's shape and dtype), or a parameter is no longer of the shape and dtype
+        the plan was built for (``p.data = t`` since then): the general path then validates
+        everything (slots against the new shape) before anything moves. List comparisons, which
+        cost less than a Python condition per tensor; where the metadata reader is built, it
+        makes the same checks in one call."""
         reader = metadata.load() if self.bulk else None
         if reader is not None:
-            return reader.gradients(self.params)
+            return reader.gradients(self.params, self.recorded)
         grads = list(map(_GRAD, self.params))
         try:
             layouts = list(map(_LAYOUT, grads))
         except AttributeError:  # a missing gradient
             return None
         if (layouts != self.layouts or list(map(_SHAPE, grads)) != self.shapes
-                or list(map(_DTYPE, grads)) != self.dtypes):
+                or list(map(_DTYPE, grads)) != self.dtypes
+                or list(map(_SHAPE, self.params)) != self.shapes
+                or list(map(_DTYPE, self.params)) != self.dtypes):
             return None
         return grads
 

@@ -57,8 +57,7 @@ from trainop._checkpoint import validate_optimizer_state
 from trainop._flat_plan import FlatLayout, flat_plan, reattach, relink, zero_flat_grads
 from trainop._gate import NO_GATE, Gate, make_gate
 from trainop._hyper import Prepared, evaluate_hyper, plain_snapshot
-from trainop._overlap import check_no_overlap
-from trainop._sparse import RowSlices, update_rows
+from trainop._overlap import check_no_overlap, check_written_apart, own_elements_overlap
 from trainop._state import OptimizerState, SlotState, adopt
 from trainop._step_plan import GroupsSnapshot, StepPlan, build_plan
 from trainop._torch_style import check_group_keys, install
@@ -74,6 +73,7 @@ from trainop._validation import (
 )
 from trainop.kernels import dispatch, native
 from trainop.kernels.chunking import chunked
+from trainop.kernels.row_slices import RowSlices, update_rows
 from trainop.kernels.tensor_list import TensorList
 
 __all__ = ["AggregationMethod", "Gate", "Optimizer", "SlotSpec"]
@@ -485,6 +485,7 @@ class Optimizer(torch.optim.Optimizer):
         self._param_index_cache = None
         self._step_plan = None
         self._hyper_cache = {}
+        self._apart_checked = None
 
     def _tracked_state(self) -> OptimizerState:
         """``self.state``, adopted into an ``OptimizerState`` if something assigned another
@@ -510,6 +511,7 @@ class Optimizer(torch.optim.Optimizer):
                 for group in self.param_groups:
                     for p in group["params"]:
                         self._check_slots(p, state[p], group)
+                self._check_written_apart()
             if self._flat is not None:
                 plan = flat_plan(self._flat, plan)
             if plan is not None:
@@ -702,6 +704,7 @@ class Optimizer(torch.optim.Optimizer):
                     states[v] = SlotState(states, self._make_slots(v, group))
             for _, v in pairs:
                 self._check_slots(v, states[v], self.param_groups[index[id(v)]])
+            self._check_written_apart()
             for gi, hp in prepared.items():
                 self._ensure_non_slot(self.param_groups[gi], hp)
             self._guard_tensor_hypers(prepared, ((index[id(v)], v, g.is_sparse)
@@ -829,11 +832,36 @@ class Optimizer(torch.optim.Optimizer):
             if tuple(slot.shape) != shape:
                 raise ValueError(f"Expected {where} to have shape {shape}, got "
                                  f"{tuple(slot.shape)}")
-            if spec.dtype is not None and slot.dtype != spec.dtype:
-                raise ValueError(f"Expected {where} to have dtype {spec.dtype}, got "
-                                 f"{slot.dtype}")
+            dtype = spec.dtype or var.dtype
+            if slot.dtype != dtype:
+                raise ValueError(f"Expected {where} to have dtype {dtype}, got {slot.dtype}")
             if slot.device != var.device:
                 raise ValueError(f"Expected {where} to be on {var.device}, got {slot.device}")
+            if slot.layout != torch.strided:
+                raise ValueError(f"Expected {where} to be a dense (strided) tensor, got layout "
+                                 f"{slot.layout}")
+            if not slot.is_contiguous() and own_elements_overlap(slot):
+                raise ValueError(f"Expected {where} to have elements of its own, got stride "
+                                 f"{slot.stride()} (an expanded tensor?); give it its own "
+                                 "storage (e.g. .clone())")
+
+    def _check_written_apart(self) -> None:
+        """No parameter or slot shares memory with another one an update writes (a slot
+        replaced by a view of its parameter, of another slot, of another parameter): one sort
+        of byte ranges, repeated only when the state or the groups' parameters changed."""
+        state = self.state
+        done = self._apart_checked
+        if (done is not None and done[0] is state and done[1] == state.version
+                and done[2].matches(self.param_groups)):
+            return
+        tensors = []
+        for i, p in enumerate(p for g in self.param_groups for p in g["params"]):
+            tensors.append((p, f"parameter {i} (shape {tuple(p.shape)})"))
+            tensors += [(slot, f"the slot {name!r} of parameter {i}")
+                        for name, slot in state.get(p, {}).items()
+                        if isinstance(slot, torch.Tensor)]
+        check_written_apart(tensors)
+        self._apart_checked = (state, state.version, GroupsSnapshot(self.param_groups))
 
     def _make_slots(self, var: torch.Tensor, group: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         slots = {}
@@ -903,7 +931,8 @@ class Optimizer(torch.optim.Optimizer):
 
 
 # Caches an optimizer derives from its groups and state (not pickled, rebuilt when needed).
-_DERIVED = frozenset({"_step_plan", "_param_index_cache", "_hyper_cache", "_gate"})
+_DERIVED = frozenset({"_step_plan", "_param_index_cache", "_hyper_cache", "_gate",
+                      "_apart_checked"})
 
 
 @functools.cache

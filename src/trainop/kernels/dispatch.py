@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from trainop._sparse import RowSlices, row_slices
 from trainop.kernels import native
+from trainop.kernels.row_slices import RowSlices, row_slices
 from trainop.kernels.shards import is_sharded, local_shards
 
 __all__ = ["choose", "row_slices_for", "sparse_rows_natively", "update_bucket", "update_one",

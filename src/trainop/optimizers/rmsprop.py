@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from trainop._ranges import NON_NEGATIVE, UNIT_CLOSED
-from trainop._sparse import update_rows
 from trainop.algorithms.rmsprop import rmsprop
+from trainop.kernels.row_slices import update_rows
 from trainop.optimizer import Optimizer, SlotSpec
 
 

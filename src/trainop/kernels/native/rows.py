@@ -18,9 +18,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from trainop._sparse import RowSlices
 from trainop.kernels.native import boundary
 from trainop.kernels.native._binding import SUFFIXES, function, supports
+from trainop.kernels.row_slices import RowSlices
 
 __all__ = ["sparse_rows", "unique_rows"]
 
@@ -36,7 +36,7 @@ def unique_rows(grad: torch.Tensor) -> RowSlices | None:
     """The distinct rows of a sparse COO gradient with one sparse dimension, in order of first
     occurrence, and each row's values summed in the order given (TF's order); ``None`` where
     the kernels cannot read it (not a CPU float32/float64 tensor with one sparse dimension) or
-    an index is out of range (then ``trainop._sparse.row_slices`` gives torch's error).
+    an index is out of range (then ``trainop.kernels.row_slices.row_slices`` gives torch's error).
 
     Already coalesced, or with no repeated row: the gradient's own indices and values (no
     copy). Cost: one pass over the indices, plus one over the values where rows repeat.

@@ -4,9 +4,11 @@
 // and attribute (50-500 ns each). Built on first use against the installed torch (see
 // ../metadata.py); without it the same reads run in Python.
 //
-//   gradients(params) -> list | None
+//   gradients(params, recorded) -> list | None
 //       each parameter's .grad, or None if one is missing, not strided, or differs from its
-//       parameter in dtype or shape (then the step takes the general, validated path).
+//       parameter in dtype or shape, or a parameter differs in dtype or shape from its entry
+//       of `recorded` (tensors of the shape, dtype and device the step plan was built for:
+//       a `p.data = t` since then); then the step takes the general, validated path.
 //   pointers(lists, address) -> bool
 //       the data pointers of every tensor, list after list, written as uint64 at `address`;
 //       False (nothing promised about the buffer) if one tensor is not contiguous.
@@ -54,20 +56,31 @@ bool list_and_address(PyObject* args, const char* what, PyObject** list,
     return PyArg_ParseTuple(args, "OK", list, address) && is_list(*list, what);
 }
 
-PyObject* gradients(PyObject*, PyObject* params) {
-    if (!is_list(params, "params")) return nullptr;
+PyObject* gradients(PyObject*, PyObject* args) {
+    PyObject* params = nullptr;
+    PyObject* recorded = nullptr;
+    if (!PyArg_ParseTuple(args, "OO", &params, &recorded) || !is_list(params, "params") ||
+        !is_list(recorded, "recorded"))
+        return nullptr;
     const Py_ssize_t n = PyList_GET_SIZE(params);
+    if (PyList_GET_SIZE(recorded) != n) {
+        PyErr_SetString(PyExc_ValueError, "expected as many recorded tensors as params");
+        return nullptr;
+    }
     PyObject* out = PyList_New(n);
     if (out == nullptr) return nullptr;
     try {
         for (Py_ssize_t i = 0; i < n; ++i) {
             const at::Tensor* p = tensor_at(params, i);
-            if (p == nullptr) {
+            const at::Tensor* r = p == nullptr ? nullptr : tensor_at(recorded, i);
+            if (r == nullptr) {
                 Py_DECREF(out);
                 return nullptr;
             }
             const at::Tensor& g = p->grad();
             if (!g.defined() || g.layout() != c10::kStrided ||
+                p->scalar_type() != r->scalar_type() || p->sizes() != r->sizes() ||
+                p->device() != r->device() ||
                 g.scalar_type() != p->scalar_type() || g.sizes() != p->sizes()) {
                 Py_DECREF(out);
                 Py_RETURN_NONE;
@@ -171,7 +184,7 @@ PyObject* plain(PyObject*, PyObject* args) {
 }
 
 PyMethodDef methods[] = {
-    {"gradients", gradients, METH_O, "Each parameter's gradient, or None (see the source)."},
+    {"gradients", gradients, METH_VARARGS, "Each parameter's gradient, or None (see the source)."},
     {"pointers", pointers, METH_VARARGS, "Data pointers of contiguous tensors, or False."},
     {"sizes", sizes, METH_VARARGS, "Element counts of tensors."},
     {"plain", plain, METH_VARARGS, "The C boundary's per-step check (see the source)."},
