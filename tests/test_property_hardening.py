@@ -5,8 +5,9 @@ none at all) and random corruptions of ``state_dict``s. Each example must give t
 implementation's result, or a ``ValueError``/``TypeError`` with params, slots and counters
 bit-identical to before.
 
-Profiles: ``ci`` (default, about a minute on 2 cores) and ``long``
-(``TRAINOP_HYPOTHESIS_PROFILE=long``).
+Every (optimizer, implementation) pair is its own test case, so none is left to chance;
+hypothesis draws the rest. Profiles: ``ci`` (default, 10 examples per pair and test, well under a
+minute on 2 cores) and ``long`` (``TRAINOP_HYPOTHESIS_PROFILE=long``, 200 per pair).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from optimizer_kwargs import kwargs_for
 
 import trainop
 
-settings.register_profile("ci", max_examples=40, deadline=None, derandomize=True,
+settings.register_profile("ci", max_examples=10, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("long", max_examples=1500, deadline=None,
+settings.register_profile("long", max_examples=200, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 PROFILE = settings.get_profile(os.environ.get("TRAINOP_HYPOTHESIS_PROFILE", "ci"))
 
@@ -62,7 +63,6 @@ def close(a, b, dtype):
 
 @st.composite
 def problems(draw):
-    name, impl = draw(st.sampled_from(CASES))
     dtype = draw(st.sampled_from([torch.float32, torch.float64]))
     shapes = draw(st.lists(st.lists(st.integers(1, 5), min_size=1, max_size=2).map(tuple),
                            min_size=1, max_size=3))
@@ -72,7 +72,36 @@ def problems(draw):
     if layout != "flat" and draw(st.booleans()):
         rows = shapes[0][0]
         sparse = draw(st.lists(st.integers(-3, rows + 2), min_size=0, max_size=6))
-    return name, impl, dtype, shapes, layout, seed, sparse
+    edit = draw(st.sampled_from(EDITS)) if layout != "flat" else "none"
+    return dtype, shapes, layout, seed, sparse, edit
+
+
+#: Changes made by hand between steps, once the step plan is cached: each must be rejected
+#: with nothing changed (where the last parameter has a slot of its shape to corrupt).
+EDITS = ["none", "none", "0-dim slot", "slot of another dtype", "expanded slot",
+         "slot viewing its parameter", "parameter reshaped"]
+
+
+def apply_edit(opt, params, edit) -> bool:
+    """Apply ``edit`` to the last parameter; return whether the next step must be rejected."""
+    p = params[-1]
+    slots = opt.state.get(p, {})
+    key = next((k for k, t in slots.items() if t.dim() > 0), None)
+    if edit == "none" or key is None:
+        return False
+    slot = slots[key]
+    if edit == "0-dim slot":
+        slots[key] = torch.zeros((), dtype=slot.dtype)
+    elif edit == "slot of another dtype":
+        slots[key] = slot.to(torch.float64 if slot.dtype == torch.float32 else torch.float32)
+    elif edit == "expanded slot":
+        slots[key] = torch.zeros((), dtype=slot.dtype).expand(slot.shape)
+        return slot.numel() > 1  # one element expanded to one element overlaps nothing
+    elif edit == "slot viewing its parameter":
+        slots[key] = p.detach()
+    else:
+        p.data = torch.ones(p.numel() + 1, dtype=p.dtype)
+    return True
 
 
 def make_params(shapes, dtype, seed):
@@ -87,14 +116,9 @@ def grads_for(params, seed, sparse):
         p = params[0]
         values = torch.randn((len(sparse), *p.shape[1:]), generator=gen, dtype=p.dtype)
         index = torch.tensor(sparse, dtype=torch.int64).reshape(1, -1)
-        grads[0] = torch.sparse_coo_tensor(index, values, p.shape, check_invariants=False) \
-            if all(0 <= r < p.shape[0] for r in sparse) else _unchecked(index, values, p.shape)
+        # Unchecked: indices may lie outside the shape (what a buggy embedding hands over).
+        grads[0] = torch.sparse_coo_tensor(index, values, p.shape, check_invariants=False)
     return grads
-
-
-def _unchecked(index, values, shape):
-    """A sparse tensor whose indices lie outside ``shape`` (what a buggy embedding hands over)."""
-    return torch.sparse_coo_tensor(index, values, shape, check_invariants=False)
 
 
 def run_step(opt, params, grads, layout):
@@ -118,16 +142,21 @@ def supported(name, impl, dtype):
     return not (impl == "fused" and dtype not in cls._fused_dtypes)
 
 
+@pytest.mark.parametrize(("name", "impl"), CASES)
 @PROFILE
-@given(problems())
-def test_step_matches_reference_or_rejects_cleanly(problem):
-    name, impl, dtype, shapes, layout, seed, sparse = problem
+@given(problem=problems())
+def test_step_matches_reference_or_rejects_cleanly(name, impl, problem):
+    dtype, shapes, layout, seed, sparse, edit = problem
     if not supported(name, impl, dtype):
         return
+    if edit == "parameter reshaped" and sparse is not None and len(shapes) == 1:
+        edit = "none"  # the sparse gradient is for the first parameter's old shape
     results = {}
     for which in ("reference", impl):
         opt, params = setup(name, which, dtype, shapes, layout, seed)
-        run_step(opt, params, grads_for(params, seed, None), layout)  # slots exist
+        for k in range(2):  # slots exist, and the step plan is cached
+            run_step(opt, params, grads_for(params, seed + k, None), layout)
+        must_reject = apply_edit(opt, params, edit)
         before = snapshot(opt, params)
         try:
             run_step(opt, params, grads_for(params, seed + 7, sparse), layout)
@@ -135,6 +164,7 @@ def test_step_matches_reference_or_rejects_cleanly(problem):
             assert identical(before, snapshot(opt, params)), f"{which} changed state: {err}"
             results[which] = "rejected"
             continue
+        assert not must_reject, f"{which} accepted a step after '{edit}'"
         results[which] = snapshot(opt, params)
     if sparse is not None and any(not 0 <= r < shapes[0][0] for r in sparse):
         assert results[impl] == "rejected" and results["reference"] == "rejected"
@@ -199,10 +229,11 @@ def corrupt(sd, kind):
     return False
 
 
+@pytest.mark.parametrize(("name", "impl"), CASES)
 @PROFILE
-@given(problems(), st.sampled_from(CORRUPTIONS))
-def test_load_corrupted_state_dict(problem, kind):
-    name, impl, dtype, shapes, layout, seed, _ = problem
+@given(problem=problems(), kind=st.sampled_from(CORRUPTIONS))
+def test_load_corrupted_state_dict(name, impl, problem, kind):
+    dtype, shapes, layout, seed, _, _ = problem
     if not supported(name, impl, dtype):
         return
     source, src_params = setup(name, impl, dtype, shapes, layout, seed)
@@ -232,6 +263,8 @@ def test_load_corrupted_state_dict(problem, kind):
     close(snapshot(target, params), snapshot(ref, ref_params), dtype)
 
 
-def test_profile_is_selectable():
-    assert PROFILE.max_examples in (40, 1500)
-    assert pytest is not None
+def test_every_optimizer_and_implementation_is_a_case():
+    names = {trainop.get_optimizer_class(n).__name__ for n in trainop.optimizer_names()}
+    assert {name for name, _ in CASES} == names
+    assert len(CASES) == sum(len(trainop.OPTIMIZER_CLASSES[n].IMPLEMENTATIONS) - 1
+                             for n in names)
