@@ -80,9 +80,7 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any]) -> Recipe:
             raise ValueError(f"Expected the RETURNN config {path} to set training keys "
                              f"(optimizer, learning_rate, gradient_clip*, ...), got keys "
                              f"{sorted(values)}")
-        options, unresolved, cls = returnn.options_from(values)
-        return Recipe("returnn", options, None if cls is type(None) else cls, unresolved,
-                      "Updater", path)
+        return _returnn_recipe(values, path)
     parsed = evaluate_python_config(text, filename=path, names=resolve_name, partial=True)
     values = parsed.values
     if "base_params" in values or _imports_openseq2seq(values):
@@ -108,9 +106,7 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any]) -> Recipe:
         raise ValueError(f"Expected {path} to be an OpenSeq2Seq config (with base_params), a "
                          f"RETURNN config (optimizer, learning_rate, gradient_clip*, ...) or a "
                          f"trainop .yaml/.json recipe, got none of their keys")
-    options, unresolved, cls = returnn.options_from(path, values)
-    return Recipe("returnn", options, None if cls is type(None) else cls, unresolved,
-                  "Updater", path)
+    return _returnn_recipe(path, path, values)
 
 
 _RETURNN_KEYS = {*DEFAULTS, *LR_CONTROL_KEYS} - {"backend", "behavior_version"}
@@ -135,6 +131,13 @@ def _from_dict(data: dict[str, Any], source: str) -> Recipe:
         raise ValueError(f"Expected a recipe dict with `base_params` (OpenSeq2Seq), "
                          f"`format: trainop`, or RETURNN training keys (optimizer, "
                          f"learning_rate, gradient_clip*, ...), got keys {sorted(data)}")
-    options, unresolved, cls = returnn.options_from(data)
+    return _returnn_recipe(data, source)
+
+
+def _returnn_recipe(config: Any, source: str,
+                    values: Mapping[str, Any] | None = None) -> Recipe:
+    """The RETURNN recipe of ``config`` (a dict of values, or a path read by the Updater's
+    config reader with its evaluated ``values``)."""
+    options, unresolved, cls = returnn.options_from(config, values)
     return Recipe("returnn", options, None if cls is type(None) else cls, unresolved,
                   "Updater", source)
