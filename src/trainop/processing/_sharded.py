@@ -63,14 +63,8 @@ def whole_tensor_statistic(tensors: Sequence[torch.Tensor],
                            op: str) -> torch.Tensor:
     """Per DTensor, a statistic of the whole tensor: ``local(local shards)`` gives a 1-D
     float32 tensor per rank (``op="sum"``: additive parts, e.g. squared norms; ``op="max"``),
-    combined by one ``all_reduce``."""
-    import torch.distributed as dist
-
-    mesh, counts = _mesh_and_counts(tensors)
-    values = _local_values(tensors, local, counts)
-    dist.all_reduce(values, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX,
-                    group=mesh.get_group())
-    return values
+    combined by one ``all_reduce`` (``whole_tensor_statistics`` with one request)."""
+    return whole_tensor_statistics([(tensors, local, op)])[0]
 
 
 def whole_tensor_statistics(requests: Sequence[tuple[Sequence[torch.Tensor],
