@@ -9,10 +9,14 @@ import torch
 from fresh_process import run_fresh
 
 import trainop
-from trainop.kernels.native import _binding, metadata
+from trainop.kernels.native import _binding, boundary, metadata
 
 reader = metadata.load()
 needs_reader = pytest.mark.skipif(reader is None, reason=str(metadata.unavailable_reason()))
+
+
+class Tagged(torch.Tensor):
+    """A tensor subclass: the plan reads its metadata in Python (it may define behaviour)."""
 
 
 def python_reads(monkeypatch):
@@ -30,16 +34,64 @@ def params_with_grads(n=5, dtype=torch.float32):
 
 
 def recorded(ps):
-    """What a step plan records of its parameters (their shapes, dtypes, devices)."""
-    return [torch.empty((), dtype=p.dtype).expand(p.shape) for p in ps]
+    """What a step plan records of its parameters (dtype, device, shape), as int64."""
+    return np.asarray(reader.record(ps), dtype=np.int64)
+
+
+def gradient_pass(ps, record):
+    """The reader's gradient pass: ``(grads, ready, reads)`` or ``None``."""
+    reads = np.full(3 * len(ps), -7, dtype=np.int64)
+    found = reader.gradients(ps, record.ctypes.data, len(record), boundary.PLAIN_TYPES,
+                             reads.ctypes.data)
+    return None if found is None else (*found, reads)
+
+
+@needs_reader
+def test_the_record_is_dtype_device_and_shape():
+    ps = [torch.zeros(2, 3), torch.zeros((), dtype=torch.float64), torch.zeros(4, 1, 5)]
+    # c10::ScalarType Float = 6, Double = 7; DeviceType CPU = 0, index -1
+    assert reader.record(ps) == [6, 0, -1, 2, 2, 3, 7, 0, -1, 0, 6, 0, -1, 3, 4, 1, 5]
+    assert reader.record([]) == []
 
 
 @needs_reader
 def test_gradients_are_the_parameters_own_grad_objects():
     ps = params_with_grads()
-    grads = reader.gradients(ps, recorded(ps))
+    grads, ready, reads = gradient_pass(ps, recorded(ps))
     assert len(grads) == len(ps) and all(g is p.grad for g, p in zip(grads, ps, strict=True))
-    assert reader.gradients([], []) == []
+    assert ready is True  # and what the C boundary needs of them, read in the same pass:
+    assert reads.tolist() == ([p.data_ptr() for p in ps] + [p.grad.data_ptr() for p in ps]
+                              + [p.numel() for p in ps])
+    assert gradient_pass([], recorded([]))[:2] == ([], True)
+
+
+@needs_reader
+@pytest.mark.parametrize("kind", ["transposed", "grad-transposed", "subclass-grad",
+                                  "subclass-param"])
+def test_gradients_not_ready_for_c_are_still_returned(kind):
+    """A parameter or gradient C may not read as one block (not contiguous, a subclass):
+    the gradients as before, but nothing read for the boundary (it reads them itself)."""
+    ps = params_with_grads()
+    if kind == "transposed":
+        ps[3] = torch.randn(3, 5).t()
+        ps[3].grad = torch.randn(5, 3)
+    elif kind == "grad-transposed":
+        ps[3].grad = torch.randn(3, 5).t()
+    elif kind == "subclass-grad":
+        ps[3].grad = torch.randn(5, 3).as_subclass(Tagged)
+    else:
+        ps[3] = ps[3].as_subclass(Tagged)
+        ps[3].grad = torch.randn(5, 3)
+    grads, ready, _ = gradient_pass(ps, recorded(ps))
+    assert ready is False and all(g is p.grad for g, p in zip(grads, ps, strict=True))
+
+
+@needs_reader
+def test_a_short_or_foreign_record_declines():
+    ps = params_with_grads()
+    assert gradient_pass(ps, recorded(ps[:4])) is None
+    assert gradient_pass(ps, recorded(ps)[:-1]) is None
+    assert gradient_pass(ps[:4], recorded(ps[1:])) is None
 
 
 @needs_reader
@@ -60,7 +112,7 @@ def test_gradients_decline_what_the_plan_must_not_take(bad):
     else:  # the parameter and its gradient both changed since the plan was built
         p.data = p.data.double() if bad == "param-dtype" else torch.zeros(7)
         p.grad = torch.zeros_like(p)
-    assert reader.gradients(ps, record) is None
+    assert gradient_pass(ps, record) is None
 
 
 @needs_reader
@@ -85,13 +137,18 @@ def test_pointers_decline_a_non_contiguous_tensor():
 
 
 @needs_reader
-@pytest.mark.parametrize("call", [lambda: reader.gradients((torch.zeros(1),), []),
-                                  lambda: reader.gradients([2.0], [2.0]),
-                                  lambda: reader.gradients([torch.zeros(1)], None),
+@pytest.mark.parametrize("call", [lambda: reader.gradients((torch.zeros(1),), 0, 0, (), 0),
+                                  lambda: reader.gradients([2.0], 0, 0, (), 0),
+                                  lambda: reader.gradients([torch.zeros(1)], 0, 0, None, 0),
+                                  lambda: reader.record((torch.zeros(1),)),
+                                  lambda: reader.record(["x"]),
+                                  lambda: reader.rows((torch.zeros(1),), torch.zeros(1),
+                                                      None, ()),
+                                  lambda: reader.first_outside(torch.zeros(1), 3, None),
                                   lambda: reader.pointers([(torch.zeros(1),)], 0),
                                   lambda: reader.sizes(["x"], 0)])
 def test_wrong_arguments_raise_type_errors(call):
-    with pytest.raises(TypeError, match="expected"):
+    with pytest.raises(TypeError, match="expected|must be tuple"):
         call()
 
 
@@ -113,10 +170,6 @@ def test_a_step_with_the_reader_equals_one_without(name, dtype, monkeypatch):
         assert torch.equal(p, q)
         for slot in opt.state[p]:
             assert torch.equal(opt.state[p][slot], ref.state[q][slot])
-
-
-class Tagged(torch.Tensor):
-    """A tensor subclass: the plan reads its metadata in Python (it may define behaviour)."""
 
 
 @needs_reader

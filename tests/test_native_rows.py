@@ -69,6 +69,66 @@ def test_declines_what_it_cannot_read():
     assert native.unique_rows(two_dims) is None
 
 
+def test_first_outside_finds_the_first_row_out_of_range():
+    """The sparse step's range check (one C pass; None where C cannot read the indices),
+    against the index found by a Python scan of the same rows."""
+    g = torch.Generator().manual_seed(5)
+    for _ in range(50):
+        n = int(torch.randint(0, 300, (), generator=g))
+        rows = torch.randint(-3, 103, (n,), generator=g)
+        want = next((k for k, r in enumerate(rows.tolist()) if not 0 <= r < 100), -1)
+        assert native.first_outside(rows, 100) == want
+        assert native.first_outside(rows[None], 100) == want  # a COO tensor's [1, n] indices
+    assert native.first_outside(torch.tensor([0, 1]), 0) == 0  # an empty dimension
+    assert native.first_outside(torch.tensor([2**62 - 1, 0]), 2**62) == -1
+    assert native.first_outside(torch.tensor([-2**63]), 5) == 0
+    for unreadable in (torch.tensor([0, 1], dtype=torch.int32), torch.zeros(2, 3).long(),
+                       torch.arange(6)[::2], torch.tensor([1.0]),
+                       torch.tensor([0, 1]).as_subclass(_Tagged)):
+        assert native.first_outside(unreadable, 5) is None
+
+
+class _Tagged(torch.Tensor):
+    pass
+
+
+def test_rows_check_refuses_what_the_row_kernels_must_not_get():
+    """``boundary.checked_rows`` (one call of the metadata reader where it is built, else in
+    Python): True only for plain contiguous CPU tables of one dtype and shape, 1-D int64
+    indices, values of shape [len(indices), *rows], no written table sharing memory."""
+    from trainop.kernels.native import boundary, metadata
+    var, m = torch.zeros(6, 3), torch.zeros(6, 3)
+    idx, vals = torch.tensor([0, 5]), torch.ones(2, 3)
+    big = torch.zeros(12, 3)
+    wide = torch.zeros(6, 3, dtype=torch.float64)  # its first elements read as int64 rows 0, 0
+    cases = {
+        "ok": ([var, m], idx, vals, True),
+        "indices only": ([var, m], idx, None, True),
+        "tables share memory": ([big[:6], big[3:9]], idx, vals, False),
+        "values inside a table": ([var, m], idx, var[:2], False),
+        "indices inside a table": ([wide, wide.clone()], wide.view(torch.int64).view(-1)[:2],
+                                   vals.double(), False),
+        "int32 indices": ([var, m], idx.int(), vals, False),
+        "2-D indices": ([var, m], idx[None], vals, False),
+        "values' rows": ([var, m], idx, torch.ones(2, 4), False),
+        "values' count": ([var, m], idx, torch.ones(3, 3), False),
+        "values' dtype": ([var, m], idx, vals.double(), False),
+        "table shape": ([var, torch.zeros(6, 4)], idx, vals, False),
+        "table dtype": ([var, m.double()], idx, vals, False),
+        "0-dim table": ([torch.zeros(()), torch.zeros(())], idx, None, False),
+        "transposed table": ([var, torch.zeros(3, 6).t()], idx, vals, False),
+        "subclass table": ([var, m.as_subclass(_Tagged)], idx, vals, False),
+    }
+    for name, (tables, indices, values, want) in cases.items():
+        assert boundary.checked_rows(tables, indices, values) is want, name
+    if metadata.load() is not None:  # the Python checks, as without the reader, agree
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(metadata.READER, "value", None)
+            mp.setattr(metadata.READER, "reason", "switched off by the test")
+            for name, (tables, indices, values, want) in cases.items():
+                assert boundary.checked_rows(tables, indices, values) is want, name
+
+
 @pytest.mark.parametrize("name", ["LazyAdamOptimizer", "AdagradOptimizer", "FtrlOptimizer"])
 def test_out_of_range_rows_raise_a_clear_error_and_change_nothing(name):
     table = torch.zeros(5, 2, requires_grad=True)

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from trainop._validation import describe
+from trainop.kernels import native
 
 __all__ = ["VALID_DTYPES", "check_global_step", "check_gradient", "check_loss",
            "check_sparse_rows", "check_variable", "describe_var"]
@@ -67,19 +68,33 @@ def check_gradient(g: Any, v: torch.Tensor, where: str) -> None:
 
 def check_sparse_rows(g: torch.Tensor, where: str) -> None:
     """Every index of a sparse COO gradient lies in ``[0, size)`` of its dimension (negative
-    ones included: torch's own sparse ops do not check them). Reads the indices' minimum and
-    maximum on the host: free on the CPU, one synchronisation per sparse gradient on a GPU
-    (the documented exception to "no host reads in a step")."""
+    ones included: torch's own sparse ops do not check them). With one sparse dimension on
+    the CPU, one pass in C (``kernels.native.first_outside``; the message names the first
+    index outside); else the indices' minimum and maximum read on the host: one
+    synchronisation per sparse gradient on a GPU (the documented exception to "no host reads
+    in a step")."""
     indices = g._indices()
     if indices.numel() == 0:
         return
-    low = indices.amin(dim=1).tolist()
-    high = indices.amax(dim=1).tolist()
+    if indices.shape[0] == 1:  # one sparse dimension (an embedding's rows): one pass
+        bad = native.first_outside(indices, g.shape[0])
+        if bad is not None:
+            if bad >= 0:
+                _rows_outside(where, g.shape[0], 0, int(indices[0, bad]))
+            return
+        low, high = (bound.item() for bound in torch.aminmax(indices[0]))
+        low, high = [low], [high]
+    else:
+        low_high = torch.aminmax(indices, dim=1)
+        low, high = low_high.min.tolist(), low_high.max.tolist()
     for d, (lo, hi) in enumerate(zip(low, high, strict=True)):
         if lo < 0 or hi >= g.shape[d]:
-            bad = lo if lo < 0 else hi
-            raise ValueError(f"Expected the indices of {where} (a sparse gradient) to lie in "
-                             f"[0, {g.shape[d]}) in dimension {d}, got {bad}")
+            _rows_outside(where, g.shape[d], d, lo if lo < 0 else hi)
+
+
+def _rows_outside(where: str, size: int, dim: int, bad: int) -> None:
+    raise ValueError(f"Expected the indices of {where} (a sparse gradient) to lie in "
+                     f"[0, {size}) in dimension {dim}, got {bad}")
 
 
 def check_loss(t: Any, name: str) -> None:

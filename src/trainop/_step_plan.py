@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter, is_
 from typing import Any
 
+import numpy as np
 import torch
 
 from trainop.kernels.native import metadata
@@ -49,13 +50,16 @@ class StepPlan:
     state: Any = field(default=None, init=False)
     state_version: int = field(default=-1, init=False)
     # Filled from the parameters when the plan is built: their shapes and dtypes then, and
-    # torch.strided for each (what the gradients must be); for the metadata reader, one
-    # expanded one-element tensor per parameter with its shape, dtype and device then.
+    # torch.strided for each (what the gradients must be); for the metadata reader, the same
+    # with their devices as one int64 record (``metadata.cpp``'s ``gradients``).
     shapes: list = field(init=False)
     dtypes: list = field(init=False)
     layouts: list = field(init=False)
-    recorded: list = field(init=False)
+    record: np.ndarray = field(init=False)
     bulk: bool = field(init=False)
+    # What this step's gradient pass read for the C boundary (see ``read_for``).
+    _reads: np.ndarray = field(init=False)
+    _read_valid: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self.shapes = [p.shape for p in self.params]
@@ -63,8 +67,12 @@ class StepPlan:
         self.layouts = [torch.strided] * len(self.params)
         # The metadata reader takes plain tensors and Parameters (no __torch_function__).
         self.bulk = all(type(p) in _PLAIN for p in self.params)
-        self.recorded = [torch.empty((), dtype=p.dtype, device=p.device).expand(p.shape)
-                         for p in self.params] if self.bulk else []
+        reader = metadata.load() if self.bulk else None
+        self.record = np.asarray(reader.record(self.params) if reader is not None else [],
+                                 dtype=np.int64)
+        self._reads = np.empty(3 * len(self.params), dtype=np.int64)
+        # numpy's .ctypes costs a microsecond a call: the addresses, read once
+        self._record_at, self._reads_at = self.record.ctypes.data, self._reads.ctypes.data
 
     def gradients(self) -> list[torch.Tensor] | None:
         """The gradients in plan order, or ``None`` if any is missing, sparse or malformed (not
@@ -72,10 +80,17 @@ class StepPlan:
         the plan was built for (``p.data = t`` since then): the general path then validates
         everything (slots against the new shape) before anything moves. List comparisons, which
         cost less than a Python condition per tensor; where the metadata reader is built, it
-        makes the same checks in one call."""
+        makes the same checks in one call, and where every parameter and gradient is a plain
+        contiguous CPU tensor also reads what the C boundary needs of them (``read_for``)."""
+        self._read_valid = False
         reader = metadata.load() if self.bulk else None
         if reader is not None:
-            return reader.gradients(self.params, self.recorded)
+            found = reader.gradients(self.params, self._record_at, len(self.record), _PLAIN,
+                                     self._reads_at)
+            if found is None:
+                return None
+            grads, self._read_valid = found
+            return grads
         grads = list(map(_GRAD, self.params))
         try:
             layouts = list(map(_LAYOUT, grads))
@@ -87,6 +102,23 @@ class StepPlan:
                 or list(map(_DTYPE, self.params)) != self.dtypes):
             return None
         return grads
+
+    def read_for(self, bucket: Bucket) -> tuple[np.ndarray, np.ndarray] | None:
+        """What this step's ``gradients()`` read of ``bucket``'s parameters and gradients for
+        the C boundary (``kernels.native.boundary.checked``'s ``read``): their data pointers,
+        parameters then gradients, and the parameters' element counts; ``None`` where it did
+        not (no metadata reader, or a tensor that is not a plain contiguous CPU tensor).
+        Valid until the next ``gradients()``; nothing but trainop's own code may run between
+        the two (hyperparameters, callables included, are evaluated before the gradients are
+        read)."""
+        if not self._read_valid:
+            return None
+        n, start, stop = len(self.params), bucket.start, bucket.stop
+        reads = self._reads
+        if start == 0 and stop == n:
+            return reads[:2 * n].view(np.uint64), reads[2 * n:]
+        return (np.concatenate((reads[start:stop], reads[n + start:n + stop])).view(np.uint64),
+                reads[2 * n + start:2 * n + stop])
 
 
 class GroupsSnapshot:

@@ -385,7 +385,7 @@ class Optimizer(torch.optim.Optimizer):
         pairs = self._validate_pairs(grads_and_vars)
         check_global_step(global_step)
         with self._gated(make_gate(grad_multiplier, found_inf)):
-            self._apply_pairs([(g, v) for g, v in pairs if g is not None])
+            self._apply_pairs_eagerly([(g, v) for g, v in pairs if g is not None])
             applied = self._gate.applied()  # with a tensor hyperparameter's own skip flag
         if global_step is not None:
             with torch.no_grad():
@@ -438,10 +438,11 @@ class Optimizer(torch.optim.Optimizer):
     @torch.compiler.disable
     def _step_pairs(self) -> None:
         plan = self._current_plan()
-        grads = plan.gradients() if plan is not None else None
-        if grads is not None:
-            self._run_plan(plan, grads)
-            return
+        prepared = None
+        if plan is not None:
+            prepared = self._run_plan(plan)
+            if prepared is None:
+                return
         pairs = []
         for group in self.param_groups:
             for i, p in enumerate(group["params"]):
@@ -449,7 +450,7 @@ class Optimizer(torch.optim.Optimizer):
                     check_gradient(p.grad, p, f"params[{i}].grad")
                     pairs.append((p.grad, p))
         if pairs:
-            self._apply_pairs(pairs)
+            self._apply_pairs(pairs, prepared)
 
     @contextlib.contextmanager
     def _gated(self, gate: Gate):
@@ -533,24 +534,45 @@ class Optimizer(torch.optim.Optimizer):
                     else:
                         p.grad.zero_()
 
-    def _run_plan(self, plan: StepPlan, grads: list[torch.Tensor]) -> None:
-        """A step over every parameter through the cached buckets (see ``_step_plan``)."""
-        prepared = {}
+    def _run_plan(self, plan: StepPlan) -> dict[int, Prepared] | None:
+        """A step over every parameter through the cached buckets (see ``_step_plan``);
+        ``None`` once done, or, where the plan cannot take this step (a gradient missing,
+        sparse or malformed, a parameter changed), nothing done and the hyperparameters
+        evaluated so far, for the general path to reuse (a callable is called once per step).
+
+        The gradient pass also reads what the C boundary needs of the parameters and
+        gradients (``StepPlan.read_for``), so from there only trainop's own code may run until
+        the kernels have them: where a group's hyperparameters are callables, tensors or
+        policies (whose evaluation or range guard may run the user's code), the pass is
+        made again after them."""
+        grads = plan.gradients()
+        if grads is None:
+            return {}
+        prepared: dict[int, Prepared] = {}
+        user_code = False
         for bucket in plan.buckets:
             if bucket.group_index not in prepared:
                 group = self.param_groups[bucket.group_index]
                 prepared[bucket.group_index] = self._step_hyper(group)
+                user_code = user_code or not self._hyper_plain
         for gi, hp in prepared.items():
             self._ensure_non_slot(self.param_groups[gi], hp)
+        gate = self._gate
         self._guard_tensor_hypers(prepared, ((b.group_index, b.params[0], False)
                                              for b in plan.buckets))
+        if user_code:
+            grads = plan.gradients()
+            if grads is None:
+                self._gate = gate  # the general path guards its own updates
+                return prepared
         for bucket in plan.buckets:
             group = self.param_groups[bucket.group_index]
             hp = prepared[bucket.group_index].for_tensor(bucket.params[0])
             dispatch.update_bucket(self, bucket.params, grads[bucket.start:bucket.stop],
                                    bucket.slots, hp, group["non_slot"], self._gate,
-                                   bucket=bucket)
+                                   bucket=bucket, read=plan.read_for(bucket))
         self._finish_groups(prepared)
+        return None
 
     def _finish_groups(self, prepared: dict[int, Prepared]) -> None:
         applied = self._gate.applied()
@@ -665,26 +687,31 @@ class Optimizer(torch.optim.Optimizer):
         the same plain value as before (a scheduler that writes ``group["lr"]`` gets a new one;
         groups with tensors, callables or policies are evaluated at every step)."""
         snapshot = plain_snapshot(group, _GROUP_BOOKKEEPING)
+        self._hyper_plain = False
         if snapshot is None:
             return self._prepare(group, group["non_slot"]["step"])
         cached = self._hyper_cache.get(id(group))
+        self._hyper_plain = True  # plain values only: no user code runs
         if cached is not None and cached[0] is group and cached[1] == snapshot:
             return cached[2]
         prepared = self._prepare(group, group["non_slot"]["step"])
         self._hyper_cache[id(group)] = (group, snapshot, prepared)
         return prepared
 
-    @torch.compiler.disable  # eager under torch.compile, as _step_pairs
-    def _apply_pairs(self, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-        """Register new variables, create slots, update every pair, finish every group."""
+    def _apply_pairs(self, pairs: list[tuple[torch.Tensor, torch.Tensor]],
+                     evaluated: dict[int, Prepared] | None = None) -> None:
+        """Register new variables, create slots, update every pair, finish every group.
+        ``evaluated``: groups' hyperparameters already evaluated for this step."""
         index = self._param_index()
         new_vars = list({id(v): v for _, v in pairs if id(v) not in index}.values())
         states = self._tracked_state()
         # Evaluate every hyperparameter before mutating anything (a callable may raise).
         prepared: dict[int, Prepared] = {}
         for gi in dict.fromkeys(index[id(v)] for _, v in pairs if id(v) in index):
-            group = self.param_groups[gi]
-            prepared[gi] = self._step_hyper(group)
+            if evaluated is not None and gi in evaluated:
+                prepared[gi] = evaluated[gi]
+            else:
+                prepared[gi] = self._step_hyper(self.param_groups[gi])
         tf_prepared = None
         if new_vars:
             tf_group = self._tf_group
@@ -699,8 +726,8 @@ class Optimizer(torch.optim.Optimizer):
                 gi = index[id(new_vars[0])]
                 prepared.setdefault(gi, tf_prepared)
             for _, v in pairs:
-                if not states.get(v):
-                    group = self.param_groups[index[id(v)]]
+                group = self.param_groups[index[id(v)]]
+                if self._lacks_slots(states.get(v), group):
                     states[v] = SlotState(states, self._make_slots(v, group))
             for _, v in pairs:
                 self._check_slots(v, states[v], self.param_groups[index[id(v)]])
@@ -711,6 +738,10 @@ class Optimizer(torch.optim.Optimizer):
                                                  for g, v in pairs))
             self._update(pairs, index, prepared)
             self._finish_groups(prepared)
+
+    # apply_gradients' entry to the update: eager under torch.compile, as _step_pairs (which
+    # calls _apply_pairs itself, already outside any trace).
+    _apply_pairs_eagerly = torch.compiler.disable(_apply_pairs)
 
     @torch.no_grad()
     def create_slots(self) -> None:
@@ -724,10 +755,17 @@ class Optimizer(torch.optim.Optimizer):
         prepared = {gi: self._step_hyper(group) for gi, group in enumerate(self.param_groups)}
         for gi, group in enumerate(self.param_groups):
             for v in group["params"]:
-                if not states.get(v):
+                if self._lacks_slots(states.get(v), group):
                     states[v] = SlotState(states, self._make_slots(v, group))
             if group["params"]:
                 self._ensure_non_slot(group, prepared[gi])
+
+    def _lacks_slots(self, entry: Mapping[str, Any] | None, group: Mapping[str, Any]) -> bool:
+        """Whether a parameter's state ``entry`` is still to be made: missing, or empty (as
+        reading ``opt.state[p]`` leaves it) for a group whose rule has slots. An optimizer
+        without slots keeps its empty entry: replacing it every step would count as a state
+        change and rebuild the step plan."""
+        return entry is None or (not entry and bool(self._slot_specs(group)))
 
     def _update(self, pairs, index: dict[int, int], prepared: dict[int, Prepared]) -> None:
         """Hand ``pairs`` to the dispatch (``kernels.dispatch.update_pairs``)."""
@@ -821,29 +859,17 @@ class Optimizer(torch.optim.Optimizer):
         ``var``'s device: a slot replaced by hand or loaded with another shape would be
         broadcast, or written past its end by the C kernels. Raises ``ValueError`` before
         anything changes."""
+        shape, dtype, device = var.shape, var.dtype, var.device
         for spec in self._slot_specs(group):
             slot = slots.get(spec.name)
             if slot is None:
                 continue  # made at the first step
-            where = f"the slot {spec.name!r} of a variable of shape {tuple(var.shape)}"
-            if not isinstance(slot, torch.Tensor):
-                raise TypeError(f"Expected {where} to be a tensor, got {describe(slot)}")
-            shape = () if spec.scalar else tuple(var.shape)
-            if tuple(slot.shape) != shape:
-                raise ValueError(f"Expected {where} to have shape {shape}, got "
-                                 f"{tuple(slot.shape)}")
-            dtype = spec.dtype or var.dtype
-            if slot.dtype != dtype:
-                raise ValueError(f"Expected {where} to have dtype {dtype}, got {slot.dtype}")
-            if slot.device != var.device:
-                raise ValueError(f"Expected {where} to be on {var.device}, got {slot.device}")
-            if slot.layout != torch.strided:
-                raise ValueError(f"Expected {where} to be a dense (strided) tensor, got layout "
-                                 f"{slot.layout}")
-            if not slot.is_contiguous() and own_elements_overlap(slot):
-                raise ValueError(f"Expected {where} to have elements of its own, got stride "
-                                 f"{slot.stride()} (an expanded tensor?); give it its own "
-                                 "storage (e.g. .clone())")
+            if (type(slot) in _PLAIN_TENSORS and slot.layout == torch.strided
+                    and slot.shape == (() if spec.scalar else shape)
+                    and slot.dtype == (spec.dtype or dtype) and slot.device == device
+                    and slot.is_contiguous()):
+                continue  # as it should be: nothing more to look at
+            _check_slot(var, spec, slot)
 
     def _check_written_apart(self) -> None:
         """No parameter or slot shares memory with another one an update writes (a slot
@@ -930,9 +956,35 @@ class Optimizer(torch.optim.Optimizer):
         self._invalidate()
 
 
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+def _check_slot(var: torch.Tensor, spec: SlotSpec, slot: Any) -> None:
+    """``Optimizer._check_slots`` for one slot that is not plainly right: raises unless it is
+    a tensor of the right shape, dtype, device and layout with elements of its own."""
+    where = f"the slot {spec.name!r} of a variable of shape {tuple(var.shape)}"
+    if not isinstance(slot, torch.Tensor):
+        raise TypeError(f"Expected {where} to be a tensor, got {describe(slot)}")
+    shape = () if spec.scalar else tuple(var.shape)
+    if tuple(slot.shape) != shape:
+        raise ValueError(f"Expected {where} to have shape {shape}, got {tuple(slot.shape)}")
+    dtype = spec.dtype or var.dtype
+    if slot.dtype != dtype:
+        raise ValueError(f"Expected {where} to have dtype {dtype}, got {slot.dtype}")
+    if slot.device != var.device:
+        raise ValueError(f"Expected {where} to be on {var.device}, got {slot.device}")
+    if slot.layout != torch.strided:
+        raise ValueError(f"Expected {where} to be a dense (strided) tensor, got layout "
+                         f"{slot.layout}")
+    if not slot.is_contiguous() and own_elements_overlap(slot):
+        raise ValueError(f"Expected {where} to have elements of its own, got stride "
+                         f"{slot.stride()} (an expanded tensor?); give it its own storage "
+                         "(e.g. .clone())")
+
+
 # Caches an optimizer derives from its groups and state (not pickled, rebuilt when needed).
 _DERIVED = frozenset({"_step_plan", "_param_index_cache", "_hyper_cache", "_gate",
-                      "_apart_checked"})
+                      "_apart_checked", "_hyper_plain"})
 
 
 @functools.cache

@@ -48,15 +48,36 @@ def rank_group(rank: int, world: int, port: int, *, threads: int = 1,
         dist.destroy_process_group()
 
 
+def _rank_main(target: Callable[..., None], rank: int, port: int, *args) -> None:
+    """One spawned rank: ``target``, then exit at once with its outcome (0, or 1 after the
+    traceback), skipping the interpreter's and C++'s teardown: at exit, a thread gloo or
+    torch.distributed still holds can abort a process that did all its work ("terminate
+    called without an active exception", seen about once in a few hundred runs)."""
+    import sys
+    import traceback
+
+    code = 0
+    try:
+        target(rank, port, *args)
+    except BaseException:  # noqa: BLE001 - reported as the exit code, as a crash would be
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def spawn_ranks(target: Callable[..., None], args: tuple = (), *, world: int = 2,
                 timeout_s: float = 300) -> list[int | None]:
-    """``target(rank, port, *args)`` on ``world`` spawned processes; their exit codes (a
-    process still alive after ``timeout_s`` is killed: exit code not 0)."""
+    """``target(rank, port, *args)`` on ``world`` spawned processes; their exit codes (1 if
+    ``target`` raised; a process still alive after ``timeout_s`` is killed: exit code not
+    0). A rank exits as soon as ``target`` returns (see ``_rank_main``)."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     port = _free_port()
-    procs = [ctx.Process(target=target, args=(r, port, *args)) for r in range(world)]
+    procs = [ctx.Process(target=_rank_main, args=(target, r, port, *args))
+             for r in range(world)]
     for p in procs:
         p.start()
     for p in procs:

@@ -75,15 +75,17 @@ def update_pairs(opt: Any, pairs, index: dict[int, int], prepared: dict[int, Any
 
 
 def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
-                  bucket: Any = None) -> None:
+                  bucket: Any = None, read: Any = None) -> None:
     """Dense update of one bucket (same group, dtype, device) by the chosen implementation.
 
     ``bucket``: the step plan's bucket, where the choice and the C boundary's check are
-    remembered."""
+    remembered; ``read``: what the plan's gradient pass read of ``vs`` and ``gs`` for the C
+    boundary this step (``StepPlan.read_for``), or ``None``."""
     if opt._elementwise:
         local = local_shards(vs, gs, slot_lists)  # DTensors (FSDP2): the local shards
         if local is not None:
             vs, gs, slot_lists = local
+            read = None
     # Only step() passes a plan bucket; there the choice depends on dtype, device and hp
     # alone (a decay_var_list, which also steers it, exists only inside apply_gradients).
     if is_sharded(vs[0]):
@@ -97,7 +99,7 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
     if implementation == "native":
         rule, slots, hyper = opt._native_rule(vs, slot_lists, hp, non_slot)
         if native.run(rule, [vs, gs, *slots], hyper, multiplier=gate.multiplier,
-                      found_inf=gate.found_inf, cache=bucket):
+                      found_inf=gate.found_inf, cache=bucket, read=read):
             return
         implementation = "foreach"  # a subclass or a non-contiguous tensor: the list path
     if implementation == "fused":

@@ -41,10 +41,11 @@ from trainop.kernels.native._binding import (
     supports,
 )
 from trainop.kernels.native.build import unavailable_reason
-from trainop.kernels.native.rows import sparse_rows, unique_rows
+from trainop.kernels.native.rows import first_outside, sparse_rows, unique_rows
 
-__all__ = ["DTYPES", "LISTS", "SUFFIXES", "available", "boundary", "l2_norms", "pointers", "run",
-           "sizes", "sparse_rows", "supports", "unavailable_reason", "unique_rows"]
+__all__ = ["DTYPES", "LISTS", "SUFFIXES", "available", "boundary", "first_outside", "l2_norms",
+           "pointers", "run", "sizes", "sparse_rows", "supports", "unavailable_reason",
+           "unique_rows"]
 
 _SQUARE_SUMS_ARGS = [ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int]
 
@@ -68,7 +69,7 @@ _SCALAR_F32 = {"novograd": frozenset({3})}
 @torch.compiler.disable  # under torch.compile: a graph break, the C call runs eagerly
 def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[float], *,
         multiplier: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
-        cache: Any = None) -> bool:
+        cache: Any = None, read: tuple[np.ndarray, np.ndarray] | None = None) -> bool:
     """Run ``rule`` over the tensor lists (variables, gradients, slots..., as the rule in
     ``csrc/rules.h`` lists them) in one call, after ``boundary.checked``; returns False
     (nothing done) where the check sends the caller to its safe path (a tensor subclass or a
@@ -77,7 +78,8 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[floa
 
     ``multiplier`` scales every gradient inside the update (the gradients are not written);
     a nonzero ``found_inf`` leaves everything as it is. Both are 0-dim tensors or ``None``.
-    ``cache``: where the check is remembered (a step plan's bucket), or ``None``.
+    ``cache``: where the check is remembered (a step plan's bucket), or ``None``; ``read``:
+    what the step's own pass read of the variables and gradients (``boundary.checked``).
     """
     variables = lists[0]
     if not variables:
@@ -92,7 +94,7 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[floa
     scalar = _SCALAR_F32.get(rule, frozenset())
     found = boundary.checked(lists, dtype=dtype, list_dtypes=dict.fromkeys(scalar, torch.float32),
                              scalar_lists=scalar, read_only=_READ_ONLY.get(rule, frozenset({1})),
-                             cache=cache, rule=rule)
+                             cache=cache, rule=rule, read=read)
     if found is None:
         return False
     addresses, numel = found

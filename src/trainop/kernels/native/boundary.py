@@ -43,10 +43,12 @@ import torch
 from trainop.kernels.native import metadata
 from trainop.kernels.native._binding import pointers, sizes
 
-__all__ = ["PLAIN", "checked", "checked_rows", "is_plain", "plain_dense"]
+__all__ = ["PLAIN", "PLAIN_TYPES", "checked", "checked_rows", "is_plain", "plain_dense"]
 
 #: The tensor types whose memory may go to C (exact types, no subclasses).
 PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
+#: The same as the tuple the metadata reader's checks take.
+PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 _LIST_NAMES = ("variables", "gradients")
 
 
@@ -69,7 +71,9 @@ def _name(k: int) -> str:
 def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
             list_dtypes: dict[int, torch.dtype] | None = None,
             scalar_lists: frozenset[int] = frozenset(), read_only: frozenset[int] = frozenset({1}),
-            cache: Any = None, rule: str = "kernel") -> tuple[np.ndarray, np.ndarray] | None:
+            cache: Any = None, rule: str = "kernel",
+            read: tuple[np.ndarray, np.ndarray] | None = None
+            ) -> tuple[np.ndarray, np.ndarray] | None:
     """Check ``lists`` (list 0: the variables) for a native call (see the module doc).
 
     Args:
@@ -81,6 +85,13 @@ def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
         cache: an object with a ``native_checked`` attribute where the check is remembered
             (a step plan's bucket), or ``None``.
         rule: the kernel's name, for messages.
+        read: where this step already read the variables (list 0) and gradients (list 1) in
+            its own pass over them (the step plan's gradient pass, ``metadata.cpp``'s
+            ``gradients``, which found every one exactly a ``torch.Tensor`` or
+            ``nn.Parameter``, strided, on the CPU, contiguous, of the variables' dtype and each
+            gradient of its variable's shape, with no code but trainop's run since): their
+            data pointers (variables, then gradients) and the variables' element counts. The
+            pass over the tensors then reads the slot lists only.
 
     Returns:
         ``(addresses, numel)``: the data pointers of every tensor, list after list, and the
@@ -100,8 +111,11 @@ def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
     if not lists or not lists[0]:
         return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
     list_dtypes = list_dtypes or {}
-    status, addresses, counts = _read(lists, tuple(list_dtypes.get(k, dtype)
-                                                   for k in range(len(lists))))
+    dtypes = tuple(list_dtypes.get(k, dtype) for k in range(len(lists)))
+    if read is not None and len(lists) >= 2 and not list_dtypes.keys() & {0, 1}:
+        status, addresses, counts = _read_slots(lists, dtypes, read)
+    else:
+        status, addresses, counts = _read(lists, dtypes)
     if status == _SUBCLASS:
         return None  # a tensor subclass: its own semantics, on the safe path
     if status != _OK:
@@ -127,7 +141,6 @@ def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
 
 # The status codes of the reader's ``plain`` (metadata.cpp), also given by the Python fallback.
 _OK, _SUBCLASS, _NOT_CONTIGUOUS, _BAD_LAYOUT, _BAD_DTYPE = 0, 1, 2, 3, 4
-_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 
 def _read(lists, dtypes) -> tuple[int, np.ndarray, np.ndarray]:
@@ -140,7 +153,7 @@ def _read(lists, dtypes) -> tuple[int, np.ndarray, np.ndarray]:
         lists = [t if type(t) is list else list(t) for t in lists]
         both = np.empty(2 * total, dtype=np.int64)  # one allocation: pointers, then counts
         address = both.ctypes.data
-        status = reader.plain(lists, _PLAIN_TYPES, dtypes, address, address + 8 * total)
+        status = reader.plain(lists, PLAIN_TYPES, dtypes, address, address + 8 * total)
         return status, both[:total].view(np.uint64), both[total:]
     if not all(map(is_plain, lists)):
         return _SUBCLASS, None, None
@@ -153,6 +166,19 @@ def _read(lists, dtypes) -> tuple[int, np.ndarray, np.ndarray]:
     if addresses is None:
         return _NOT_CONTIGUOUS, None, None
     return _OK, addresses, np.concatenate([sizes(tensors) for tensors in lists])
+
+
+def _read_slots(lists, dtypes, read) -> tuple[int, np.ndarray, np.ndarray]:
+    """``_read`` where the variables and gradients were read already (``checked``'s
+    ``read``): the slot lists are read, and the three put together."""
+    pointers_read, numel = read
+    if len(lists) == 2:
+        return _OK, pointers_read, np.concatenate((numel, numel))
+    status, addresses, counts = _read(lists[2:], dtypes[2:])
+    if status != _OK:
+        return status, None, None
+    return (_OK, np.concatenate((pointers_read, addresses)),
+            np.concatenate((numel, numel, counts)))
 
 
 def _full_check(lists, dtype, list_dtypes, scalar_lists, rule) -> None:
@@ -222,6 +248,10 @@ def checked_rows(tables: Sequence[torch.Tensor], indices: torch.Tensor,
     shape, shared written memory). Indices are range-checked by the kernels themselves (they
     return before writing).
     """
+    reader = metadata.load()
+    if reader is not None:  # the same checks in one call
+        return reader.rows(tables if type(tables) is list else list(tables), indices, values,
+                           PLAIN_TYPES)
     var = tables[0]
     extra = [indices] if values is None else [indices, values]
     if not (plain_dense(extra) and plain_dense(tables)):

@@ -18,17 +18,29 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from trainop.kernels.native import boundary
+from trainop.kernels.native import boundary, metadata
 from trainop.kernels.native._binding import SUFFIXES, function, supports
 from trainop.kernels.row_slices import RowSlices
 
-__all__ = ["sparse_rows", "unique_rows"]
+__all__ = ["first_outside", "sparse_rows", "unique_rows"]
 
 _UNIQUE_ARGS = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                 ctypes.c_void_p]
 _SUM_ARGS = [ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 4
 _ROWS_ARGS = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int]
 _MISSING: set[str] = set()  # rules looked up without a sparse-row export
+
+
+def first_outside(indices: torch.Tensor, limit: int) -> int | None:
+    """The position of the first of the int64 row ``indices`` (1-D, or ``[1, n]``: a COO
+    tensor's one sparse dimension) outside ``[0, limit)``, ``-1`` if all lie inside, or
+    ``None`` where C cannot read them (not a plain contiguous CPU int64 tensor, or no
+    metadata reader): then the caller scans them with torch. One pass in the metadata reader,
+    which checks the tensor itself (no fake or subclass tensor is read, so no graph break is
+    needed), without torch's operator dispatch: the range check of a sparse gradient's rows,
+    made on every sparse step before anything moves."""
+    reader = metadata.load()
+    return None if reader is None else reader.first_outside(indices, limit, boundary.PLAIN_TYPES)
 
 
 @torch.compiler.disable  # never traced by torch.compile: real tensors only

@@ -4,11 +4,18 @@
 // and attribute (50-500 ns each). Built on first use against the installed torch (see
 // ../metadata.py); without it the same reads run in Python.
 //
-//   gradients(params, recorded) -> list | None
+//   gradients(params, record, record_length, types, out) -> (list, bool) | None
 //       each parameter's .grad, or None if one is missing, not strided, or differs from its
-//       parameter in dtype or shape, or a parameter differs in dtype or shape from its entry
-//       of `recorded` (tensors of the shape, dtype and device the step plan was built for:
-//       a `p.data = t` since then); then the step takes the general, validated path.
+//       parameter in dtype, shape or device, or a parameter differs from its entry of
+//       `record` (int64 at `record`, per parameter: scalar type, device type, device index,
+//       number of dimensions, then the sizes: what the step plan was built for; a
+//       `p.data = t` since then); then the step takes the general, validated path.
+//       The bool: every parameter and gradient is exactly one of `types`, on the CPU and
+//       contiguous; then the C boundary's reads of them are written at `out` as int64
+//       (n = len(params)): out[i] the parameter's data pointer, out[n + i] its gradient's,
+//       out[2n + i] its element count (the buffer is only complete after True).
+//   record(params) -> list[int]
+//       the record `gradients` compares the parameters with (see there), as it is now.
 //   pointers(lists, address) -> bool
 //       the data pointers of every tensor, list after list, written as uint64 at `address`;
 //       False (nothing promised about the buffer) if one tensor is not contiguous.
@@ -21,6 +28,19 @@
 //       counts are written list after list as uint64 / int64. Returns 0 (all hold), 1 (a
 //       tensor of another type: a subclass), 2 (not contiguous), 3 (not strided or not on
 //       the CPU) or 4 (another dtype); the buffers are only complete after 0.
+//   rows(tables, indices, values, types) -> bool
+//       whether the sparse-row kernels may run (../boundary.py's checked_rows): every table
+//       (a variable and its slots, all written) is exactly one of `types`, strided, on the
+//       CPU, contiguous, of the first table's dtype and shape (at least one dimension);
+//       `indices` the same, 1-D int64; `values` (or None) the same, of the tables' dtype
+//       and shape [len(indices), *the rows' shape]; no table's memory overlaps another
+//       table's, the indices' or the values'.
+//   first_outside(indices, limit, types) -> int | None
+//       the position of the first index outside [0, limit) in `indices` (int64, 1-D or
+//       [1, n]: one sparse dimension's row indices), or -1 if every one lies inside; None
+//       where it cannot read them (not exactly one of `types`, not a contiguous CPU int64
+//       tensor of that shape). One branch-free pass (the range check a step makes of a
+//       sparse gradient's rows before anything moves).
 //
 // The callers pass plain tensors and nn.Parameters only (no __torch_function__ subclasses);
 // a tensor without storage makes gradients() return None and pointers() return False.
@@ -30,6 +50,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <vector>
 
 namespace {
 
@@ -56,45 +77,171 @@ bool list_and_address(PyObject* args, const char* what, PyObject** list,
     return PyArg_ParseTuple(args, "OK", list, address) && is_list(*list, what);
 }
 
+bool one_of(PyObject* object, PyObject* types) {
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(types); ++j)
+        if (reinterpret_cast<PyObject*>(Py_TYPE(object)) == PyTuple_GET_ITEM(types, j))
+            return true;
+    return false;
+}
+
+// Prefetching. A pass over thousands of tensors chases pointers (Python object -> TensorImpl
+// -> StorageImpl; for a gradient, TensorImpl -> AutogradMeta -> the gradient's TensorImpl ->
+// its StorageImpl and Python object), and right after a step's kernels have streamed through
+// the tensors' data these objects are no longer in cache: one memory latency per link. The
+// passes below ask for the links of the tensors a few places ahead, each link once the one
+// before it has arrived (every `kStage` tensors one link further), so the misses of several
+// tensors overlap instead of following one another. Prefetches never fault; each link is
+// only followed for an object of one of the exact tensor `types`.
+constexpr Py_ssize_t kStage = 4;
+
+void prefetch(const void* address, int lines) {
+    for (int l = 0; l < lines; ++l)
+        __builtin_prefetch(static_cast<const char*>(address) + 64 * l);
+}
+
+// The TensorImpl of `list[i]` if it is one of `types` (its Python object already read).
+c10::TensorImpl* impl_ahead(PyObject* list, Py_ssize_t i, PyObject* types) {
+    if (i >= PyList_GET_SIZE(list)) return nullptr;
+    PyObject* item = PyList_GET_ITEM(list, i);
+    return one_of(item, types) ? THPVariable_Unpack(item).unsafeGetTensorImpl() : nullptr;
+}
+
+// Ahead of tensor `i` of a pass over `list`: its Python objects, TensorImpls and StorageImpls.
+void prefetch_tensors(PyObject* list, Py_ssize_t i, PyObject* types) {
+    if (i + 3 * kStage < PyList_GET_SIZE(list))
+        prefetch(PyList_GET_ITEM(list, i + 3 * kStage), 1);
+    if (c10::TensorImpl* impl = impl_ahead(list, i + 2 * kStage, types)) prefetch(impl, 4);
+    if (c10::TensorImpl* impl = impl_ahead(list, i + kStage, types))
+        prefetch(impl->unsafe_storage().unsafeGetStorageImpl(), 2);
+}
+
+// Ahead of parameter `i` of the gradient pass: the above for the parameters, then each one's
+// AutogradMeta, its gradient's TensorImpl, and that one's StorageImpl.
+void prefetch_gradients(PyObject* params, Py_ssize_t i, PyObject* types) {
+    if (i + 5 * kStage < PyList_GET_SIZE(params))
+        prefetch(PyList_GET_ITEM(params, i + 5 * kStage), 1);
+    if (c10::TensorImpl* impl = impl_ahead(params, i + 4 * kStage, types)) prefetch(impl, 4);
+    if (c10::TensorImpl* impl = impl_ahead(params, i + 3 * kStage, types)) {
+        prefetch(impl->unsafe_storage().unsafeGetStorageImpl(), 2);
+        if (c10::AutogradMetaInterface* meta = impl->autograd_meta()) prefetch(meta, 4);
+    }
+    if (c10::TensorImpl* impl = impl_ahead(params, i + 2 * kStage, types)) {
+        if (c10::AutogradMetaInterface* meta = impl->autograd_meta())
+            if (c10::TensorImpl* grad = meta->grad().unsafeGetTensorImpl()) prefetch(grad, 4);
+    }
+    if (c10::TensorImpl* impl = impl_ahead(params, i + kStage, types)) {
+        if (c10::AutogradMetaInterface* meta = impl->autograd_meta()) {
+            if (c10::TensorImpl* grad = meta->grad().unsafeGetTensorImpl())
+                prefetch(grad->unsafe_storage().unsafeGetStorageImpl(), 2);
+        }
+    }
+}
+
+// Whether `p` is as its entry of the plan's record says (advancing `entry` past it); false
+// also where the record ends early.
+bool as_recorded(const at::Tensor& p, const int64_t*& entry, const int64_t* end) {
+    if (end - entry < 4) return false;
+    const int64_t dims = entry[3];
+    if (dims < 0 || end - entry < 4 + dims) return false;
+    const c10::Device device = p.device();
+    if (static_cast<int64_t>(p.scalar_type()) != entry[0] ||
+        static_cast<int64_t>(device.type()) != entry[1] || device.index() != entry[2] ||
+        p.dim() != dims)
+        return false;
+    const auto sizes = p.sizes();
+    for (int64_t d = 0; d < dims; ++d)
+        if (sizes[d] != entry[4 + d]) return false;
+    entry += 4 + dims;
+    return true;
+}
+
 PyObject* gradients(PyObject*, PyObject* args) {
-    PyObject* params = nullptr;
-    PyObject* recorded = nullptr;
-    if (!PyArg_ParseTuple(args, "OO", &params, &recorded) || !is_list(params, "params") ||
-        !is_list(recorded, "recorded"))
+    PyObject *params, *types;
+    unsigned long long record_address, out_address;
+    Py_ssize_t record_length;
+    if (!PyArg_ParseTuple(args, "OKnO!K", &params, &record_address, &record_length,
+                          &PyTuple_Type, &types, &out_address) ||
+        !is_list(params, "params"))
         return nullptr;
     const Py_ssize_t n = PyList_GET_SIZE(params);
-    if (PyList_GET_SIZE(recorded) != n) {
-        PyErr_SetString(PyExc_ValueError, "expected as many recorded tensors as params");
-        return nullptr;
-    }
-    PyObject* out = PyList_New(n);
-    if (out == nullptr) return nullptr;
+    const auto* entry = reinterpret_cast<const int64_t*>(record_address);
+    const int64_t* end = entry + record_length;
+    auto* out = reinterpret_cast<int64_t*>(out_address);
+    PyObject* grads = PyList_New(n);
+    if (grads == nullptr) return nullptr;
+    bool ready = true;
     try {
         for (Py_ssize_t i = 0; i < n; ++i) {
+            prefetch_gradients(params, i, types);
+            PyObject* item = PyList_GET_ITEM(params, i);
             const at::Tensor* p = tensor_at(params, i);
-            const at::Tensor* r = p == nullptr ? nullptr : tensor_at(recorded, i);
-            if (r == nullptr) {
-                Py_DECREF(out);
+            if (p == nullptr) {
+                Py_DECREF(grads);
                 return nullptr;
             }
             const at::Tensor& g = p->grad();
-            if (!g.defined() || g.layout() != c10::kStrided ||
-                p->scalar_type() != r->scalar_type() || p->sizes() != r->sizes() ||
-                p->device() != r->device() ||
-                g.scalar_type() != p->scalar_type() || g.sizes() != p->sizes()) {
-                Py_DECREF(out);
+            if (!as_recorded(*p, entry, end) || !g.defined() || g.layout() != c10::kStrided ||
+                g.scalar_type() != p->scalar_type() || g.sizes() != p->sizes() ||
+                g.device() != p->device()) {
+                Py_DECREF(grads);
                 Py_RETURN_NONE;
             }
             PyObject* wrapped = THPVariable_Wrap(g);
             if (wrapped == nullptr) {
+                Py_DECREF(grads);
+                return nullptr;
+            }
+            PyList_SET_ITEM(grads, i, wrapped);
+            ready = ready && one_of(item, types) && one_of(wrapped, types) &&
+                    p->layout() == c10::kStrided && p->device().is_cpu() &&
+                    p->is_contiguous() && g.is_contiguous();
+            if (ready) {
+                out[i] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p->data_ptr()));
+                out[n + i] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(g.data_ptr()));
+                out[2 * n + i] = p->numel();
+            }
+        }
+    } catch (const std::exception&) {
+        Py_DECREF(grads);
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(NO)", grads, ready ? Py_True : Py_False);
+}
+
+PyObject* record(PyObject*, PyObject* args) {
+    PyObject* params;
+    if (!PyArg_ParseTuple(args, "O", &params) || !is_list(params, "params")) return nullptr;
+    PyObject* out = PyList_New(0);
+    if (out == nullptr) return nullptr;
+    auto append = [out](int64_t value) {
+        PyObject* item = PyLong_FromLongLong(value);
+        if (item == nullptr) return false;
+        const int failed = PyList_Append(out, item);
+        Py_DECREF(item);
+        return failed == 0;
+    };
+    try {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(params); ++i) {
+            const at::Tensor* p = tensor_at(params, i);
+            if (p == nullptr) {
                 Py_DECREF(out);
                 return nullptr;
             }
-            PyList_SET_ITEM(out, i, wrapped);
+            const c10::Device device = p->device();
+            bool ok = append(static_cast<int64_t>(p->scalar_type())) &&
+                      append(static_cast<int64_t>(device.type())) &&
+                      append(device.index()) && append(p->dim());
+            for (const int64_t size : p->sizes()) ok = ok && append(size);
+            if (!ok) {
+                Py_DECREF(out);
+                return nullptr;
+            }
         }
     } catch (const std::exception&) {
+        // sizes that cannot be read (e.g. a nested tensor): an empty record, which no
+        // parameter matches, so every step takes the general path
         Py_DECREF(out);
-        Py_RETURN_NONE;
+        return PyList_New(0);
     }
     return out;
 }
@@ -149,7 +296,6 @@ PyObject* plain(PyObject*, PyObject* args) {
     }
     auto* out_pointers = reinterpret_cast<uint64_t*>(pointer_address);
     auto* out_sizes = reinterpret_cast<int64_t*>(size_address);
-    const Py_ssize_t n_types = PyTuple_GET_SIZE(types);
     Py_ssize_t k = 0;
     long status = 0;
     try {
@@ -163,12 +309,9 @@ PyObject* plain(PyObject*, PyObject* args) {
             }
             const auto expected = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
             for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); ++i, ++k) {
+                prefetch_tensors(list, i, types);
                 PyObject* item = PyList_GET_ITEM(list, i);
-                bool known = false;
-                for (Py_ssize_t j = 0; j < n_types && !known; ++j)
-                    known = reinterpret_cast<PyObject*>(Py_TYPE(item)) ==
-                            PyTuple_GET_ITEM(types, j);
-                if (!known) { status = 1; break; }
+                if (!one_of(item, types)) { status = 1; break; }
                 const at::Tensor& t = THPVariable_Unpack(item);
                 if (t.layout() != c10::kStrided || !t.device().is_cpu()) { status = 3; break; }
                 if (t.scalar_type() != expected) { status = 4; break; }
@@ -183,11 +326,110 @@ PyObject* plain(PyObject*, PyObject* args) {
     return PyLong_FromLong(status);
 }
 
+// A plain (exactly one of `types`), strided, contiguous CPU tensor: what C may read as one
+// block; nullptr otherwise.
+const at::Tensor* plain_block(PyObject* object, PyObject* types) {
+    if (!one_of(object, types)) return nullptr;
+    const at::Tensor& t = THPVariable_Unpack(object);
+    if (t.layout() != c10::kStrided || !t.device().is_cpu() || !t.is_contiguous())
+        return nullptr;
+    return &t;
+}
+
+struct Span {
+    uintptr_t start, end;
+    bool overlaps(const Span& other) const {
+        return start < end && other.start < other.end && start < other.end &&
+               other.start < end;
+    }
+};
+
+Span span_of(const at::Tensor& t) {
+    const auto start = reinterpret_cast<uintptr_t>(t.data_ptr());
+    return {start, start + static_cast<uintptr_t>(t.numel()) * t.element_size()};
+}
+
+PyObject* rows(PyObject*, PyObject* args) {
+    PyObject *tables, *indices_object, *values_object, *types;
+    if (!PyArg_ParseTuple(args, "OOOO!", &tables, &indices_object, &values_object,
+                          &PyTuple_Type, &types) ||
+        !is_list(tables, "tables"))
+        return nullptr;
+    const Py_ssize_t n = PyList_GET_SIZE(tables);
+    if (n == 0) Py_RETURN_FALSE;
+    try {
+        const at::Tensor* var = plain_block(PyList_GET_ITEM(tables, 0), types);
+        const at::Tensor* indices = plain_block(indices_object, types);
+        if (var == nullptr || indices == nullptr || var->dim() == 0 || indices->dim() != 1 ||
+            indices->scalar_type() != at::kLong)
+            Py_RETURN_FALSE;
+        const auto shape = var->sizes();
+        Span extra[2] = {span_of(*indices), {0, 0}};
+        if (values_object != Py_None) {
+            const at::Tensor* values = plain_block(values_object, types);
+            if (values == nullptr || values->scalar_type() != var->scalar_type() ||
+                values->dim() != var->dim() || values->size(0) != indices->numel() ||
+                values->sizes().slice(1) != shape.slice(1))
+                Py_RETURN_FALSE;
+            extra[1] = span_of(*values);
+        }
+        std::vector<Span> written;
+        written.reserve(n);
+        for (Py_ssize_t i = 0; i < n; ++i) {
+            const at::Tensor* table = plain_block(PyList_GET_ITEM(tables, i), types);
+            if (table == nullptr || table->scalar_type() != var->scalar_type() ||
+                table->sizes() != shape)
+                Py_RETURN_FALSE;
+            const Span span = span_of(*table);
+            for (const Span& other : written)
+                if (span.overlaps(other)) Py_RETURN_FALSE;
+            for (const Span& other : extra)
+                if (span.overlaps(other)) Py_RETURN_FALSE;
+            written.push_back(span);
+        }
+    } catch (const std::exception&) {
+        Py_RETURN_FALSE;  // a tensor whose data cannot be read
+    }
+    Py_RETURN_TRUE;
+}
+
+PyObject* first_outside(PyObject*, PyObject* args) {
+    PyObject *object, *types;
+    long long limit;
+    if (!PyArg_ParseTuple(args, "OLO!", &object, &limit, &PyTuple_Type, &types)) return nullptr;
+    int64_t n = 0;
+    const int64_t* indices = nullptr;
+    try {
+        const at::Tensor* t = plain_block(object, types);
+        if (t == nullptr || t->scalar_type() != at::kLong || t->dim() < 1 || t->dim() > 2 ||
+            (t->dim() == 2 && t->size(0) != 1))
+            Py_RETURN_NONE;
+        n = t->numel();
+        indices = n > 0 ? t->const_data_ptr<int64_t>() : nullptr;
+    } catch (const std::exception&) {
+        Py_RETURN_NONE;
+    }
+    const auto bound = static_cast<uint64_t>(limit < 0 ? 0 : limit);  // negative: huge
+    bool outside = false;
+    for (int64_t k = 0; k < n; ++k) outside |= static_cast<uint64_t>(indices[k]) >= bound;
+    int64_t first = -1;
+    for (int64_t k = 0; outside && k < n; ++k) {
+        if (static_cast<uint64_t>(indices[k]) >= bound) {
+            first = k;
+            break;
+        }
+    }
+    return PyLong_FromLongLong(first);
+}
+
 PyMethodDef methods[] = {
     {"gradients", gradients, METH_VARARGS, "Each parameter's gradient, or None (see the source)."},
+    {"record", record, METH_VARARGS, "The record gradients() compares parameters with."},
     {"pointers", pointers, METH_VARARGS, "Data pointers of contiguous tensors, or False."},
     {"sizes", sizes, METH_VARARGS, "Element counts of tensors."},
     {"plain", plain, METH_VARARGS, "The C boundary's per-step check (see the source)."},
+    {"rows", rows, METH_VARARGS, "Whether the sparse-row kernels may run (see the source)."},
+    {"first_outside", first_outside, METH_VARARGS, "The first index out of range, or -1."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "trainop_metadata", nullptr, -1, methods,

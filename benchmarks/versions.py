@@ -1,0 +1,128 @@
+"""The native step of this checkout against the same step of an earlier commit, interleaved
+in one process: did a change make the step slower?
+
+Usage: ``PYTHONPATH=src python benchmarks/versions.py --against c5d4d6c [--rounds 10]
+[--steps 10] [--warmup 3] [--scale 1] [--cases c:AdamOptimizer,d:LazyAdamOptimizer]``
+(prints a table; a benchmark, not a unit test).
+
+The earlier commit's ``src/trainop`` is taken from git (``git archive``) into a temporary
+folder as a package of another name (its absolute imports rewritten), so both versions live
+in one interpreter, each with its own native libraries (built on first use, as always). Each
+case builds one workload (``trainop.bench.workloads``, float32 on the CPU), gives both
+versions a copy, steps the same optimizer class of each (default implementation: ``native``
+on the CPU) with the gradients attached once, and times them in rotating rounds
+(``trainop.bench.rounds``, the garbage collector off). Steps of one version run on its own
+tensors, so both see the same sizes and the same cache pressure from each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+import torch
+
+import trainop
+from trainop.bench.rounds import time_rounds
+from trainop.bench.workloads import build_data, make_workload
+
+REPO = Path(__file__).resolve().parent.parent
+#: (workload, optimizer): the dense rules with the most lists, and the sparse row paths.
+CASES = ("a:AdamOptimizer", "a:FtrlOptimizer", "b:AdamOptimizer", "b:GradientDescentOptimizer",
+         "b:FtrlOptimizer", "c:AdamOptimizer", "c:GradientDescentOptimizer", "c:FtrlOptimizer",
+         "c:MomentumOptimizer", "d:LazyAdamOptimizer", "d:AdagradOptimizer", "d:FtrlOptimizer",
+         "d:GradientDescentOptimizer")
+_ARGS = {"MomentumOptimizer": {"momentum": 0.9}}
+
+
+def load_revision(revision: str, into: Path) -> object:
+    """``src/trainop`` at ``revision`` imported as ``trainop_at_<sha>`` from ``into``."""
+    sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", revision],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    name = f"trainop_at_{sha}"
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", revision, "src/trainop"],
+                             check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    package = into / name
+    (into / "src" / "trainop").rename(package)
+    rules = [(re.compile(r"^(\s*)from trainop([. ])", re.M), rf"\1from {name}\2"),
+             (re.compile(r"^(\s*)import trainop(\.[\w.]+)? as ", re.M), rf"\1import {name}\2 as "),
+             (re.compile(r"^(\s*)import trainop$", re.M), rf"\1import {name} as trainop"),
+             (re.compile(r"([\"'])trainop\."), rf"\1{name}.")]
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        for pattern, replacement in rules:
+            text = pattern.sub(replacement, text)
+        path.write_text(text)
+    sys.path.insert(0, str(into))
+    return importlib.import_module(name)
+
+
+def _stepper(module: object, name: str, params: list, grads: list):
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g
+    opt = getattr(module, name)(learning_rate=1e-3, params=params, **_ARGS.get(name, {}))
+    sparse = [(p, g) for p, g in zip(params, grads, strict=True) if g.is_sparse]
+
+    def step() -> None:
+        for p, g in sparse:  # a sparse gradient is handed over anew each step, as autograd does
+            p.grad = g
+        opt.step()
+    return step
+
+
+def compare(earlier: object, cases, *, scale: float, rounds: int, steps: int,
+            warmup: int) -> list[dict]:
+    rows = []
+    for case in cases:
+        key, name = case.split(":")
+        data = build_data(make_workload(key, scale), torch.float32, torch.device("cpu"))
+        steps_of = {"earlier": _stepper(earlier, name, *data.clone()),
+                    "this": _stepper(trainop, name, *data.clone())}
+        del data
+        medians = time_rounds(steps_of, rounds=rounds, steps=steps, warmup=warmup)
+        rows.append({"case": case, **medians, "ratio": medians["this"] / medians["earlier"]})
+        print(f"({key}) {name}: earlier {medians['earlier'] * 1e3:.3f} ms, this "
+              f"{medians['this'] * 1e3:.3f} ms, this / earlier {rows[-1]['ratio']:.3f}",
+              file=sys.stderr, flush=True)
+        del steps_of
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", required=True, help="the earlier git revision")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--cases", default=",".join(CASES),
+                        help="comma-separated workload:OptimizerClass pairs")
+    args = parser.parse_args()
+    if min(args.rounds, args.steps) < 1 or args.warmup < 0 or not args.scale > 0:
+        parser.error("--rounds and --steps must be >= 1, --warmup >= 0, --scale > 0")
+    with tempfile.TemporaryDirectory() as folder:
+        earlier = load_revision(args.against, Path(folder))
+        rows = compare(earlier, args.cases.split(","), scale=args.scale, rounds=args.rounds,
+                       steps=args.steps, warmup=args.warmup)
+    print(f"## This checkout vs {args.against}: the native step, interleaved\n")
+    print(f"Scale {args.scale}, {args.rounds} rounds of {args.steps} steps, "
+          f"{torch.get_num_threads()} threads; median step.\n")
+    print("| workload | optimizer | earlier (ms) | this (ms) | this / earlier |")
+    print("|---|---|---:|---:|---:|")
+    for r in rows:
+        key, name = r["case"].split(":")
+        print(f"| ({key}) | {name} | {r['earlier'] * 1e3:.3f} | {r['this'] * 1e3:.3f} | "
+              f"{r['ratio']:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
