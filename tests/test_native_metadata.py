@@ -241,3 +241,37 @@ def test_a_failed_build_warns_once_naming_the_reason(tmp_path):
     off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**base, "TRAINOP_NATIVE": "0"}, timeout=600, check=True).stderr
     assert "trainop:" not in off
+
+
+@needs_reader
+def test_like_accepts_only_plain_contiguous_tensors_of_the_variables_kind():
+    """The step's one-call check of a parameter's slots (optimizers whose slots all have the
+    variable's shape and dtype); anything else goes to the spec-by-spec checks."""
+    var = torch.zeros(3, 4)
+    like = [torch.ones(3, 4), torch.zeros_like(var), torch.nn.Parameter(torch.zeros(3, 4))]
+    assert reader.like(var, like, boundary.PLAIN_TYPES) is True
+    assert reader.like(var, [], boundary.PLAIN_TYPES) is True
+    for other in (torch.zeros(4, 3), torch.zeros(12), torch.zeros(()), torch.zeros(4, 3).t(),
+                  torch.zeros(3, 4, dtype=torch.float64), torch.zeros(3, 4).to_sparse(),
+                  torch.zeros(3, 4).as_subclass(Tagged), torch.zeros(1, 4).expand(3, 4),
+                  torch.zeros(3, 4, device="meta"), None, 2.0):
+        assert reader.like(var, [like[0], other], boundary.PLAIN_TYPES) is False, other
+
+
+def test_a_subclass_with_its_own_slot_specs_is_checked_spec_by_spec():
+    """``uniform_slots`` marks a ``_slot_specs`` whose slots all have the variable's kind; a
+    subclass that overrides it unmarked (here: a float32 0-dim slot on a float64 variable)
+    is checked against its own specs, so a variable-shaped slot is refused."""
+    from trainop.optimizer import SlotSpec
+
+    class ScalarSlot(trainop.MomentumOptimizer):
+        def _slot_specs(self, group):
+            return (SlotSpec("momentum", dtype=torch.float32, scalar=True),)
+
+    p = torch.nn.Parameter(torch.zeros(5, dtype=torch.float64))
+    opt = ScalarSlot(0.1, 0.9, params=[p])
+    opt.state[p]["momentum"] = torch.zeros(5, dtype=torch.float64)  # the variable's kind
+    with pytest.raises(ValueError, match=r"the slot 'momentum' .* shape \(\)"):
+        opt._check_slots(p, opt.state[p], opt.param_groups[0])
+    assert getattr(trainop.MomentumOptimizer._slot_specs, "uniform_slots", False)
+    assert not getattr(ScalarSlot._slot_specs, "uniform_slots", False)

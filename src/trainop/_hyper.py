@@ -78,6 +78,8 @@ class Prepared:
     def __init__(self, values: dict[str, Any], exact: tuple[str, ...] = ()) -> None:
         self.values = values
         self.exact = exact
+        #: Whether a value is a tensor (the step's range guard has work only then).
+        self.has_tensors = any(isinstance(v, torch.Tensor) for v in values.values())
         self._cache: dict[tuple[torch.dtype, torch.device], SimpleNamespace] = {}
 
     def for_tensor(self, var: torch.Tensor) -> SimpleNamespace:

@@ -73,10 +73,12 @@ from trainop._validation import (
 )
 from trainop.kernels import dispatch, native
 from trainop.kernels.chunking import chunked
+from trainop.kernels.native import metadata
+from trainop.kernels.native.boundary import PLAIN_TYPES
 from trainop.kernels.row_slices import RowSlices, update_rows
 from trainop.kernels.tensor_list import TensorList
 
-__all__ = ["AggregationMethod", "Gate", "Optimizer", "SlotSpec"]
+__all__ = ["AggregationMethod", "Gate", "Optimizer", "SlotSpec", "uniform_slots"]
 
 _UNSAVED = "<trainop: callable not saved>"
 _GROUP_BOOKKEEPING = ("params", "param_names", "non_slot", "initial_lr")
@@ -98,6 +100,16 @@ class SlotSpec(NamedTuple):
     fill: float = 0.0
     dtype: torch.dtype | None = None  # None: the variable's dtype
     scalar: bool = False  # True: a 0-dim slot instead of the variable's shape
+
+
+def uniform_slots(slot_specs: Callable) -> Callable:
+    """Marks an optimizer's ``_slot_specs`` whose slots, for every group, all have the
+    variable's shape and dtype (no ``scalar``, no fixed ``dtype``): then a step checks a
+    parameter's slots in one call of the metadata reader (``like``) and only looks at the
+    specs when one differs. A subclass that overrides ``_slot_specs`` without the mark is
+    checked spec by spec."""
+    slot_specs.uniform_slots = True
+    return slot_specs
 
 
 class Optimizer(torch.optim.Optimizer):
@@ -195,6 +207,7 @@ class Optimizer(torch.optim.Optimizer):
         """Hyperparameters a mixin adds to the subclass's defaults (e.g. ``weight_decay``)."""
         return {}
 
+    @uniform_slots
     def _slot_specs(self, group: Mapping[str, Any]) -> tuple[SlotSpec, ...]:
         return ()
 
@@ -656,10 +669,12 @@ class Optimizer(torch.optim.Optimizer):
 
         ``invalid_hyperparameters``: the step's 0-dim bool flag, or ``None`` when nothing was
         flagged on a device (host-checked values in range, or not checked)."""
+        self.invalid_hyperparameters = None
+        if not any(hp.has_tensors for hp in prepared.values()):
+            return  # plain values only: checked on the host by _prepare, nothing to do
         tensors = [(key, value) for hp in prepared.values() for key, value in hp.values.items()
                    if isinstance(value, torch.Tensor) and key in self._ranges]
-        self.invalid_hyperparameters = None
-        if not tensors:  # plain values only: checked on the host by _prepare, nothing to do
+        if not tensors:
             return
         kinds = {(gi, v.dtype, v.device, sparse): (gi, v, sparse) for gi, v, sparse in updates}
         kernels = [None if sparse else self._choose_implementation(
@@ -719,7 +734,8 @@ class Optimizer(torch.optim.Optimizer):
                 tf_prepared = self._prepare(tf_group, tf_group["non_slot"]["step"])
             else:
                 tf_prepared = self._prepare(self.defaults, torch.zeros((), dtype=torch.int64))
-        with torch.no_grad():
+        # (step() runs without autograd already; apply_gradients may not)
+        with torch.no_grad() if torch.is_grad_enabled() else contextlib.nullcontext():
             if new_vars:
                 self._register(new_vars)
                 index = self._param_index()
@@ -798,8 +814,10 @@ class Optimizer(torch.optim.Optimizer):
         the class maps TF's math onto a torch fused kernel for this dtype/device and these
         hyperparameters (CUDA), else ``foreach``. An explicit ``fused`` that a dynamic
         hyperparameter rules out for one step (e.g. momentum 0) runs ``foreach``."""
-        return dispatch.choose(self._implementation, self.IMPLEMENTATIONS,
-                               self._native_supported(dtype, device, hp),
+        native_ok = self._native_supported(dtype, device, hp)
+        if native_ok and self._implementation in (None, "native"):
+            return "native"  # (what choose() gives; the fused check is not needed)
+        return dispatch.choose(self._implementation, self.IMPLEMENTATIONS, native_ok,
                                self._fused_supported(dtype, device, hp))
 
     def _fused_supported(self, dtype: torch.dtype, device: torch.device, hp: Any) -> bool:
@@ -859,6 +877,10 @@ class Optimizer(torch.optim.Optimizer):
         ``var``'s device: a slot replaced by hand or loaded with another shape would be
         broadcast, or written past its end by the C kernels. Raises ``ValueError`` before
         anything changes."""
+        if getattr(type(self)._slot_specs, "uniform_slots", False):
+            reader = metadata.load()
+            if reader is not None and reader.like(var, list(slots.values()), PLAIN_TYPES):
+                return  # every slot plain, contiguous, of the variable's kind
         shape, dtype, device = var.shape, var.dtype, var.device
         for spec in self._slot_specs(group):
             slot = slots.get(spec.name)

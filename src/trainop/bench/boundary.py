@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 
 import trainop
@@ -43,8 +44,9 @@ def _pre_hardening_checked(lists, *, cache=None, **_) -> tuple | None:
     return None if addresses is None else (addresses, sizes(lists[0]))
 
 
-def _pre_hardening_rows(tables, indices, values, *, rule: str = "rows") -> bool:
-    return True
+def _pre_hardening_rows(tables, indices, values, *, rule: str = "rows") -> bytes:
+    return np.fromiter((t.data_ptr() for t in tables), dtype=np.uint64,
+                       count=len(tables)).tobytes()  # no check at all: the tables' pointers
 
 
 @contextmanager

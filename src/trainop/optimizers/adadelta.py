@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from trainop._ranges import NON_NEGATIVE, UNIT_CLOSED
 from trainop.algorithms.adadelta import adadelta
-from trainop.optimizer import Optimizer, SlotSpec
+from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
 
 
 class AdadeltaOptimizer(Optimizer):
@@ -43,6 +43,7 @@ class AdadeltaOptimizer(Optimizer):
                          use_locking=use_locking, name=name,
                          implementation=implementation)
 
+    @uniform_slots
     def _slot_specs(self, group):
         return (SlotSpec("accum"), SlotSpec("accum_update"))
 

@@ -6,7 +6,7 @@ from trainop._ranges import NON_NEGATIVE, POSITIVE
 from trainop._validation import check_real
 from trainop.algorithms.adagrad import adagrad
 from trainop.kernels.fused import adagrad_fused
-from trainop.optimizer import Optimizer, SlotSpec
+from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
 
 
 class AdagradOptimizer(Optimizer):
@@ -46,6 +46,7 @@ class AdagradOptimizer(Optimizer):
         super().__init__(params, {"lr": learning_rate}, use_locking=use_locking, name=name,
                          implementation=implementation)
 
+    @uniform_slots
     def _slot_specs(self, group):
         return (SlotSpec("accumulator", self._initial_accumulator_value),)
 

@@ -9,7 +9,7 @@ import torch
 from trainop._ranges import NON_NEGATIVE, POSITIVE
 from trainop._validation import check_real, describe
 from trainop.algorithms.adagrad_da import adagrad_da
-from trainop.optimizer import Optimizer, SlotSpec
+from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
 
 
 class AdagradDAOptimizer(Optimizer):
@@ -69,6 +69,7 @@ class AdagradDAOptimizer(Optimizer):
                          use_locking=use_locking, name=name,
                          implementation=implementation)
 
+    @uniform_slots
     def _slot_specs(self, group):
         return (SlotSpec("gradient_accumulator"),
                 SlotSpec("gradient_squared_accumulator", self._initial_gga))

@@ -15,7 +15,7 @@ from trainop.algorithms.adam import (
 )
 from trainop.kernels import native
 from trainop.kernels.fused import adam_fused, tf_adam_alpha
-from trainop.optimizer import Optimizer, SlotSpec
+from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
 
 
 def _as_float32(value) -> torch.Tensor:
@@ -73,6 +73,7 @@ class AdamOptimizer(Optimizer):
                                   "epsilon": epsilon}, use_locking=use_locking, name=name,
                          implementation=implementation)
 
+    @uniform_slots
     def _slot_specs(self, group):
         return (SlotSpec("m"), SlotSpec("v"))
 

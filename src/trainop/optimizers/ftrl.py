@@ -5,7 +5,7 @@ from __future__ import annotations
 from trainop._ranges import NON_NEGATIVE, NON_POSITIVE, POSITIVE
 from trainop._validation import check_name, check_real
 from trainop.algorithms.ftrl import ftrl
-from trainop.optimizer import Optimizer, SlotSpec
+from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
 
 
 class FtrlOptimizer(Optimizer):
@@ -67,6 +67,7 @@ class FtrlOptimizer(Optimizer):
                          use_locking=use_locking, name=name,
                          implementation=implementation)
 
+    @uniform_slots
     def _slot_specs(self, group):
         return (SlotSpec("accum", self._initial_accumulator_value), SlotSpec("linear"))
 

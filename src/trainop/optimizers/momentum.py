@@ -5,7 +5,7 @@ from __future__ import annotations
 from trainop._ranges import NON_NEGATIVE
 from trainop.algorithms.momentum import momentum
 from trainop.kernels.fused import momentum_fused
-from trainop.optimizer import Optimizer, SlotSpec
+from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
 
 
 class MomentumOptimizer(Optimizer):
@@ -49,6 +49,7 @@ class MomentumOptimizer(Optimizer):
                          use_locking=use_locking, name=name,
                          implementation=implementation)
 
+    @uniform_slots
     def _slot_specs(self, group):
         return (SlotSpec("momentum"),)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from trainop._ranges import NON_NEGATIVE, POSITIVE
 from trainop._validation import check_real
 from trainop.algorithms.proximal import proximal_adagrad, proximal_gradient_descent
-from trainop.optimizer import Optimizer, SlotSpec
+from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
 
 _L1L2_NAMES = {"lr": "learning_rate", "l1": "l1_regularization_strength",
                "l2": "l2_regularization_strength"}
@@ -102,6 +102,7 @@ class ProximalAdagradOptimizer(Optimizer):
                          use_locking=use_locking, name=name,
                          implementation=implementation)
 
+    @uniform_slots
     def _slot_specs(self, group):
         return (SlotSpec("accumulator", self._initial_accumulator_value),)
 

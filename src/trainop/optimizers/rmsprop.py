@@ -5,7 +5,7 @@ from __future__ import annotations
 from trainop._ranges import NON_NEGATIVE, UNIT_CLOSED
 from trainop.algorithms.rmsprop import rmsprop
 from trainop.kernels.row_slices import update_rows
-from trainop.optimizer import Optimizer, SlotSpec
+from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
 
 
 class RMSPropOptimizer(Optimizer):
@@ -51,6 +51,7 @@ class RMSPropOptimizer(Optimizer):
                          use_locking=use_locking, name=name,
                          implementation=implementation)
 
+    @uniform_slots
     def _slot_specs(self, group):
         if group["centered"]:
             return (SlotSpec("rms", 1.0), SlotSpec("mg"), SlotSpec("momentum"))

@@ -35,6 +35,7 @@ from trainop.kernels.native._binding import (
     DTYPES,
     SUFFIXES,
     available,
+    doubles,
     function,
     pointers,
     sizes,
@@ -99,11 +100,9 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[floa
         return False
     addresses, numel = found
     kernel = function(f"trainop_{rule}_{SUFFIXES[dtype]}")
-    hyper_array = np.asarray(hyper, dtype=np.float64)
     multiplier = _scalar(multiplier)
     found_inf = _scalar(found_inf)
-    status = kernel(len(variables), numel.ctypes.data, addresses.ctypes.data,
-                      hyper_array.ctypes.data,
+    status = kernel(len(variables), numel.ctypes.data, addresses.ctypes.data, doubles(hyper),
                       None if multiplier is None else multiplier.data_ptr(),
                       None if found_inf is None else found_inf.data_ptr(),
                       torch.get_num_threads())

@@ -239,14 +239,15 @@ def _check_overlap(lists, addresses, counts, read_only, rule) -> bool:
 
 
 def checked_rows(tables: Sequence[torch.Tensor], indices: torch.Tensor,
-                 values: torch.Tensor | None, *, rule: str = "rows") -> bool:
+                 values: torch.Tensor | None, *, rule: str = "rows") -> bytes | None:
     """``checked`` for a call over rows: ``tables`` (a variable and its slots, all written, of
     the variable's shape and dtype), 1-D int64 ``indices`` into their first dimension and
     ``values`` (``[len(indices), *rows]``, the variable's dtype; ``None`` where the call reads
-    indices only). True: C may run them; False: the caller takes its safe path (a subclass, a
-    non-contiguous tensor, a 0-dim table, tables, indices or values of another dtype or
-    shape, shared written memory). Indices are range-checked by the kernels themselves (they
-    return before writing).
+    indices only). The tables' data pointers (uint64 each, as the row kernels take them):
+    C may run them; ``None``: the caller takes its safe path (a subclass, a non-contiguous
+    tensor, a 0-dim table, tables, indices or values of another dtype or shape, shared
+    written memory). Indices are range-checked by the kernels themselves (they return before
+    writing). One call of the metadata reader where it is built (``rows``).
     """
     reader = metadata.load()
     if reader is not None:  # the same checks in one call
@@ -255,24 +256,25 @@ def checked_rows(tables: Sequence[torch.Tensor], indices: torch.Tensor,
     var = tables[0]
     extra = [indices] if values is None else [indices, values]
     if not (plain_dense(extra) and plain_dense(tables)):
-        return False
+        return None
     if indices.dtype != torch.int64 or indices.dim() != 1 or var.dim() == 0:
-        return False
+        return None
     if values is not None and (values.dtype != var.dtype
                                or values.shape != (indices.numel(), *var.shape[1:])):
-        return False
+        return None
     if any(t.dtype != var.dtype or t.shape != var.shape for t in tables):
-        return False  # the reference raises torch's error (the step validates shapes first)
+        return None  # the reference raises torch's error (the step validates shapes first)
     # A few tensors: pairwise, no sort. Written tables may not overlap each other, and the
     # read indices and values may not overlap a table.
     ranges = [_span(t) for t in tables]
     for i, (lo, hi) in enumerate(ranges):
         if any(b > lo and a < hi for a, b in ranges[i + 1:]):
-            return False
-    # a gradient sharing a table's memory: the reference handles it
-    return not any(b > lo and a < hi for lo, hi in map(_span, extra) for a, b in ranges)
+            return None
+    if any(b > lo and a < hi for lo, hi in map(_span, extra) for a, b in ranges):
+        return None  # a gradient sharing a table's memory: the reference handles it
+    return np.array([lo for lo, _ in ranges], dtype=np.uint64).tobytes()
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
     start = t.data_ptr()
-    return start, start + t.numel() * t.element_size()
+    return start, start + t.numel() * t.element_size()  # (an empty tensor: start == end)

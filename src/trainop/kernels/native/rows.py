@@ -15,11 +15,10 @@ import ctypes
 import math
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 
 from trainop.kernels.native import boundary, metadata
-from trainop.kernels.native._binding import SUFFIXES, function, supports
+from trainop.kernels.native._binding import SUFFIXES, doubles, function, supports
 from trainop.kernels.row_slices import RowSlices
 
 __all__ = ["first_outside", "sparse_rows", "unique_rows"]
@@ -95,9 +94,10 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
     the order given, as ``unique_rows`` does, before its single update of that row, so a raw
     COO gradient needs no separate deduplication."""
     dtype = var.dtype
-    tables = [var, *slots]
-    if (not supports(dtype, var.device)
-            or not boundary.checked_rows(tables, indices, values, rule=rule)):
+    if not supports(dtype, var.device):
+        return False
+    table_pointers = boundary.checked_rows([var, *slots], indices, values, rule=rule)
+    if table_pointers is None:
         return False
     name = f"trainop_rows_{rule}_{SUFFIXES[dtype]}"
     if name in _MISSING:
@@ -107,12 +107,8 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
     except AttributeError:  # a rule without a sparse-row export
         _MISSING.add(name)
         return False
-    table_array = np.fromiter((t.data_ptr() for t in tables), dtype=np.uint64,
-                              count=len(tables))
-    hyper_array = np.asarray(hyper, dtype=np.float64)
     status = kernel(indices.numel(), math.prod(var.shape[1:]), var.shape[0], indices.data_ptr(),
-                    values.data_ptr(), table_array.ctypes.data, hyper_array.ctypes.data,
-                    torch.get_num_threads())
+                    values.data_ptr(), table_pointers, doubles(hyper), torch.get_num_threads())
     if status == -2:
         raise MemoryError(f"trainop's native sparse {rule} kernel could not allocate its row "
                           "tables")

@@ -28,13 +28,19 @@
 //       counts are written list after list as uint64 / int64. Returns 0 (all hold), 1 (a
 //       tensor of another type: a subclass), 2 (not contiguous), 3 (not strided or not on
 //       the CPU) or 4 (another dtype); the buffers are only complete after 0.
-//   rows(tables, indices, values, types) -> bool
-//       whether the sparse-row kernels may run (../boundary.py's checked_rows): every table
-//       (a variable and its slots, all written) is exactly one of `types`, strided, on the
-//       CPU, contiguous, of the first table's dtype and shape (at least one dimension);
-//       `indices` the same, 1-D int64; `values` (or None) the same, of the tables' dtype
-//       and shape [len(indices), *the rows' shape]; no table's memory overlaps another
-//       table's, the indices' or the values'.
+//   rows(tables, indices, values, types) -> bytes | None
+//       the tables' data pointers (uint64 each, as the sparse-row kernels take them) where
+//       those kernels may run (../boundary.py's checked_rows), else None: every table (a
+//       variable and its slots, all written) is exactly one of `types`, strided, on the CPU,
+//       contiguous, of the first table's dtype and shape (at least one dimension); `indices`
+//       the same, 1-D int64; `values` (or None) the same, of the tables' dtype and shape
+//       [len(indices), *the rows' shape]; no table's memory overlaps another table's, the
+//       indices' or the values'.
+//   like(var, tensors, types) -> bool
+//       whether every one of `tensors` (a list) is exactly one of `types`, strided,
+//       contiguous, and of `var`'s dtype, device and shape (a step's check of a parameter's
+//       slots, where its optimizer's slots are all of that kind; False: the caller's own
+//       checks find and name what differs, if anything).
 //   first_outside(indices, limit, types) -> int | None
 //       the position of the first index outside [0, limit) in `indices` (int64, 1-D or
 //       [1, n]: one sparse dimension's row indices), or -1 if every one lies inside; None
@@ -356,13 +362,15 @@ PyObject* rows(PyObject*, PyObject* args) {
         !is_list(tables, "tables"))
         return nullptr;
     const Py_ssize_t n = PyList_GET_SIZE(tables);
-    if (n == 0) Py_RETURN_FALSE;
+    if (n == 0) Py_RETURN_NONE;
+    std::vector<uint64_t> pointers;
+    pointers.reserve(n);
     try {
         const at::Tensor* var = plain_block(PyList_GET_ITEM(tables, 0), types);
         const at::Tensor* indices = plain_block(indices_object, types);
         if (var == nullptr || indices == nullptr || var->dim() == 0 || indices->dim() != 1 ||
             indices->scalar_type() != at::kLong)
-            Py_RETURN_FALSE;
+            Py_RETURN_NONE;
         const auto shape = var->sizes();
         Span extra[2] = {span_of(*indices), {0, 0}};
         if (values_object != Py_None) {
@@ -370,7 +378,7 @@ PyObject* rows(PyObject*, PyObject* args) {
             if (values == nullptr || values->scalar_type() != var->scalar_type() ||
                 values->dim() != var->dim() || values->size(0) != indices->numel() ||
                 values->sizes().slice(1) != shape.slice(1))
-                Py_RETURN_FALSE;
+                Py_RETURN_NONE;
             extra[1] = span_of(*values);
         }
         std::vector<Span> written;
@@ -379,16 +387,45 @@ PyObject* rows(PyObject*, PyObject* args) {
             const at::Tensor* table = plain_block(PyList_GET_ITEM(tables, i), types);
             if (table == nullptr || table->scalar_type() != var->scalar_type() ||
                 table->sizes() != shape)
-                Py_RETURN_FALSE;
+                Py_RETURN_NONE;
             const Span span = span_of(*table);
             for (const Span& other : written)
-                if (span.overlaps(other)) Py_RETURN_FALSE;
+                if (span.overlaps(other)) Py_RETURN_NONE;
             for (const Span& other : extra)
-                if (span.overlaps(other)) Py_RETURN_FALSE;
+                if (span.overlaps(other)) Py_RETURN_NONE;
             written.push_back(span);
+            pointers.push_back(span.start);
         }
     } catch (const std::exception&) {
-        Py_RETURN_FALSE;  // a tensor whose data cannot be read
+        Py_RETURN_NONE;  // a tensor whose data cannot be read
+    }
+    return PyBytes_FromStringAndSize(reinterpret_cast<const char*>(pointers.data()),
+                                     static_cast<Py_ssize_t>(pointers.size() * 8));
+}
+
+PyObject* like(PyObject*, PyObject* args) {
+    PyObject *var_object, *tensors, *types;
+    if (!PyArg_ParseTuple(args, "OOO!", &var_object, &tensors, &PyTuple_Type, &types) ||
+        !is_list(tensors, "tensors"))
+        return nullptr;
+    if (!THPVariable_Check(var_object)) {
+        PyErr_Format(PyExc_TypeError, "expected var to be a tensor, got %s",
+                     Py_TYPE(var_object)->tp_name);
+        return nullptr;
+    }
+    try {
+        const at::Tensor& var = THPVariable_Unpack(var_object);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tensors); ++i) {
+            PyObject* item = PyList_GET_ITEM(tensors, i);
+            if (!one_of(item, types)) Py_RETURN_FALSE;
+            const at::Tensor& t = THPVariable_Unpack(item);
+            if (t.layout() != c10::kStrided || !t.is_contiguous() ||
+                t.scalar_type() != var.scalar_type() || t.device() != var.device() ||
+                t.sizes() != var.sizes())
+                Py_RETURN_FALSE;
+        }
+    } catch (const std::exception&) {
+        Py_RETURN_FALSE;
     }
     Py_RETURN_TRUE;
 }
@@ -430,6 +467,7 @@ PyMethodDef methods[] = {
     {"plain", plain, METH_VARARGS, "The C boundary's per-step check (see the source)."},
     {"rows", rows, METH_VARARGS, "Whether the sparse-row kernels may run (see the source)."},
     {"first_outside", first_outside, METH_VARARGS, "The first index out of range, or -1."},
+    {"like", like, METH_VARARGS, "Whether tensors are of var's kind (see the source)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "trainop_metadata", nullptr, -1, methods,
