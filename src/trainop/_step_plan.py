@@ -36,6 +36,9 @@ class Bucket:
     # What the native branch last checked (the variables' and slots' data pointers and the
     # variables' sizes): while they are the same, so are the storages and sizes it checked.
     native_checked: Any = None
+    # The arrays of that check (pointers, counts and their addresses), reused while the
+    # variables and slots are as they were (``boundary._as_last_checked``).
+    native_arrays: Any = None
     # The implementation chosen for these hyperparameters (the namespace of a reused Prepared).
     chosen_for: Any = None
     implementation: str | None = None

@@ -112,6 +112,10 @@ def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
         return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
     list_dtypes = list_dtypes or {}
     dtypes = tuple(list_dtypes.get(k, dtype) for k in range(len(lists)))
+    if read is not None and cache is not None and not list_dtypes.keys() & {0, 1}:
+        found = _as_last_checked(lists, dtypes, cache, read)
+        if found is not None:
+            return found
     if read is not None and len(lists) >= 2 and not list_dtypes.keys() & {0, 1}:
         status, addresses, counts = _read_slots(lists, dtypes, read)
     else:
@@ -136,6 +140,31 @@ def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
         return None
     if cache is not None:
         cache.native_checked = key
+        cache.native_arrays = (addresses, counts, addresses.ctypes.data, counts.ctypes.data)
+    return addresses, counts[:n]
+
+
+def _as_last_checked(lists, dtypes, cache, read) -> tuple[np.ndarray, np.ndarray] | None:
+    """The cached step's fast path (``checked`` with ``read`` and ``cache``): the arrays of
+    the last full check, when this step's variables (as the gradient pass read them) and
+    slots (one pass in C, comparing) have the same data pointers and element counts, with
+    this step's gradient pointers written in; ``None``: the general path."""
+    arrays = getattr(cache, "native_arrays", None)
+    reader = metadata.load()
+    if arrays is None or reader is None:
+        return None
+    addresses, counts, addresses_at, counts_at = arrays
+    n = len(lists[0])
+    pointers_read, numel = read
+    if (len(addresses) != n * len(lists) or not np.array_equal(numel, counts[:n])
+            or not np.array_equal(pointers_read[:n], addresses[:n])):
+        return None
+    if len(lists) > 2:
+        slots = [t if type(t) is list else list(t) for t in lists[2:]]
+        if reader.plain(slots, PLAIN_TYPES, dtypes[2:], addresses_at + 16 * n,
+                        counts_at + 16 * n, True) != _OK:
+            return None
+    addresses[n:2 * n] = pointers_read[n:]
     return addresses, counts[:n]
 
 
