@@ -156,8 +156,8 @@ def _as_last_checked(lists, dtypes, cache, read) -> tuple[np.ndarray, np.ndarray
     addresses, counts, addresses_at, counts_at = arrays
     n = len(lists[0])
     pointers_read, numel = read
-    if (len(addresses) != n * len(lists) or not np.array_equal(numel, counts[:n])
-            or not np.array_equal(pointers_read[:n], addresses[:n])):
+    if (len(addresses) != n * len(lists) or numel.tobytes() != counts[:n].tobytes()
+            or pointers_read[:n].tobytes() != addresses[:n].tobytes()):
         return None
     if len(lists) > 2:
         slots = [t if type(t) is list else list(t) for t in lists[2:]]
