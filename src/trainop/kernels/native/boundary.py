@@ -29,7 +29,10 @@ contiguous; data pointers and element counts), in C by the metadata reader where
 ranges) runs once: a caller that steps the same tensors again passes a ``cache`` object, and
 the check is remembered under the variables' and slots' data pointers and every tensor's
 element count, repeated only when one of them changed (a tensor replaced, ``resize_()``,
-``set_()``, a new storage).
+``set_()``, a new storage). A cached step passes ``read``: its own gradient pass already read
+and checked the variables and gradients (``StepPlan.read_for``), so the pass here covers the
+slot lists only, comparing them in C with the last full check (``plain(..., compare=True)``),
+and that check's arrays are reused with this step's gradient pointers written in.
 """
 
 from __future__ import annotations
