@@ -18,3 +18,27 @@ def _deterministic_torch():
 def tf():
     """TensorFlow (the reference implementation); tests needing it skip if it is missing."""
     return pytest.importorskip("tensorflow")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "native: needs trainop's native C kernels (skipped where "
+                            "they cannot be built or TRAINOP_NATIVE=0)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Where trainop's native kernels cannot be had (no C compiler, ``TRAINOP_NATIVE=0``), the
+    tests that need them skip with the reason instead of failing on the constructor's clear
+    error: those marked ``native``, and the cases that ask for them by parameter
+    (``implementation="native"``, or "native" in the case's id)."""
+    from trainop.kernels import native
+
+    if native.available():
+        return
+    skip = pytest.mark.skip(reason=f"native kernels unavailable: {native.unavailable_reason()}")
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        if (item.get_closest_marker("native") is not None
+                or any(isinstance(v, str) and v == "native" for v in params.values())
+                or (callspec is not None and "native" in callspec.id.split("-"))):
+            item.add_marker(skip)

@@ -178,6 +178,7 @@ def test_json_to_stdout(capsys):
     assert row["peak_extra_bytes"] is None and row["median_s"] > 0
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("mode", [[], ["--sequential"]], ids=["interleaved", "sequential"])
 def test_every_candidate_gets_repeats_timed_steps(capsys, mode):
     rc = main(["bench", "--optimizers", "ftrl,momentum", "--workloads", "c", "--no-tf",

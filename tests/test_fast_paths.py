@@ -95,6 +95,7 @@ def test_sparse_gradients_take_the_sparse_rule(name, implementation, dtype):
     assert_close(ours, ref, rtol=tolerance(name, implementation, dtype))
 
 
+@pytest.mark.native
 def test_automatic_choice_by_device_and_hyperparameters():
     p = torch.zeros(3, requires_grad=True)
     opt = trainop.AdamOptimizer(params=[p])

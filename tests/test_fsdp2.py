@@ -270,6 +270,7 @@ def test_two_ranks_equal_one_process(distributed, name, mode):
     assert not torch.equal(distributed[(name, mode)][0], _model()[0].weight)  # it trained
 
 
+@pytest.mark.native
 def test_fsdp2_runs_the_native_kernels_on_the_local_shards(distributed):
     assert set(distributed["adam-fsdp2-implementations"]) == {"native"}
 
@@ -281,6 +282,7 @@ def test_tf_style_registration_with_dtensor_variables(distributed):
         torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.native
 def test_bench_fsdp2_runs_and_counts_one_all_reduce():
     from trainop.bench.fsdp2 import render_fsdp2, run_fsdp2_benchmark
 

@@ -41,6 +41,7 @@ def _doctor(**env):
                           text=True, env=full, timeout=600)
 
 
+@pytest.mark.native
 def test_doctor_reports_versions_kernels_and_choices():
     out = _doctor()
     assert out.returncode == 0, out.stdout + out.stderr
@@ -51,6 +52,7 @@ def test_doctor_reports_versions_kernels_and_choices():
         assert any(line.split()[:2] == [name, "native"] for line in out.stdout.splitlines())
 
 
+@pytest.mark.native
 def test_doctor_exit_status_names_a_missing_reader(tmp_path):
     out = _doctor(CXX="false", TRAINOP_CACHE_DIR=str(tmp_path))
     assert out.returncode == 1
@@ -62,6 +64,7 @@ def test_doctor_exit_status_names_a_missing_reader(tmp_path):
     assert "foreach" in off.stdout
 
 
+@pytest.mark.native
 def test_a_non_editable_install_builds_and_loads_both_native_libraries(tmp_path):
     """The wheel, installed into its own directory (not this checkout), with an empty kernel
     cache: ``trainop doctor`` run from there builds and loads the C kernels and the C++

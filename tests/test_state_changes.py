@@ -222,6 +222,7 @@ def test_a_copied_optimizer_steps_its_own_tensors(clone):
     assert all(p.data_ptr() != q.data_ptr() for p, q in zip(ps, qs, strict=True))
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("change", ["replace_slot", "reset"])
 def test_flat_buffers_follow_state_changes(change):
     ps = params(torch.float32)

@@ -81,6 +81,7 @@ def test_a_bad_tensor_learning_rate_skips_the_step_and_training_goes_on(name, im
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
+@pytest.mark.native
 def test_native_checks_a_valid_cpu_value_on_the_host_and_adds_nothing():
     var = torch.nn.Parameter(torch.ones(3))
     opt = trainop.RMSPropOptimizer(learning_rate=torch.tensor(0.1), params=[var],
@@ -103,6 +104,7 @@ def test_foreach_without_found_inf_does_not_check():
     assert opt.invalid_hyperparameters is None
 
 
+@pytest.mark.native
 def test_tf_style_apply_gradients_skips_and_keeps_global_step():
     var = torch.nn.Parameter(torch.ones(3))
     lr = torch.tensor(0.1)
@@ -119,6 +121,7 @@ def test_tf_style_apply_gradients_skips_and_keeps_global_step():
     torch.testing.assert_close(var.detach(), torch.full((3,), 0.9))
 
 
+@pytest.mark.native
 def test_a_callable_returning_a_nan_tensor_skips_too():
     var = torch.nn.Parameter(torch.ones(3))
     opt = trainop.GradientDescentOptimizer(learning_rate=lambda: torch.tensor(float("nan")),
@@ -137,6 +140,7 @@ def test_plain_hyperparameters_leave_no_flag():
     assert opt.invalid_hyperparameters is None
 
 
+@pytest.mark.native
 def test_the_pipeline_reports_the_reason_and_counts_the_skip():
     var = torch.nn.Parameter(torch.ones(4))
     lr = torch.tensor(0.1)
@@ -156,6 +160,7 @@ def test_the_pipeline_reports_the_reason_and_counts_the_skip():
     assert bool(result.applied) and int(result.skip_reason) == 0
 
 
+@pytest.mark.native
 def test_the_check_reads_nothing_on_the_host():
     var = torch.nn.Parameter(torch.ones(4))
     lr = torch.tensor(0.1)
