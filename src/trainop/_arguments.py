@@ -76,18 +76,14 @@ def check_sparse_rows(g: torch.Tensor, where: str) -> None:
     indices = g._indices()
     if indices.numel() == 0:
         return
-    if indices.shape[0] == 1:  # one sparse dimension (an embedding's rows): one pass
-        bad = native.first_outside(indices, g.shape[0])
-        if bad is not None:
-            if bad >= 0:
-                _rows_outside(where, g.shape[0], 0, int(indices[0, bad]))
-            return
-        low, high = (bound.item() for bound in torch.aminmax(indices[0]))
-        low, high = [low], [high]
-    else:
-        low_high = torch.aminmax(indices, dim=1)
-        low, high = low_high.min.tolist(), low_high.max.tolist()
-    for d, (lo, hi) in enumerate(zip(low, high, strict=True)):
+    bad = native.first_outside(indices, g.shape[0]) if indices.shape[0] == 1 else None
+    if bad is not None:  # one sparse dimension (an embedding's rows), read in one C pass
+        if bad >= 0:
+            _rows_outside(where, g.shape[0], 0, int(indices[0, bad]))
+        return
+    low_high = torch.aminmax(indices, dim=1)
+    for d, (lo, hi) in enumerate(zip(low_high.min.tolist(), low_high.max.tolist(),
+                                     strict=True)):
         if lo < 0 or hi >= g.shape[d]:
             _rows_outside(where, g.shape[d], d, lo if lo < 0 else hi)
 

@@ -566,8 +566,8 @@ class Optimizer(torch.optim.Optimizer):
         for bucket in plan.buckets:
             if bucket.group_index not in prepared:
                 group = self.param_groups[bucket.group_index]
-                prepared[bucket.group_index] = self._step_hyper(group)
-                user_code = user_code or not self._hyper_plain
+                prepared[bucket.group_index] = hp = self._step_hyper(group)
+                user_code = user_code or not self._plain_hyper(group, hp)
         for gi, hp in prepared.items():
             self._ensure_non_slot(self.param_groups[gi], hp)
         gate = self._gate
@@ -702,16 +702,20 @@ class Optimizer(torch.optim.Optimizer):
         the same plain value as before (a scheduler that writes ``group["lr"]`` gets a new one;
         groups with tensors, callables or policies are evaluated at every step)."""
         snapshot = plain_snapshot(group, _GROUP_BOOKKEEPING)
-        self._hyper_plain = False
         if snapshot is None:
             return self._prepare(group, group["non_slot"]["step"])
         cached = self._hyper_cache.get(id(group))
-        self._hyper_plain = True  # plain values only: no user code runs
         if cached is not None and cached[0] is group and cached[1] == snapshot:
             return cached[2]
         prepared = self._prepare(group, group["non_slot"]["step"])
         self._hyper_cache[id(group)] = (group, snapshot, prepared)
         return prepared
+
+    def _plain_hyper(self, group: dict[str, Any], prepared: Prepared) -> bool:
+        """Whether ``prepared`` (``_step_hyper``'s result for ``group``) came from plain values
+        (then no user code ran to make it): only those are kept in the hyper cache."""
+        cached = self._hyper_cache.get(id(group))
+        return cached is not None and cached[2] is prepared
 
     def _apply_pairs(self, pairs: list[tuple[torch.Tensor, torch.Tensor]],
                      evaluated: dict[int, Prepared] | None = None) -> None:
@@ -881,17 +885,10 @@ class Optimizer(torch.optim.Optimizer):
             reader = metadata.load()
             if reader is not None and reader.like(var, list(slots.values()), PLAIN_TYPES):
                 return  # every slot plain, contiguous, of the variable's kind
-        shape, dtype, device = var.shape, var.dtype, var.device
         for spec in self._slot_specs(group):
             slot = slots.get(spec.name)
-            if slot is None:
-                continue  # made at the first step
-            if (type(slot) in _PLAIN_TENSORS and slot.layout == torch.strided
-                    and slot.shape == (() if spec.scalar else shape)
-                    and slot.dtype == (spec.dtype or dtype) and slot.device == device
-                    and slot.is_contiguous()):
-                continue  # as it should be: nothing more to look at
-            _check_slot(var, spec, slot)
+            if slot is not None:  # (None: made at the first step)
+                _check_slot(var, spec, slot)
 
     def _check_written_apart(self) -> None:
         """No parameter or slot shares memory with another one an update writes (a slot
@@ -978,16 +975,19 @@ class Optimizer(torch.optim.Optimizer):
         self._invalidate()
 
 
-_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
-
-
 def _check_slot(var: torch.Tensor, spec: SlotSpec, slot: Any) -> None:
-    """``Optimizer._check_slots`` for one slot that is not plainly right: raises unless it is
-    a tensor of the right shape, dtype, device and layout with elements of its own."""
+    """``Optimizer._check_slots`` for one slot: raises unless it is a tensor of the right
+    shape, dtype, device and layout with elements of its own. A plain contiguous slot of the
+    right kind returns before any message is formatted."""
+    shape = () if spec.scalar else var.shape
+    if (type(slot) in PLAIN_TYPES and slot.layout == torch.strided and slot.shape == shape
+            and slot.dtype == (spec.dtype or var.dtype) and slot.device == var.device
+            and slot.is_contiguous()):
+        return
     where = f"the slot {spec.name!r} of a variable of shape {tuple(var.shape)}"
     if not isinstance(slot, torch.Tensor):
         raise TypeError(f"Expected {where} to be a tensor, got {describe(slot)}")
-    shape = () if spec.scalar else tuple(var.shape)
+    shape = tuple(shape)
     if tuple(slot.shape) != shape:
         raise ValueError(f"Expected {where} to have shape {shape}, got {tuple(slot.shape)}")
     dtype = spec.dtype or var.dtype
@@ -1006,7 +1006,7 @@ def _check_slot(var: torch.Tensor, spec: SlotSpec, slot: Any) -> None:
 
 # Caches an optimizer derives from its groups and state (not pickled, rebuilt when needed).
 _DERIVED = frozenset({"_step_plan", "_param_index_cache", "_hyper_cache", "_gate",
-                      "_apart_checked", "_hyper_plain"})
+                      "_apart_checked"})
 
 
 @functools.cache

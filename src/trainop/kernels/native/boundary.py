@@ -115,11 +115,10 @@ def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
         return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
     list_dtypes = list_dtypes or {}
     dtypes = tuple(list_dtypes.get(k, dtype) for k in range(len(lists)))
-    if read is not None and cache is not None and not list_dtypes.keys() & {0, 1}:
-        found = _as_last_checked(lists, dtypes, cache, read)
+    if read is not None and len(lists) >= 2 and not list_dtypes.keys() & {0, 1}:
+        found = None if cache is None else _as_last_checked(lists, dtypes, cache, read)
         if found is not None:
             return found
-    if read is not None and len(lists) >= 2 and not list_dtypes.keys() & {0, 1}:
         status, addresses, counts = _read_slots(lists, dtypes, read)
     else:
         status, addresses, counts = _read(lists, dtypes)
