@@ -36,8 +36,8 @@ from trainop import (
     ProximalGradientDescentOptimizer,
     RMSPropOptimizer,
 )
-from trainop import _validation as V
-from trainop._hyper import evaluate_hyper
+from trainop.contract import validation as V
+from trainop.contract.hyper import evaluate_hyper
 
 
 class Row(NamedTuple):

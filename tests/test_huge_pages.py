@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import trainop
-from trainop import _huge_pages as huge_pages
+from trainop.kernels import huge_pages
 
 BIG = 10 * 2**20  # float32 elements: 40 MiB
 

@@ -17,10 +17,16 @@ ROOT = Path(trainop.__file__).parent
 def _imports(path: Path) -> set[str]:
     """Every ``trainop`` module a file imports (top level or inside functions)."""
     out = set()
+    package = _module(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
-            out.update(f"{node.module}.{a.name}" for a in node.names)
+        if isinstance(node, ast.ImportFrom):
+            # a relative import (``from .._x import y``) counts as the module it names
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            out.add(module)
+            out.update(f"{module}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
     return {m for m in out if m == "trainop" or m.startswith("trainop.")}
@@ -33,11 +39,21 @@ def _module(path: Path) -> str:
 
 FILES = sorted(ROOT.rglob("*.py"))
 
+#: The design's layers as folders, and the thin public entry modules beside them.
+LAYER_FOLDERS = {"algorithms", "kernels", "contract", "optimizers", "processing", "schedules",
+                 "training", "configs", "interfaces", "bench"}
+PUBLIC_ENTRY_MODULES: set[str] = set()
+
 #: layer (a package prefix) -> the trainop modules it may import (prefixes).
 ALLOWED = {
     "trainop.algorithms": ("trainop.algorithms",),
     "trainop.kernels": ("trainop.kernels", "trainop.algorithms"),
-    "trainop.schedules": ("trainop.schedules", "trainop._validation", "trainop._ranges"),
+    "trainop.schedules": ("trainop.schedules", "trainop.contract.validation",
+                          "trainop.contract.ranges"),
+    # The contract layer (Optimizer, slots, state, checkpoints, plans) sits on the kernels; it
+    # reaches the schedules only to evaluate a policy given as a hyperparameter.
+    "trainop.contract": ("trainop.contract", "trainop.kernels", "trainop.algorithms",
+                         "trainop.schedules"),
 }
 
 
@@ -55,9 +71,18 @@ def test_a_lower_layer_imports_no_higher_one(layer):
 
 
 def test_nothing_below_flat_imports_it():
-    users = {_module(p) for p in FILES if "trainop.flat" in _imports(p)}
-    assert not users & {"trainop.optimizer", "trainop._flat_plan", "trainop._step_plan"}
+    users = {_module(p) for p in FILES if "trainop.contract.flat" in _imports(p)}
+    assert not users & {"trainop.contract.optimizer", "trainop.contract.flat_plan",
+                        "trainop.contract.step_plan"}
     assert not {u for u in users if u.startswith("trainop.kernels")}
+
+
+def test_the_package_root_holds_only_entry_modules_and_layer_folders():
+    """#25: a newcomer opening ``src/trainop/`` sees the layers of the design as folders."""
+    modules = {p.name for p in ROOT.glob("*.py")}
+    assert modules == {"__init__.py", "__main__.py", "registry.py"} | PUBLIC_ENTRY_MODULES
+    folders = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders <= LAYER_FOLDERS
 
 
 def test_only_the_checked_entry_points_look_up_c_functions():

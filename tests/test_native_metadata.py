@@ -262,7 +262,7 @@ def test_a_subclass_with_its_own_slot_specs_is_checked_spec_by_spec():
     """``uniform_slots`` marks a ``_slot_specs`` whose slots all have the variable's kind; a
     subclass that overrides it unmarked (here: a float32 0-dim slot on a float64 variable)
     is checked against its own specs, so a variable-shaped slot is refused."""
-    from trainop.optimizer import SlotSpec
+    from trainop.contract.optimizer import SlotSpec
 
     class ScalarSlot(trainop.MomentumOptimizer):
         def _slot_specs(self, group):

@@ -185,8 +185,8 @@ def test_an_assigned_state_is_adopted_and_wrapped():
     mine = defaultdict(dict, {p: {"momentum": torch.full((2,), 5.0)}})
     opt.state = mine
     opt.step()
-    assert type(opt.state) is trainop._state.OptimizerState
-    assert type(opt.state[p]) is trainop._state.SlotState
+    assert type(opt.state) is trainop.contract.state.OptimizerState
+    assert type(opt.state[p]) is trainop.contract.state.SlotState
     assert torch.allclose(opt.state[p]["momentum"], torch.full((2,), 5.5))
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import trainop
-from trainop._hyper import plain_snapshot
+from trainop.contract.hyper import plain_snapshot
 
 
 def two_steps(make, change, implementation=None):

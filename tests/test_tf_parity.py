@@ -177,7 +177,7 @@ def test_float32_rounding_of_hyperparameters_float64(tf, sparse):
     assert_trajectories_equal(ours, theirs, "float64")
     # A pure-float64 computation would differ by far more than the tolerance.
     lr64 = 0.001
-    assert abs(trainop._hyper.tf_round(lr64, torch.float64) - lr64) > 1e-12
+    assert abs(trainop.contract.hyper.tf_round(lr64, torch.float64) - lr64) > 1e-12
 
 
 def test_momentum_rms_rounding_float64(tf):

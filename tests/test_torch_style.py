@@ -1,4 +1,4 @@
-"""torch-style construction (``trainop._torch_style``) for every registered optimizer:
+"""torch-style construction (``trainop.contract.torch_style``) for every registered optimizer:
 ``cls(model.parameters(), lr=...)`` and ``cls(param_groups, lr=...)`` train bit-identically to
 TF-style optimizers (``learning_rate`` first, variables registered by ``apply_gradients``) fed
 the same gradients; what the first positional argument is read as; TF style is unchanged."""

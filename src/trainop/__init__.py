@@ -6,9 +6,9 @@ every TF1 optimizer, the ``tf.contrib.opt`` ones and OpenSeq2Seq's NovoGrad.
 """
 
 from trainop import schedules
-from trainop.flat import FlatLayout, flatten
+from trainop.contract.flat import FlatLayout, flatten
+from trainop.contract.optimizer import AggregationMethod, Gate, Optimizer, SlotSpec
 from trainop.interfaces.recipes import Recipe, load_recipe
-from trainop.optimizer import AggregationMethod, Gate, Optimizer, SlotSpec
 from trainop.optimizers.adadelta import AdadeltaOptimizer
 from trainop.optimizers.adagrad import AdagradOptimizer
 from trainop.optimizers.adagrad_da import AdagradDAOptimizer

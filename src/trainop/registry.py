@@ -8,8 +8,8 @@ rule): ``"Adam"``, ``"adam"``, ``"AdamOptimizer"`` and ``"adamoptimizer"`` all g
 
 from __future__ import annotations
 
-from trainop._validation import describe
-from trainop.optimizer import Optimizer
+from trainop.contract.optimizer import Optimizer
+from trainop.contract.validation import describe
 from trainop.optimizers.adadelta import AdadeltaOptimizer
 from trainop.optimizers.adagrad import AdagradOptimizer
 from trainop.optimizers.adagrad_da import AdagradDAOptimizer

@@ -19,7 +19,7 @@ from trainop.bench.specs import spec_for
 from trainop.bench.tf1_peer import Tf1Run
 from trainop.bench.torch_peers import PEERS, make_torch_optimizer, torch_implementations
 from trainop.bench.workloads import Workload, WorkloadData
-from trainop.flat import flatten
+from trainop.contract.flat import flatten
 from trainop.registry import OPTIMIZER_CLASSES
 
 __all__ = ["AUTO", "FLAT", "Candidate", "Group", "Runnable", "implementations_of", "plan_groups"]

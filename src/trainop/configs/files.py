@@ -7,9 +7,9 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from trainop._validation import describe
 from trainop.configs.pyconfig import PyConfig, evaluate_python_config
 from trainop.configs.returnn_text import parse_returnn_text, returnn_text_kind
+from trainop.contract.validation import describe
 
 __all__ = ["load_config"]
 

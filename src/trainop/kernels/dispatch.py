@@ -1,8 +1,8 @@
 """The dispatch: which implementation runs an update, in which buckets, and how sparse rows are
-routed; the layer between the optimizer's contract (``trainop.optimizer``) and the kernels.
+routed; the layer between the optimizer's contract (``trainop.contract.optimizer``) and the kernels.
 
 Data flows one way: the ``Optimizer`` validates the call and keeps the bookkeeping (groups,
-slots, counters), the step plan (``trainop._step_plan``) groups the tensors, and this module
+slots, counters), the step plan (``trainop.contract.step_plan``) groups the tensors, and this module
 hands each bucket to one implementation:
 
 - ``reference``: the algorithm's per-tensor rule (``opt._apply_dense``), one tensor at a time;

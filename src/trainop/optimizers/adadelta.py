@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from trainop._ranges import NON_NEGATIVE, UNIT_CLOSED
 from trainop.algorithms.adadelta import adadelta
-from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
+from trainop.contract.optimizer import Optimizer, SlotSpec, uniform_slots
+from trainop.contract.ranges import NON_NEGATIVE, UNIT_CLOSED
 
 
 class AdadeltaOptimizer(Optimizer):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from trainop._ranges import NON_NEGATIVE, POSITIVE
-from trainop._validation import check_real
 from trainop.algorithms.adagrad import adagrad
+from trainop.contract.optimizer import Optimizer, SlotSpec, uniform_slots
+from trainop.contract.ranges import NON_NEGATIVE, POSITIVE
+from trainop.contract.validation import check_real
 from trainop.kernels.fused import adagrad_fused
-from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
 
 
 class AdagradOptimizer(Optimizer):

@@ -6,10 +6,10 @@ from typing import Any
 
 import torch
 
-from trainop._ranges import NON_NEGATIVE, POSITIVE
-from trainop._validation import check_real, describe
 from trainop.algorithms.adagrad_da import adagrad_da
-from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
+from trainop.contract.optimizer import Optimizer, SlotSpec, uniform_slots
+from trainop.contract.ranges import NON_NEGATIVE, POSITIVE
+from trainop.contract.validation import check_real, describe
 
 
 class AdagradDAOptimizer(Optimizer):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 
-from trainop._ranges import NON_NEGATIVE, UNIT_OPEN_RIGHT
 from trainop.algorithms.adam import (
     adam,
     adam_sparse,
@@ -13,9 +12,10 @@ from trainop.algorithms.adam import (
     lazy_adam_sparse,
     nadam_sparse,
 )
+from trainop.contract.optimizer import Optimizer, SlotSpec, uniform_slots
+from trainop.contract.ranges import NON_NEGATIVE, UNIT_OPEN_RIGHT
 from trainop.kernels import native
 from trainop.kernels.fused import adam_fused, tf_adam_alpha
-from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
 
 
 def _as_float32(value) -> torch.Tensor:

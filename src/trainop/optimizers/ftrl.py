@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from trainop._ranges import NON_NEGATIVE, NON_POSITIVE, POSITIVE
-from trainop._validation import check_name, check_real
 from trainop.algorithms.ftrl import ftrl
-from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
+from trainop.contract.optimizer import Optimizer, SlotSpec, uniform_slots
+from trainop.contract.ranges import NON_NEGATIVE, NON_POSITIVE, POSITIVE
+from trainop.contract.validation import check_name, check_real
 
 
 class FtrlOptimizer(Optimizer):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainop._ranges import NON_NEGATIVE
 from trainop.algorithms.gradient_descent import gradient_descent
+from trainop.contract.optimizer import Optimizer
+from trainop.contract.ranges import NON_NEGATIVE
 from trainop.kernels.fused import gradient_descent_fused
-from trainop.optimizer import Optimizer
 
 
 class GradientDescentOptimizer(Optimizer):

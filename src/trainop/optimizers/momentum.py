@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from trainop._ranges import NON_NEGATIVE
 from trainop.algorithms.momentum import momentum
+from trainop.contract.optimizer import Optimizer, SlotSpec, uniform_slots
+from trainop.contract.ranges import NON_NEGATIVE
 from trainop.kernels.fused import momentum_fused
-from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
 
 
 class MomentumOptimizer(Optimizer):

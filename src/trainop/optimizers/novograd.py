@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from trainop._ranges import NON_NEGATIVE, UNIT_OPEN_RIGHT
 from trainop.algorithms.novograd import novograd_denominator, novograd_update
+from trainop.contract.optimizer import Optimizer, SlotSpec
+from trainop.contract.ranges import NON_NEGATIVE, UNIT_OPEN_RIGHT
 from trainop.kernels.chunking import chunked
 from trainop.kernels.shards import local_shards
 from trainop.kernels.tensor_list import TensorList
-from trainop.optimizer import Optimizer, SlotSpec
 
 SECOND_MOMENT_MODES = ("persistent", "openseq2seq")
 

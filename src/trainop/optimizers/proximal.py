@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from trainop._ranges import NON_NEGATIVE, POSITIVE
-from trainop._validation import check_real
 from trainop.algorithms.proximal import proximal_adagrad, proximal_gradient_descent
-from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
+from trainop.contract.optimizer import Optimizer, SlotSpec, uniform_slots
+from trainop.contract.ranges import NON_NEGATIVE, POSITIVE
+from trainop.contract.validation import check_real
 
 _L1L2_NAMES = {"lr": "learning_rate", "l1": "l1_regularization_strength",
                "l2": "l2_regularization_strength"}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from trainop._ranges import NON_NEGATIVE, UNIT_CLOSED
 from trainop.algorithms.rmsprop import rmsprop
+from trainop.contract.optimizer import Optimizer, SlotSpec, uniform_slots
+from trainop.contract.ranges import NON_NEGATIVE, UNIT_CLOSED
 from trainop.kernels.row_slices import update_rows
-from trainop.optimizer import Optimizer, SlotSpec, uniform_slots
 
 
 class RMSPropOptimizer(Optimizer):

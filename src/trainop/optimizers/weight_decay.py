@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainop._ranges import NON_NEGATIVE
-from trainop._validation import describe
-from trainop.optimizer import Optimizer
+from trainop.contract.optimizer import Optimizer
+from trainop.contract.ranges import NON_NEGATIVE
+from trainop.contract.validation import describe
 from trainop.optimizers.adam import AdamOptimizer
 from trainop.optimizers.momentum import MomentumOptimizer
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import Interval, check_int, check_real, describe
+from trainop.contract.validation import Interval, check_int, check_real, describe
 from trainop.kernels.norms import float32_l2_norms
 from trainop.processing._sharded import sharded, whole_tensor_statistic, whole_tensor_statistics
 

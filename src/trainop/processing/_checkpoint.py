@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import describe
+from trainop.contract.validation import describe
 
 __all__ = ["check_masters", "check_state_values", "validate_pipeline_state",
            "validate_wrapper_state"]

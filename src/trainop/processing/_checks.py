@@ -1,4 +1,4 @@
-"""Argument checks of the processing layer, on top of ``trainop._validation``.
+"""Argument checks of the processing layer, on top of ``trainop.contract.validation``.
 
 Numbers go through ``check_real``/``check_int``; a 0-dim tensor is accepted where TF accepts a
 scalar tensor and is checked for its shape and dtype only (reading its value would be a host
@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import Interval, check_real, describe
+from trainop.contract.validation import Interval, check_real, describe
 from trainop.processing._checkpoint import check_state_values
 
 POSITIVE = Interval(0.0, float("inf"), low_closed=False, high_closed=False)

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import check_int, check_real, describe
+from trainop.contract.validation import check_int, check_real, describe
 from trainop.kernels.norms import float32_l2_norms
 from trainop.processing._batch import _times, values_of
 from trainop.processing._checks import (

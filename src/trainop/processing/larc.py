@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from trainop._hyper import evaluate_hyper
-from trainop._validation import check_choice, check_real, describe
+from trainop.contract.hyper import evaluate_hyper
+from trainop.contract.validation import check_choice, check_real, describe
 from trainop.processing._base import Processor
 from trainop.processing._batch import Gradients, float32_norms
 from trainop.processing._checks import NON_NEGATIVE, POSITIVE, check_keys, check_scalar

@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from trainop._validation import Interval, check_bool, check_int, check_real, describe
+from trainop.contract.validation import Interval, check_bool, check_int, check_real, describe
 from trainop.processing._base import SKIP_OVERFLOW, Processor
 from trainop.processing._batch import Gradients
 from trainop.processing._checks import NON_NEGATIVE, POSITIVE, check_keys, load_state

@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
-from trainop._arguments import check_loss
-from trainop._validation import check_bool, describe
-from trainop.optimizer import Optimizer
+from trainop.contract.arguments import check_loss
+from trainop.contract.optimizer import Optimizer
+from trainop.contract.validation import check_bool, describe
 from trainop.processing._batch import Gradients
 from trainop.processing._checkpoint import validate_wrapper_state
 from trainop.processing._checks import check_state_keys

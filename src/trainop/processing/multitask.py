@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from trainop._validation import describe
-from trainop.optimizer import Optimizer
+from trainop.contract.optimizer import Optimizer
+from trainop.contract.validation import describe
 from trainop.processing._base import Processor
 from trainop.processing._batch import Gradients
 from trainop.processing.clip_ops import clip_by_global_norm, global_norm

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import check_real, describe
+from trainop.contract.validation import check_real, describe
 from trainop.processing._base import Processor
 from trainop.processing._batch import Gradients
 from trainop.processing._checks import POSITIVE, check_tensor

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import Interval, check_bool, check_int
+from trainop.contract.validation import Interval, check_bool, check_int
 from trainop.processing._base import SKIP_NONFINITE, Processor
 from trainop.processing._batch import Gradients
 

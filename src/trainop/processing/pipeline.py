@@ -34,9 +34,9 @@ from typing import Any
 
 import torch
 
-from trainop._arguments import check_global_step, check_loss
-from trainop._validation import check_bool, check_callable_or_none, check_name, describe
-from trainop.optimizer import Optimizer
+from trainop.contract.arguments import check_global_step, check_loss
+from trainop.contract.optimizer import Optimizer
+from trainop.contract.validation import check_bool, check_callable_or_none, check_name, describe
 from trainop.processing._base import (
     SKIP_HYPERPARAMETER,
     SKIP_NO_GRADIENTS,

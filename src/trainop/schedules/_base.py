@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from .._validation import Interval, check_int, check_real, describe
+from trainop.contract.validation import Interval, check_int, check_real, describe
 
 __all__ = ["Policy", "available_policies", "policy"]
 

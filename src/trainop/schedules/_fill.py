@@ -6,7 +6,8 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._validation import check_int, describe
+from trainop.contract.validation import check_int, describe
+
 from ._base import NON_NEGATIVE, POSITIVE, Policy, _resolve
 
 __all__ = ["fill_policy_params"]

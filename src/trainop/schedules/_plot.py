@@ -7,7 +7,8 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from .._validation import check_bool, check_int, describe
+from trainop.contract.validation import check_bool, check_int, describe
+
 from ._base import NON_NEGATIVE, POSITIVE, Policy
 
 __all__ = ["plot"]

@@ -9,7 +9,8 @@ from torch import Tensor
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
-from .._validation import Interval, check_int, describe
+from trainop.contract.validation import Interval, check_int, describe
+
 from ._base import Policy
 
 __all__ = ["PolicyScheduler"]

@@ -38,7 +38,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from .._validation import Interval, check_bool, check_int, check_real
+from trainop.contract.validation import Interval, check_bool, check_int, check_real
+
 from ._base import (
     NON_NEGATIVE,
     POSITIVE,

@@ -28,7 +28,8 @@ from typing import Any
 
 import torch
 
-from .._validation import check_bool, check_real, describe
+from trainop.contract.validation import check_bool, check_real, describe
+
 from ._base import (
     NON_NEGATIVE,
     POSITIVE,

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import describe
+from trainop.contract.validation import describe
 
 __all__ = ["as_parameters", "check_count_tensor"]
 

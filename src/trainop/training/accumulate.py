@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import describe
+from trainop.contract.validation import describe
 from trainop.training._params import check_count_tensor
 
 __all__ = ["Accumulator", "check_step_state"]

@@ -29,9 +29,9 @@ from typing import Any
 
 import torch
 
-from trainop._ranges import POSITIVE
-from trainop._validation import Interval, check_bool, check_real, describe
-from trainop.optimizer import Optimizer
+from trainop.contract.optimizer import Optimizer
+from trainop.contract.ranges import POSITIVE
+from trainop.contract.validation import Interval, check_bool, check_real, describe
 from trainop.processing import (
     AutomaticLossScaler,
     ClipByGlobalNorm,

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import Interval, check_name, check_real, describe
+from trainop.contract.validation import Interval, check_name, check_real, describe
 from trainop.training._params import as_parameters
 
 __all__ = ["apply_regularization", "get_regularization_loss", "get_regularizer",

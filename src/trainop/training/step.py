@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import describe
+from trainop.contract.validation import describe
 from trainop.processing import GradientPipeline, StepResult
 from trainop.processing._base import SKIP_ACCUMULATING
 from trainop.training.accumulate import Accumulator, check_step_state

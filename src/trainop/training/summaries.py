@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import describe
+from trainop.contract.validation import describe
 
 __all__ = ["DEFAULT_SUMMARIES", "OPTIMIZER_SUMMARIES", "SummaryLog", "check_summaries",
            "open_writer"]

@@ -20,9 +20,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from trainop._validation import describe
 from trainop.configs import Symbol, evaluate_python_config, load_config
 from trainop.configs.returnn_text import parse_returnn_text, returnn_text_kind
+from trainop.contract.validation import describe
 from trainop.interfaces.recipes import openseq2seq, returnn, trainop_format
 from trainop.interfaces.recipes.names import resolve_name
 from trainop.interfaces.recipes.recipe import Recipe

@@ -43,16 +43,16 @@ from typing import Any
 
 import torch
 
-from trainop._ranges import POSITIVE
-from trainop._validation import check_int, check_real, describe
 from trainop.configs import Symbol, Unresolved, check_keys, closest
+from trainop.contract.optimizer import Optimizer
+from trainop.contract.ranges import POSITIVE
+from trainop.contract.validation import check_int, check_real, describe
 from trainop.interfaces.recipes.names import (
     POLICY_FUNCTIONS,
     REGULARIZERS,
     TF1_POLICY_FUNCTIONS,
     resolve_name,
 )
-from trainop.optimizer import Optimizer
 from trainop.processing import AutomaticLossScaler
 from trainop.processing.larc import LARC
 from trainop.registry import get_optimizer_class

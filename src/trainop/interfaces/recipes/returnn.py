@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from trainop._validation import describe
 from trainop.configs import Unresolved
+from trainop.contract.validation import describe
 from trainop.training.returnn import Updater
 from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS, read_config
 from trainop.training.returnn.resolve import optimizer_spec

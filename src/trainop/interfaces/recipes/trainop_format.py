@@ -32,8 +32,8 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from trainop._validation import describe
 from trainop.configs import check_keys
+from trainop.contract.validation import describe
 from trainop.interfaces.recipes import openseq2seq, returnn
 from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS
 from trainop.training.returnn.resolve import resolve_class

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_leaves
 
-from trainop._validation import check_bool, check_choice, describe
+from trainop.contract.validation import check_bool, check_choice, describe
 from trainop.training.numerics.errors import NumericsError, tensor_stats
 from trainop.training.numerics.locate import (
     Call,

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import check_bool, check_name, describe
+from trainop.contract.validation import check_bool, check_name, describe
 from trainop.training.numerics.checker import PHASES, NumericsChecker
 
 __all__ = ["add_check_numerics_ops"]

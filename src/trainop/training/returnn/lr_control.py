@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy
 
-from trainop._validation import describe
+from trainop.contract.validation import describe
 
 __all__ = ["CONTROLS", "LearningRateControl"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from trainop._validation import describe
 from trainop.configs import check_keys, closest, load_config
+from trainop.contract.validation import describe
 
 __all__ = ["DEFAULTS", "read_config"]
 

@@ -21,8 +21,8 @@ import inspect
 import warnings
 from typing import Any
 
-from trainop._validation import describe
-from trainop.optimizer import Optimizer
+from trainop.contract.optimizer import Optimizer
+from trainop.contract.validation import describe
 from trainop.registry import get_optimizer_class as _registry_class
 from trainop.training.returnn.torch_classes import resolve_torch_class, torch_kwargs
 

@@ -34,8 +34,8 @@ from typing import Any
 
 import torch
 
-from trainop._validation import describe
 from trainop.configs import Unresolved
+from trainop.contract.validation import describe
 
 __all__ = ["TORCH_CLASSES", "is_torch_class", "param_groups", "resolve_torch_class",
            "torch_kwargs"]
@@ -50,7 +50,7 @@ GROUP_KEYS = ("param_groups_custom", "weight_decay_modules_blacklist",
 
 def is_torch_class(cls: Any) -> bool:
     """A ``torch.optim.Optimizer`` class that is not a trainop optimizer."""
-    from trainop.optimizer import Optimizer
+    from trainop.contract.optimizer import Optimizer
 
     return isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer) and not issubclass(
         cls, Optimizer)

@@ -31,9 +31,9 @@ from typing import Any
 
 import torch
 
-from trainop._ranges import NON_NEGATIVE
-from trainop._validation import check_real, describe
 from trainop.configs import Unresolved, check_keys
+from trainop.contract.ranges import NON_NEGATIVE
+from trainop.contract.validation import check_real, describe
 from trainop.processing import (
     ClipByAverageNorm,
     ClipByGlobalNorm,

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import describe
+from trainop.contract.validation import describe
 
 __all__ = ["validate_optimizer_state"]
 

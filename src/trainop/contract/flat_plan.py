@@ -1,6 +1,6 @@
-"""The plan side of flat buffers (see ``trainop.flat``): the layout of the buffers, the step
+"""The plan side of flat buffers (see ``contract.flat``): the layout of the buffers, the step
 plan over them, and the upkeep of the views (re-attaching gradients and slots, relinking after
-a copy). Below the optimizer: nothing here imports it; ``trainop.flat.flatten`` builds the
+a copy). Below the optimizer: nothing here imports it; ``trainop.contract.flat.flatten`` builds the
 layout from an optimizer.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainop._step_plan import Bucket, StepPlan
+from trainop.contract.step_plan import Bucket, StepPlan
 from trainop.kernels.native._binding import pointers
 
 __all__ = ["FlatBucket", "FlatLayout", "FlatPlan", "flat_plan", "reattach", "relink",

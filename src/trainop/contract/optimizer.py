@@ -15,7 +15,7 @@ TF style: variables are registered, and their slots created, the first time they
 torch style: parameters at construction, then ``backward`` and ``step``::
 
     opt = trainop.AdamOptimizer(params=model.parameters(), learning_rate=0.001)
-    opt = trainop.AdamOptimizer(model.parameters(), lr=0.001)  # the same (trainop._torch_style)
+    opt = trainop.AdamOptimizer(model.parameters(), lr=0.001)  # the same (torch_style.py)
     loss.backward(); opt.step(); opt.zero_grad()
 
 State schema:
@@ -41,27 +41,28 @@ import functools
 import inspect
 import itertools
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import torch
 
-from trainop import _huge_pages as huge_pages
-from trainop._arguments import (
+from trainop.contract.arguments import (
     check_global_step,
     check_gradient,
     check_loss,
     check_variable,
     describe_var,
 )
-from trainop._checkpoint import validate_optimizer_state
-from trainop._flat_plan import FlatLayout, flat_plan, reattach, relink, zero_flat_grads
-from trainop._gate import NO_GATE, Gate, make_gate
-from trainop._hyper import Prepared, evaluate_hyper, plain_snapshot
-from trainop._overlap import check_no_overlap, check_written_apart, own_elements_overlap
-from trainop._state import OptimizerState, SlotState, adopt
-from trainop._step_plan import GroupsSnapshot, StepPlan, build_plan
-from trainop._torch_style import check_group_keys, install
-from trainop._validation import (
+from trainop.contract.checkpoint import validate_optimizer_state
+from trainop.contract.flat_plan import FlatLayout, flat_plan, reattach, relink, zero_flat_grads
+from trainop.contract.gate import NO_GATE, Gate, make_gate
+from trainop.contract.hyper import Prepared, evaluate_hyper, plain_snapshot
+from trainop.contract.implementations import Implementations
+from trainop.contract.overlap import check_no_overlap, check_written_apart
+from trainop.contract.slots import AggregationMethod, SlotSpec, check_slot, uniform_slots
+from trainop.contract.state import OptimizerState, SlotState, adopt
+from trainop.contract.step_plan import GroupsSnapshot, StepPlan, build_plan
+from trainop.contract.torch_style import check_group_keys, install
+from trainop.contract.validation import (
     Interval,
     check_bool,
     check_choice,
@@ -71,12 +72,10 @@ from trainop._validation import (
     describe,
     outside,
 )
-from trainop.kernels import dispatch, native
-from trainop.kernels.chunking import chunked
+from trainop.kernels import dispatch, huge_pages
 from trainop.kernels.native import metadata
 from trainop.kernels.native.boundary import PLAIN_TYPES
 from trainop.kernels.row_slices import RowSlices, update_rows
-from trainop.kernels.tensor_list import TensorList
 
 __all__ = ["AggregationMethod", "Gate", "Optimizer", "SlotSpec", "uniform_slots"]
 
@@ -84,35 +83,7 @@ _UNSAVED = "<trainop: callable not saved>"
 _GROUP_BOOKKEEPING = ("params", "param_names", "non_slot", "initial_lr")
 
 
-class AggregationMethod:
-    """TF's ``AggregationMethod`` constants (accepted for compatibility; no numeric effect here)."""
-
-    ADD_N = 0
-    DEFAULT = ADD_N
-    EXPERIMENTAL_TREE = 1
-    EXPERIMENTAL_ACCUMULATE_N = 2
-
-
-class SlotSpec(NamedTuple):
-    """One slot of an algorithm: its TF name, initial fill value, and optional fixed dtype/shape."""
-
-    name: str
-    fill: float = 0.0
-    dtype: torch.dtype | None = None  # None: the variable's dtype
-    scalar: bool = False  # True: a 0-dim slot instead of the variable's shape
-
-
-def uniform_slots(slot_specs: Callable) -> Callable:
-    """Marks an optimizer's ``_slot_specs`` whose slots, for every group, all have the
-    variable's shape and dtype (no ``scalar``, no fixed ``dtype``): then a step checks a
-    parameter's slots in one call of the metadata reader (``like``) and only looks at the
-    specs when one differs. A subclass that overrides ``_slot_specs`` without the mark is
-    checked spec by spec."""
-    slot_specs.uniform_slots = True
-    return slot_specs
-
-
-class Optimizer(torch.optim.Optimizer):
+class Optimizer(Implementations, torch.optim.Optimizer):
     """Base class: TF1's ``tf.train.Optimizer`` contract on a ``torch.optim.Optimizer``.
 
     Subclasses declare:
@@ -181,26 +152,6 @@ class Optimizer(torch.optim.Optimizer):
             super().__init__(params, defaults)
             self._check_implementation([p for g in self.param_groups for p in g["params"]])
         self.state = adopt(self.state)
-
-    def _check_implementation(self, params: list[torch.Tensor]) -> None:
-        """An explicit ``fused``/``native`` choice that cannot run these parameters raises."""
-        if self._implementation == "fused":
-            for p in params:
-                if p.dtype not in self._fused_dtypes:
-                    raise ValueError(
-                        f"implementation='fused' supports dtypes "
-                        f"{[str(d) for d in self._fused_dtypes]}, got a parameter of "
-                        f"dtype {p.dtype}; use implementation='foreach'")
-        elif self._implementation == "native":
-            if not native.available():
-                raise ValueError(f"implementation='native' is unavailable here: "
-                                 f"{native.unavailable_reason()}; use implementation='foreach'")
-            for p in params:
-                if p.device.type != "cpu" or p.dtype not in native.DTYPES:
-                    raise ValueError(
-                        f"implementation='native' runs CPU parameters of dtypes "
-                        f"{[str(d) for d in native.DTYPES]}, got a parameter of dtype {p.dtype} "
-                        f"on {p.device}; use implementation='foreach'")
 
     # ------------------------------------------------------------------ subclass hooks
     def _extra_defaults(self) -> dict[str, Any]:
@@ -787,10 +738,6 @@ class Optimizer(torch.optim.Optimizer):
         change and rebuild the step plan."""
         return entry is None or (not entry and bool(self._slot_specs(group)))
 
-    def _update(self, pairs, index: dict[int, int], prepared: dict[int, Prepared]) -> None:
-        """Hand ``pairs`` to the dispatch (``kernels.dispatch.update_pairs``)."""
-        dispatch.update_pairs(self, pairs, index, prepared, self.param_groups, self._gate)
-
     def _native_sparse_rule(self, var, slots, hp, non_slot):
         """``(rule, slot tensors, hyper)`` of the native sparse-row kernel, or None. By default
         the dense native rule, for a class whose sparse update is that rule on the touched rows
@@ -799,68 +746,6 @@ class Optimizer(torch.optim.Optimizer):
         if type(self)._apply_sparse is not Optimizer._apply_sparse or not self._elementwise:
             return None
         return self._native_rule_of(var, slots, hp, non_slot)
-
-    def _native_rule_of(self, var, slots, hp, non_slot):
-        """``_native_rule`` for one variable: the rule, its slot tensors in the rule's order,
-        the hyperparameters."""
-        rule, slot_lists, hyper = self._native_rule(
-            [var], {name: [slot] for name, slot in slots.items()}, hp, non_slot)
-        return rule, [lst[0] for lst in slot_lists], hyper
-
-    def _sparse_rows_natively(self, var, indices, values, slots, hp, non_slot) -> bool:
-        """The rows ``indices`` (repeats allowed) by the native row kernel, or False (see
-        ``kernels.dispatch.sparse_rows_natively``)."""
-        return dispatch.sparse_rows_natively(self, var, indices, values, slots, hp, non_slot)
-
-    def _choose_implementation(self, dtype: torch.dtype, device: torch.device, hp: Any) -> str:
-        """Precedence: the explicit ``implementation`` argument, then defaults by device and
-        dtype: ``native`` (trainop's C kernels) for CPU float32/float64, else ``fused`` where
-        the class maps TF's math onto a torch fused kernel for this dtype/device and these
-        hyperparameters (CUDA), else ``foreach``. An explicit ``fused`` that a dynamic
-        hyperparameter rules out for one step (e.g. momentum 0) runs ``foreach``."""
-        native_ok = self._native_supported(dtype, device, hp)
-        if native_ok and self._implementation in (None, "native"):
-            return "native"  # (what choose() gives; the fused check is not needed)
-        return dispatch.choose(self._implementation, self.IMPLEMENTATIONS, native_ok,
-                               self._fused_supported(dtype, device, hp))
-
-    def _fused_supported(self, dtype: torch.dtype, device: torch.device, hp: Any) -> bool:
-        return False
-
-    def _native_supported(self, dtype: torch.dtype, device: torch.device, hp: Any) -> bool:
-        """trainop's C kernels run CPU float32/float64 tensors (contiguity is checked per
-        bucket); a class offers them by listing ``native`` and defining ``_native_rule``.
-        The gate's multiplier and skip flag are applied inside the kernel (the gradients are
-        not written)."""
-        return "native" in self.IMPLEMENTATIONS and native.supports(dtype, device)
-
-    def _native_rule(self, vars_: list[torch.Tensor], slots: dict[str, list], hp: Any,
-                     non_slot: dict[str, torch.Tensor]) -> tuple[str, list, list[float]]:
-        """The C rule's name, its slot lists in the rule's order and its hyperparameters
-        (see ``kernels/native/csrc/rules.h``)."""
-        raise NotImplementedError
-
-    def _decoupled_weight_decay(self, hp: Any) -> float:
-        """contrib's decoupled decay ``var -= wd * var`` the fused/native kernels apply
-        first (0 here; the weight-decay extension returns its ``weight_decay``)."""
-        return 0.0
-
-    def _apply_fused(self, vars_, grads, slots: dict[str, list], hp, non_slot,
-                     gate: Gate) -> None:
-        """The dense update of one bucket on torch's fused kernel; ``gate.fused_kwargs`` gives
-        the kernel's ``grad_scale``/``found_inf`` arguments."""
-        raise NotImplementedError
-
-    def _apply_foreach(self, vars_, grads, slots: dict[str, list], hp, non_slot) -> None:
-        """The per-tensor rule over ``TensorList``s: one foreach kernel per operation,
-        over cache-sized pieces when the rule is elementwise (bit-identical to the reference)."""
-        names = list(slots)
-        lists = [vars_, grads, *slots.values()]
-        pieces = chunked(lists) if self._elementwise else [lists]
-        for v, g, *s in pieces:
-            self._apply_dense(TensorList(v), TensorList(g),
-                              {n: TensorList(x) for n, x in zip(names, s, strict=True)},
-                              hp, non_slot)
 
     def _register(self, new_vars: list[torch.Tensor]) -> None:
         """TF style: variables seen for the first time join the optimizer's TF group."""
@@ -888,7 +773,7 @@ class Optimizer(torch.optim.Optimizer):
         for spec in self._slot_specs(group):
             slot = slots.get(spec.name)
             if slot is not None:  # (None: made at the first step)
-                _check_slot(var, spec, slot)
+                check_slot(var, spec, slot)
 
     def _check_written_apart(self) -> None:
         """No parameter or slot shares memory with another one an update writes (a slot
@@ -939,13 +824,14 @@ class Optimizer(torch.optim.Optimizer):
 
     def validate_state_dict(self, state_dict: Any) -> None:
         """Raise ``ValueError``/``TypeError`` naming the group, parameter index and key if
-        ``load_state_dict(state_dict)`` would not load exactly (see ``trainop._checkpoint``)."""
+        ``load_state_dict(state_dict)`` would not load exactly
+        (see ``trainop.contract.checkpoint``)."""
         validate_optimizer_state(self, state_dict, unsaved=_UNSAVED,
                                  bookkeeping=_GROUP_BOOKKEEPING)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """torch's ``load_state_dict``, copying every tensor; the whole checkpoint is validated
-        first (``trainop._checkpoint``), so a rejected one changes nothing."""
+        first (``trainop.contract.checkpoint``), so a rejected one changes nothing."""
         self.validate_state_dict(state_dict)
         current = [dict(g) for g in self.param_groups]
         saved_state = state_dict.get("state", {})
@@ -973,35 +859,6 @@ class Optimizer(torch.optim.Optimizer):
         tf_params = None if self._tf_group is None else self._tf_group["params"]
         self._tf_group = next((g for g in self.param_groups if g["params"] is tf_params), None)
         self._invalidate()
-
-
-def _check_slot(var: torch.Tensor, spec: SlotSpec, slot: Any) -> None:
-    """``Optimizer._check_slots`` for one slot: raises unless it is a tensor of the right
-    shape, dtype, device and layout with elements of its own. A plain contiguous slot of the
-    right kind returns before any message is formatted."""
-    shape = () if spec.scalar else var.shape
-    if (type(slot) in PLAIN_TYPES and slot.layout == torch.strided and slot.shape == shape
-            and slot.dtype == (spec.dtype or var.dtype) and slot.device == var.device
-            and slot.is_contiguous()):
-        return
-    where = f"the slot {spec.name!r} of a variable of shape {tuple(var.shape)}"
-    if not isinstance(slot, torch.Tensor):
-        raise TypeError(f"Expected {where} to be a tensor, got {describe(slot)}")
-    shape = tuple(shape)
-    if tuple(slot.shape) != shape:
-        raise ValueError(f"Expected {where} to have shape {shape}, got {tuple(slot.shape)}")
-    dtype = spec.dtype or var.dtype
-    if slot.dtype != dtype:
-        raise ValueError(f"Expected {where} to have dtype {dtype}, got {slot.dtype}")
-    if slot.device != var.device:
-        raise ValueError(f"Expected {where} to be on {var.device}, got {slot.device}")
-    if slot.layout != torch.strided:
-        raise ValueError(f"Expected {where} to be a dense (strided) tensor, got layout "
-                         f"{slot.layout}")
-    if not slot.is_contiguous() and own_elements_overlap(slot):
-        raise ValueError(f"Expected {where} to have elements of its own, got stride "
-                         f"{slot.stride()} (an expanded tensor?); give it its own storage "
-                         "(e.g. .clone())")
 
 
 # Caches an optimizer derives from its groups and state (not pickled, rebuilt when needed).

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import describe
+from trainop.contract.validation import describe
 
 __all__ = ["NO_GATE", "Gate", "make_gate"]
 

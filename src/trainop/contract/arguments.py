@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from trainop._validation import describe
+from trainop.contract.validation import describe
 from trainop.kernels import native
 
 __all__ = ["VALID_DTYPES", "check_global_step", "check_gradient", "check_loss",

@@ -39,10 +39,10 @@ from collections.abc import Iterable
 
 import torch
 
-from trainop import _huge_pages as huge_pages
-from trainop._flat_plan import FlatBucket, FlatLayout
-from trainop._validation import describe
-from trainop.optimizer import Optimizer
+from trainop.contract.flat_plan import FlatBucket, FlatLayout
+from trainop.contract.optimizer import Optimizer
+from trainop.contract.validation import describe
+from trainop.kernels import huge_pages
 
 __all__ = ["FlatBucket", "FlatLayout", "flatten"]
 

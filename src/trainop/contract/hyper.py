@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainop._validation import describe
+from trainop.contract.validation import describe
 
 __all__ = ["Prepared", "evaluate_hyper", "plain_snapshot", "tf_round"]
 

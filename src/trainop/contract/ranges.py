@@ -1,6 +1,6 @@
 """The allowed ranges of hyperparameters shared by several optimizers."""
 
-from trainop._validation import Interval
+from trainop.contract.validation import Interval
 
 NON_NEGATIVE = Interval(0.0, float("inf"), high_closed=False)
 POSITIVE = Interval(0.0, float("inf"), low_closed=False, high_closed=False)
