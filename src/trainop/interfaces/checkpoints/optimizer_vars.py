@@ -1,0 +1,94 @@
+"""Which TF variables an optimizer's state is, for the parameters a ``names`` map binds.
+
+``slot_refs`` lists every slot of every bound parameter the optimizer updates, with its TF
+name (``<variable>/<suffix>``, see ``slot_names``), the group and the parameter's index in
+``state_dict``. ``current_state`` gives the slots and non-slot variables as they are, or as
+the optimizer would create them (without creating them: nothing changes before a load is
+checked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from trainop.contract.optimizer import Optimizer
+from trainop.contract.validation import describe
+from trainop.interfaces.checkpoints.binding import Binding
+from trainop.interfaces.checkpoints.slot_names import slot_names
+
+__all__ = ["SlotRef", "bound_groups", "check_optimizer", "current_non_slot", "current_slots",
+           "slot_refs"]
+
+
+@dataclass(frozen=True)
+class SlotRef:
+    """One slot of a bound parameter and the TF variable that holds it."""
+
+    binding: Binding
+    group: int
+    index: int  # the parameter's id in ``state_dict()["state"]``
+    slot: str
+    tf_name: str
+    dtype: torch.dtype
+
+
+def check_optimizer(optimizer: Any) -> None:
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"Expected `optimizer` to be a trainop optimizer (e.g. "
+                        f"trainop.AdamOptimizer(model.parameters(), ...)) or None, got "
+                        f"{describe(optimizer)}")
+
+
+def _positions(optimizer: Optimizer) -> dict[int, tuple[int, int]]:
+    out, index = {}, 0
+    for gi, group in enumerate(optimizer.param_groups):
+        for p in group["params"]:
+            out[id(p)] = (gi, index)
+            index += 1
+    return out
+
+
+def bound_groups(optimizer: Optimizer, bindings: list[Binding]) -> list[int]:
+    """The indices of the groups that update at least one bound parameter."""
+    positions = _positions(optimizer)
+    return sorted({positions[id(b.param)][0] for b in bindings if id(b.param) in positions})
+
+
+def slot_refs(optimizer: Optimizer, bindings: list[Binding]) -> list[SlotRef]:
+    """The slots of the bound parameters the optimizer updates (parameters it does not
+    update have none)."""
+    positions = _positions(optimizer)
+    refs = []
+    for b in bindings:
+        if id(b.param) not in positions:
+            continue
+        gi, index = positions[id(b.param)]
+        group = optimizer.param_groups[gi]
+        specs = {s.name: s for s in optimizer._slot_specs(group)}
+        for slot, suffix in slot_names(optimizer, group).items():
+            refs.append(SlotRef(b, gi, index, slot, f"{b.tf_name}/{suffix}",
+                                specs[slot].dtype or b.param.dtype))
+    return refs
+
+
+def current_slots(optimizer: Optimizer, ref: SlotRef) -> dict[str, torch.Tensor]:
+    """The parameter's slots now, or new ones at their initial values if it has none yet."""
+    group = optimizer.param_groups[ref.group]
+    state = optimizer.state.get(ref.binding.param)
+    if state is None or optimizer._lacks_slots(state, group):
+        return optimizer._make_slots(ref.binding.param.detach(), group)
+    return dict(state)
+
+
+def current_non_slot(optimizer: Optimizer, group_index: int) -> dict[str, torch.Tensor]:
+    """A copy of the group's non-slot variables, with the initial ones the optimizer would
+    create before its first update added where missing."""
+    group = optimizer.param_groups[group_index]
+    non_slot = {k: v.detach().clone() for k, v in group["non_slot"].items()}
+    if any(name not in non_slot for name in optimizer._non_slot_names) and group["params"]:
+        optimizer._init_non_slot(non_slot, optimizer._step_hyper(group),
+                                 group["params"][0].device)
+    return non_slot
