@@ -143,10 +143,10 @@ def _finish_plan(plan: _Plan, optimizer, bindings) -> None:
     if plan.strict and (plan.missing or unexpected):
         parts = []
         if plan.missing:
-            parts.append(f"missing from the checkpoint: {plan.missing[:8]}"
+            parts.append(f"missing from the checkpoint: {', '.join(plan.missing[:8])}"
                          f"{' ...' if len(plan.missing) > 8 else ''}")
         if unexpected:
-            parts.append(f"in the checkpoint but not mapped: {sorted(unexpected)[:8]}"
+            parts.append(f"in the checkpoint but not mapped: {', '.join(sorted(unexpected)[:8])}"
                          f"{' ...' if len(unexpected) > 8 else ''}")
         raise ValueError(f"Cannot load the TF checkpoint exactly (strict=True): "
                          f"{'; '.join(parts)}. Nothing was changed; strict=False loads the "
