@@ -32,8 +32,9 @@ class Case:
     args: tuple = ()
     kwargs: Any = None
     exact: bool = True
-    # the sparse (embedding) update: trainop's sparse RMSProp differs from TF's
-    # ResourceSparseApplyRMSProp by up to an ulp (measured; dense RMSProp is bit-identical)
+    # the sparse (embedding) updates are compared within float32 rounding: trainop's sparse
+    # Adam and RMSProp differ from TF's by a few ulps on some rows (measured over 20 steps in
+    # docs/checkpoints.md; the dense updates of the same optimizers are bit-identical)
     exact_sparse: bool = True
     global_step_arg: bool = False
 
@@ -47,7 +48,9 @@ class Case:
 
 
 CASES = [
-    Case("adam", "AdamOptimizer", (0.125, 0.875, 0.96875)),
+    Case("adam", "AdamOptimizer", (0.125, 0.875, 0.96875), exact_sparse=False),
+    Case("adam_renamed", "AdamOptimizer", (0.125, 0.875, 0.96875), {"name": "enc_adam"},
+         exact_sparse=False),  # slots enc_adam, enc_adam_1
     Case("momentum", "MomentumOptimizer", (0.25, 0.875)),
     Case("nesterov", "MomentumOptimizer", (0.25, 0.875), {"use_nesterov": True}),
     Case("rmsprop", "RMSPropOptimizer", (0.125,), {"decay": 0.875, "momentum": 0.5},
