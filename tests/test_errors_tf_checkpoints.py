@@ -101,7 +101,7 @@ CASES = [
                  r"was changed"),
     ("missing_beta_power", {"beta2_power": None}, None, {},
      ValueError,
-     r"missing from the checkpoint: group 0 beta2_power \(TF variable 'beta2_power'\)\."),
+     r"missing from the checkpoint: optimizer.beta2_power \(TF variable 'beta2_power'\)\."),
     ("unexpected_variable", {"other__w": torch.ones(1)}, None, {},
      ValueError, r"in the checkpoint but not mapped: other/w\. Nothing"),
     ("names_miss_a_parameter", {}, None, {"names": {"0.weight": "dense/kernel"}},
@@ -122,7 +122,7 @@ CASES = [
      ValueError, r"Expected the parameters mapped to the TF variable 'dense/kernel' .* to be its "
                  r"parts"),
     ("global_step_missing", {}, None, {"global_step": "step"},
-     ValueError, r"missing from the checkpoint: the global step \(TF variable 'step'\); in the "
+     ValueError, r"missing from the checkpoint: optimizer.global_step \(TF variable 'step'\); in the "
                  r"checkpoint but not mapped: global_step\."),
     ("global_step_float", {"global_step": torch.tensor(2.0)}, None, {},
      TypeError, r"Expected the global step 'global_step' to be a 0-dim integer, got "

@@ -2,8 +2,10 @@
 
 ``names`` maps a parameter name (as ``model.named_parameters()`` gives it) to a TF variable
 name, to ``(TF name, layout)`` (a ``Layout`` or a pair of functions ``(to_torch, to_tf)``), or
-to ``None`` (the parameter has no TF counterpart: left as it is). ``resolve`` checks the map
-against the model and returns one ``Binding`` per mapped parameter.
+to ``None`` (the parameter has no TF counterpart: left as it is). It may also name optimizer
+state whose TF name differs from the default (``"0.weight[m]"``, ``"0.weight[master]"``,
+``"optimizer.beta1_power"``, ``"loss_scaler.loss_scale"``: see ``naming``). ``resolve``
+checks the map against the model and returns one ``Binding`` per mapped parameter.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import torch
 
 from trainop.contract.validation import describe
 from trainop.interfaces.checkpoints.layouts import Layout, identity, layout
+from trainop.interfaces.checkpoints.naming import is_state_key
 
 __all__ = ["Binding", "resolve"]
 
@@ -71,16 +74,31 @@ def _check_parts(bindings: list[Binding]) -> None:
                              f"layouts {[b.layout.name for b in group]}")
 
 
-def resolve(model: Any, names: Any, *, require_all: bool) -> tuple[list[Binding], list[str]]:
-    """``(bindings, unmapped)``: one binding per parameter mapped to a TF name; ``unmapped``
-    lists the parameters mapped to ``None`` and, when ``require_all`` is False, those the map
-    does not name (with ``require_all`` such a parameter is a ``ValueError``)."""
+def _overrides(names: Mapping, params: Mapping) -> dict[str, str]:
+    out = {}
+    for key, value in names.items():
+        if isinstance(key, str) and is_state_key(key, params):
+            if not isinstance(value, str) or not value:
+                raise TypeError(f"Expected `names[{key!r}]` (optimizer state) to be a TF "
+                                f"variable name, got {describe(value)}")
+            out[key] = value
+    return out
+
+
+def resolve(model: Any, names: Any, *,
+            require_all: bool) -> tuple[list[Binding], list[str], dict[str, str]]:
+    """``(bindings, unmapped, overrides)``: one binding per parameter mapped to a TF name;
+    ``unmapped`` lists the parameters mapped to ``None`` and, when ``require_all`` is False,
+    those the map does not name (with ``require_all`` such a parameter is a ``ValueError``);
+    ``overrides`` the TF names given for optimizer state."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"Expected `model` to be a torch.nn.Module, got {describe(model)}")
     if not isinstance(names, Mapping):
         raise TypeError(f"Expected `names` to be a dict from parameter name to TF variable "
                         f"name, got {describe(names)}")
     params = dict(model.named_parameters())
+    overrides = _overrides(names, params)
+    names = {k: v for k, v in names.items() if k not in overrides}
     unknown = sorted(str(k) for k in names if k not in params)
     if unknown:
         raise ValueError(f"Expected the keys of `names` to be parameter names of the model, "
@@ -99,4 +117,4 @@ def resolve(model: Any, names: Any, *, require_all: bool) -> tuple[list[Binding]
         else:
             bindings.append(Binding(key, params[key], *entry))
     _check_parts(bindings)
-    return bindings, unmapped
+    return bindings, unmapped, overrides

@@ -1,12 +1,13 @@
 """``load_tf``: a TF1 checkpoint into a torch model and a trainop optimizer, checked first.
 
 Order: read the checkpoint; map every bound parameter through its layout; map the slots of
-the parameters the optimizer updates (TF names from ``slot_names``), the non-slot variables
-(Adam's ``beta1_power``/``beta2_power``, one per TF optimizer, copied to every group) and the
-global step (trainop's per-group count of applied updates, and AdagradDA's ``global_step``
-tensor); build the optimizer's new ``state_dict`` and run the optimizer's own checkpoint
-validation (``Optimizer.validate_state_dict``) on it. Only when everything passed are the
-parameters copied and ``load_state_dict`` called: a rejected checkpoint changes nothing.
+the parameters the optimizer updates (TF names from ``slot_names``, found as ``naming``
+says), the non-slot variables (Adam's ``beta1_power``/``beta2_power``, one per TF optimizer,
+copied to every group) and the global step (trainop's per-group count of applied updates, and
+AdagradDA's ``global_step`` tensor); for OpenSeq2Seq's mixed precision also the float32
+masters and the loss scaler's state (``mixed``). Then the new ``state_dict`` goes through the
+optimizer's (or the wrapper's) own validation. Only when everything passed are the parameters
+copied and ``load_state_dict`` called: a rejected checkpoint changes nothing.
 
 Then the next update is the one TF would have made: the slots hold TF's values, the beta
 powers are ``beta^t`` as TF's, and step-dependent rules (AdagradDA) see TF's step.
@@ -24,6 +25,8 @@ from trainop.interfaces.checkpoints.binding import resolve
 from trainop.interfaces.checkpoints.bundle import read_bundle
 from trainop.interfaces.checkpoints.convert import to_torch
 from trainop.interfaces.checkpoints.layouts import identity
+from trainop.interfaces.checkpoints.mixed import master_bindings, scaler_of, unwrap
+from trainop.interfaces.checkpoints.naming import SCALER_NAMES, find
 from trainop.interfaces.checkpoints.optimizer_vars import (
     bound_groups,
     check_optimizer,
@@ -32,6 +35,7 @@ from trainop.interfaces.checkpoints.optimizer_vars import (
     slot_refs,
 )
 from trainop.interfaces.checkpoints.report import LoadReport
+from trainop.processing._checkpoint import validate_wrapper_state
 
 __all__ = ["load_tf"]
 
@@ -39,34 +43,42 @@ __all__ = ["load_tf"]
 class _Plan:
     """What a load will write, and what it could not find (filled before anything changes)."""
 
-    def __init__(self, tensors: dict[str, torch.Tensor], strict: bool) -> None:
-        self.tensors, self.strict = tensors, strict
+    def __init__(self, tensors: dict[str, torch.Tensor], strict: bool,
+                 overrides: dict[str, str]) -> None:
+        self.tensors, self.strict, self.overrides = tensors, strict, overrides
         self.used: set[str] = set()
         self.missing: list[str] = []
         self.report = LoadReport(unsupported=dict(getattr(tensors, "unsupported", {})))
 
-    def take(self, tf_name: str, target: str) -> torch.Tensor | None:
-        tensor = self.tensors.get(tf_name)
+    def take(self, target: str, default: str, *, state: bool = True) -> tuple[str, Any]:
+        """``(TF name, tensor or None)`` for ``target``; optimizer state may sit in a scope."""
+        name = (find(self.tensors, target, default, self.overrides) if state
+                else default)
+        tensor = self.tensors.get(name)
         if tensor is None:
-            self.missing.append(f"{target} (TF variable {tf_name!r})")
+            self.missing.append(f"{target} (TF variable {name!r})")
             self.report.left_at_initial.append(target)
-            return None
-        self.used.add(tf_name)
-        self.report.loaded.append(f"{target} <- {tf_name}")
-        return tensor
+            return name, None
+        self.used.add(name)
+        self.report.loaded.append(f"{target} <- {name}")
+        if state:
+            self.report.tf_names[target] = name
+        return name, tensor
 
 
-def _load_params(plan: _Plan, bindings) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+def _load_params(plan: _Plan, bindings, *, state: bool) -> dict[int, tuple]:
     values = {}
     for b in bindings:
-        tensor = plan.take(b.tf_name, b.param_name)
+        target = f"{b.param_name}[master]" if state else b.param_name
+        name, tensor = plan.take(target, b.tf_name, state=state)
         if tensor is None:
             continue
         values[id(b.param)] = (b.param, to_torch(
             tensor, b.layout, tuple(b.param.shape), b.param.dtype,
-            f"parameter {b.param_name!r} from {b.tf_name!r}", param=True))
+            f"{'the master of' if state else 'parameter'} {b.param_name!r} from {name!r}",
+            param=True))
         if b.layout.name != "identity":
-            plan.report.transformed.append(b.param_name)
+            plan.report.transformed.append(target)
     return values
 
 
@@ -74,12 +86,15 @@ def _step_value(plan: _Plan, global_step: Any) -> int | None:
     if global_step is not None and not isinstance(global_step, str):
         raise TypeError(f"Expected `global_step` to be the TF name of the step variable (a "
                         f"str) or None (for 'global_step'), got {type(global_step).__name__}")
-    name = global_step or "global_step"
-    if name not in plan.tensors:
-        if global_step is not None:
-            plan.take(name, "the global step")
+    target = "optimizer.global_step"
+    if global_step is not None:
+        plan.overrides = {**plan.overrides, target: global_step}
+    name = find(plan.tensors, target, "global_step", plan.overrides)
+    if name not in plan.tensors and global_step is None and target not in plan.overrides:
+        return None  # no step in the checkpoint, none asked for
+    name, tensor = plan.take(target, name)
+    if tensor is None:
         return None
-    tensor = plan.take(name, "the global step")
     if tensor.dim() != 0 or tensor.is_floating_point() or tensor.dtype == torch.bool:
         raise TypeError(f"Expected the global step {name!r} to be a 0-dim integer, got "
                         f"{tensor.dtype} of shape {tuple(tensor.shape)}")
@@ -89,44 +104,64 @@ def _step_value(plan: _Plan, global_step: Any) -> int | None:
     return int(tensor)
 
 
-def _load_optimizer(plan: _Plan, optimizer, bindings, step: int | None) -> dict:
-    """The optimizer's new ``state_dict``."""
-    sd = optimizer.state_dict()
-    refs = slot_refs(optimizer, bindings)
-    states = {}
-    for ref in refs:
+def _load_slots(plan: _Plan, optimizer, bindings) -> dict[int, dict]:
+    states: dict[int, dict] = {}
+    for ref in slot_refs(optimizer, bindings):
         if ref.index not in states:
             states[ref.index] = current_slots(optimizer, ref)
         target = f"{ref.binding.param_name}[{ref.slot}]"
-        tensor = plan.take(ref.tf_name, target)
+        name, tensor = plan.take(target, ref.tf_name)
         if tensor is None:
             continue
         states[ref.index][ref.slot] = to_torch(
             tensor, ref.binding.layout, tuple(ref.binding.param.shape), ref.dtype,
-            f"slot {ref.slot!r} of {ref.binding.param_name!r} from {ref.tf_name!r}",
-            param=False)
+            f"slot {ref.slot!r} of {ref.binding.param_name!r} from {name!r}", param=False)
         if ref.binding.layout.name != "identity":
             plan.report.transformed.append(target)
-    sd["state"] = {**sd["state"], **states}
-    groups = bound_groups(optimizer, bindings)
+    return states
+
+
+def _load_optimizer(plan: _Plan, optimizer, bindings, step: int | None) -> dict:
+    """The (inner) optimizer's new ``state_dict``."""
+    sd = optimizer.state_dict()
+    sd["state"] = {**sd["state"], **_load_slots(plan, optimizer, bindings)}
     sd["param_groups"] = [dict(g) for g in sd["param_groups"]]
-    for gi in groups:
+    taken: dict[str, torch.Tensor | None] = {}
+    for gi in bound_groups(optimizer, bindings):
         non_slot = current_non_slot(optimizer, gi)
-        for name in optimizer._non_slot_names:
-            tensor = plan.take(name, f"group {gi} {name}")
-            if tensor is not None:
-                non_slot[name] = to_torch(tensor, identity, (), non_slot[name].dtype,
-                                          f"non-slot variable {name!r}", param=False)
+        for key in optimizer._non_slot_names:
+            if key not in taken:
+                name, tensor = plan.take(f"optimizer.{key}", key)
+                taken[key] = None if tensor is None else to_torch(
+                    tensor, identity, (), non_slot[key].dtype,
+                    f"non-slot variable {key!r} from {name!r}", param=False)
+            if taken[key] is not None:
+                non_slot[key] = taken[key].clone()
         if step is not None:
             non_slot["step"] = torch.tensor(step, dtype=torch.int64)
         sd["param_groups"][gi]["non_slot"] = non_slot
     return sd
 
 
+def _load_scaler(plan: _Plan, scaler) -> dict[str, torch.Tensor] | None:
+    if scaler is None:
+        return None
+    state = scaler.state_dict()
+    defaults = SCALER_NAMES.get(type(scaler).__name__, {})
+    for key, own in state.items():
+        if key not in defaults and f"loss_scaler.{key}" not in plan.overrides:
+            continue
+        name, tensor = plan.take(f"loss_scaler.{key}", defaults.get(key, key))
+        if tensor is not None:
+            state[key] = to_torch(tensor, identity, tuple(own.shape), own.dtype,
+                                  f"loss scaler state {key!r} from {name!r}", param=False)
+    return state
+
+
 def _optimizer_like(name: str, bound: set[str]) -> bool:
     """Whether a TF name is optimizer state of a bound variable or a well-known non-slot."""
-    return (name in ("beta1_power", "beta2_power", "global_step")
-            or any(name.startswith(f"{b}/") for b in bound))
+    return (name.rsplit("/", 1)[-1] in ("beta1_power", "beta2_power", "global_step")
+            or any(name.startswith(f"{b}/") or f"/{b}/" in name for b in bound))
 
 
 def _finish_plan(plan: _Plan, optimizer, bindings) -> None:
@@ -161,8 +196,9 @@ def load_tf(path: str | os.PathLike, model: torch.nn.Module, optimizer: Any = No
         path: the checkpoint prefix (``Saver.save``'s return value; the files are
             ``path.index`` and ``path.data-*``).
         model: the torch model. optimizer: a trainop optimizer over (some of) its parameters,
-            or None to load the weights only.
-        names: ``{parameter name: TF name | (TF name, layout) | None}`` (see ``binding``).
+            a ``MixedPrecisionOptimizerWrapper`` around one, or None for the weights only.
+        names: ``{parameter name: TF name | (TF name, layout) | None}`` (see ``binding``),
+            plus TF names of optimizer state where they differ from the defaults (``naming``).
         global_step: the TF name of the step variable; None: ``"global_step"`` when present.
         strict: True refuses a checkpoint that lacks a mapped variable or a slot, or holds
             variables the map does not account for; False loads the rest and reports them.
@@ -170,24 +206,37 @@ def load_tf(path: str | os.PathLike, model: torch.nn.Module, optimizer: Any = No
     Returns a ``LoadReport``. Raises ``ValueError``/``TypeError`` before anything changes.
     """
     check_bool("strict", strict)
-    bindings, unmapped = resolve(model, names, require_all=strict)
-    if optimizer is not None:
-        check_optimizer(optimizer)
-    plan = _Plan(read_bundle(path), strict)
+    bindings, unmapped, overrides = resolve(model, names, require_all=strict)
+    inner, wrapper = (None, None) if optimizer is None else unwrap(optimizer)
+    if inner is not None:
+        check_optimizer(inner)
+    updated, masters = master_bindings(wrapper, bindings)
+    plan = _Plan(read_bundle(path), strict, overrides)
     plan.report.left_at_initial.extend(unmapped)
-    params = _load_params(plan, bindings)
+    params = _load_params(plan, bindings, state=False)
+    master_values = _load_params(plan, masters, state=True)
     step = _step_value(plan, global_step)
-    sd = None if optimizer is None else _load_optimizer(plan, optimizer, bindings, step)
+    sd = None if inner is None else _load_optimizer(plan, inner, updated, step)
+    scaler_state = _load_scaler(plan, scaler_of(wrapper))
     _finish_plan(plan, optimizer, bindings)
-    if sd is not None:
-        optimizer.validate_state_dict(sd)
+    if wrapper is not None:
+        full = wrapper.state_dict()
+        full["optimizer"] = sd
+        full["masters"] = [master_values.get(id(m), (m, m))[1].clone() for m in
+                           wrapper.master_params()]
+        if scaler_state is not None:
+            full["loss_scaler"] = {**full["loss_scaler"], **scaler_state}
+        validate_wrapper_state(wrapper, full)
+    elif sd is not None:
+        inner.validate_state_dict(sd)
     with torch.no_grad():  # from here on nothing can fail on the checkpoint's account
         for param, value in params.values():
             param.copy_(value)
-    if sd is not None:
-        optimizer.load_state_dict(sd)
-        external = getattr(optimizer, "_global_step", None)
-        if step is not None and isinstance(external, torch.Tensor):
-            external.fill_(step)
+    if wrapper is not None:
+        wrapper.load_state_dict(full)
+    elif sd is not None:
+        inner.load_state_dict(sd)
+    external = getattr(inner, "_global_step", None)
+    if step is not None and isinstance(external, torch.Tensor):
+        external.fill_(step)
     return plan.report
-

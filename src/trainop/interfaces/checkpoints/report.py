@@ -21,7 +21,10 @@ class LoadReport:
     - ``left_at_initial``: parameters, slots and non-slot variables the checkpoint did not
       provide (``strict=False``) or that ``names`` maps to ``None``: as they were, or at the
       initial value the optimizer gives a new slot;
-    - ``global_step``: the step read, or ``None``.
+    - ``global_step``: the step read, or ``None``;
+    - ``tf_names``: ``{target: TF name}`` of the optimizer state found (slots, masters,
+      non-slot variables, the step, the loss scaler), in the form ``names`` accepts: pass
+      ``{**names, **report.tf_names}`` to ``save_tf`` to write them under the same names.
     """
 
     loaded: list[str] = field(default_factory=list)
@@ -30,6 +33,7 @@ class LoadReport:
     left_at_initial: list[str] = field(default_factory=list)
     unsupported: dict[str, str] = field(default_factory=dict)
     global_step: int | None = None
+    tf_names: dict[str, str] = field(default_factory=dict)
 
     def __str__(self) -> str:
         lines = [f"loaded {len(self.loaded)} ({len(self.transformed)} through a layout), "

@@ -4,9 +4,12 @@ Every bound parameter goes through its layout back to TF's array (parameters sha
 variable, as ``lstm_kernel_ih``/``lstm_kernel_hh``, are joined along axis 0 in part order);
 the slots of the parameters the optimizer updates are written under TF's slot names (slots not
 made yet: their initial values), the non-slot variables once (every group holding bound
-parameters must agree, as TF keeps one per optimizer) and the global step as int64. The files
-are the V2 format ``tf.compat.v1.train.Saver`` restores (``bundle.write_bundle``); TensorFlow
-is not needed.
+parameters must agree, as TF keeps one per optimizer) and the global step as int64. With
+OpenSeq2Seq's mixed precision (a ``MixedPrecisionOptimizerWrapper``) the float32 masters, their
+slots and the loss scaler's state are written too. Names are the defaults of ``naming`` unless
+``names`` gives others (``load_tf``'s ``report.tf_names`` holds those a checkpoint used). The
+files are the V2 format ``tf.compat.v1.train.Saver`` restores (``bundle.write_bundle``);
+TensorFlow is not needed.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from trainop.interfaces.checkpoints.binding import resolve
 from trainop.interfaces.checkpoints.bundle import write_bundle
 from trainop.interfaces.checkpoints.convert import to_tf
 from trainop.interfaces.checkpoints.layouts import Layout
+from trainop.interfaces.checkpoints.mixed import master_bindings, scaler_of, unwrap
+from trainop.interfaces.checkpoints.naming import SCALER_NAMES
 from trainop.interfaces.checkpoints.optimizer_vars import (
     bound_groups,
     check_optimizer,
@@ -70,7 +75,8 @@ def _step(optimizer: Any, groups: list[int], global_step: Any) -> torch.Tensor |
     return torch.tensor(global_step, dtype=torch.int64)
 
 
-def _non_slot(optimizer: Any, groups: list[int]) -> dict[str, torch.Tensor]:
+def _non_slot(optimizer: Any, groups: list[int],
+              overrides: dict[str, str]) -> dict[str, torch.Tensor]:
     out: dict[str, torch.Tensor] = {}
     for gi in groups:
         values = current_non_slot(optimizer, gi)
@@ -80,7 +86,17 @@ def _non_slot(optimizer: Any, groups: list[int]) -> dict[str, torch.Tensor]:
                                  f"same {name!r} (TF keeps one per optimizer), got "
                                  f"{float(out[name])} and {float(values[name])} (group {gi})")
             out[name] = values[name].detach().to("cpu")
-    return out
+    return {overrides.get(f"optimizer.{k}", k): v for k, v in out.items()}
+
+
+def _scaler(wrapper: Any, overrides: dict[str, str]) -> dict[str, torch.Tensor]:
+    scaler = scaler_of(wrapper)
+    if scaler is None:
+        return {}
+    defaults = SCALER_NAMES.get(type(scaler).__name__, {})
+    return {overrides.get(f"loss_scaler.{k}", defaults.get(k, k)): v.detach().to("cpu")
+            for k, v in scaler.state_dict().items()
+            if k in defaults or f"loss_scaler.{k}" in overrides}
 
 
 def save_tf(path: str | os.PathLike, model: torch.nn.Module, optimizer: Any = None, *,
@@ -91,24 +107,30 @@ def save_tf(path: str | os.PathLike, model: torch.nn.Module, optimizer: Any = No
     ``global_step``: the value to write as ``global_step``; None writes the optimizer's count
     of applied updates (nothing without an optimizer).
     """
-    bindings, _ = resolve(model, names, require_all=True)
-    if optimizer is not None:
-        check_optimizer(optimizer)
+    bindings, _, overrides = resolve(model, names, require_all=True)
+    inner, wrapper = (None, None) if optimizer is None else unwrap(optimizer)
+    if inner is not None:
+        check_optimizer(inner)
+    updated, masters = master_bindings(wrapper, bindings)
     variables = _Variables()
     for b in bindings:
         variables.add(b.tf_name, to_tf(b.param, b.layout, param=True), b.layout)
+    for b in masters:
+        variables.add(overrides.get(f"{b.param_name}[master]", b.tf_name),
+                      to_tf(b.param, b.layout, param=True), b.layout)
     groups: list[int] = []
-    if optimizer is not None:
-        refs = slot_refs(optimizer, bindings)
+    if inner is not None:
         slots: dict[int, dict[str, torch.Tensor]] = {}
-        for ref in refs:
+        for ref in slot_refs(inner, updated):
             if ref.index not in slots:
-                slots[ref.index] = current_slots(optimizer, ref)
-            variables.add(ref.tf_name, to_tf(slots[ref.index][ref.slot], ref.binding.layout,
-                                             param=False), ref.binding.layout)
-        groups = bound_groups(optimizer, bindings)
-        variables.whole.update(_non_slot(optimizer, groups))
-    step = _step(optimizer, groups, global_step)
+                slots[ref.index] = current_slots(inner, ref)
+            name = overrides.get(f"{ref.binding.param_name}[{ref.slot}]", ref.tf_name)
+            variables.add(name, to_tf(slots[ref.index][ref.slot], ref.binding.layout,
+                                      param=False), ref.binding.layout)
+        groups = bound_groups(inner, updated)
+        variables.whole.update(_non_slot(inner, groups, overrides))
+        variables.whole.update(_scaler(wrapper, overrides))
+    step = _step(inner, groups, global_step)
     if step is not None:
-        variables.whole["global_step"] = step
+        variables.whole[overrides.get("optimizer.global_step", "global_step")] = step
     write_bundle(path, variables.joined())
