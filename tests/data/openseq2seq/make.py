@@ -1,0 +1,97 @@
+"""Regenerate the OpenSeq2Seq mixed-precision checkpoint shipped for the tests, by running
+OpenSeq2Seq's own ``MixedPrecisionOptimizerWrapper`` and ``AutomaticLossScaler`` (the upstream
+files, unmodified, loaded from a checkout given on the command line) under TensorFlow's
+``compat.v1`` with the TF2 behaviours off (ref variables, v1 control flow, as TF 1.x):
+
+    python tests/data/openseq2seq/make.py /path/to/OpenSeq2Seq
+
+The graph is OpenSeq2Seq's ``optimize_loss`` arrangement: a float16 ``dense/kernel`` and a
+float32 ``dense/bias``; inside ``tf.variable_scope("Loss_Optimization")`` an
+``AdamOptimizer`` wrapped for mixed precision with a Backoff scaler (``scale_max`` 1024,
+``step_window`` 1000). Gradients are fed through the loss ``sum(kernel * gk) + sum(bias * gb)``.
+``BEFORE`` steps (one overflows in float16 and is skipped), ``Saver.save`` to ``mp``, then
+``AFTER`` steps (one overflows). Writes ``mp.index``/``mp.data-*`` and ``expected.npz``: the
+gradients fed and every variable after the last step.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import types
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BEFORE = [0.5, 100.0, -0.25, 0.75]  # gradient scale per step (100 overflows at scale 1024)
+AFTER = [0.125, -0.5, 200.0, 0.25]
+
+
+def _upstream(checkout: str):
+    import tensorflow
+
+    tf = tensorflow.compat.v1
+    tf.disable_v2_behavior()
+    sys.modules["tensorflow"] = tf  # the upstream modules `import tensorflow as tf` (TF1 API)
+    for name in ("open_seq2seq", "open_seq2seq.utils", "open_seq2seq.optimizers"):
+        module = types.ModuleType(name)
+        module.__path__ = []
+        sys.modules[name] = module
+    utils = types.ModuleType("open_seq2seq.utils.utils")
+    utils.check_params = lambda **kwargs: None  # argument checking only
+    sys.modules["open_seq2seq.utils.utils"] = utils
+    loaded = {}
+    for short in ("automatic_loss_scaler", "mp_wrapper"):
+        name = f"open_seq2seq.optimizers.{short}"
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(checkout, "open_seq2seq", "optimizers", f"{short}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        loaded[short] = module
+    return tensorflow, tf, loaded
+
+
+def gradients(scales):
+    rng = np.random.default_rng(11)
+    return [(rng.standard_normal((3, 2)).astype(np.float32) * s,
+             rng.standard_normal(2).astype(np.float32) * s) for s in scales]
+
+
+def main(checkout: str) -> None:
+    tensorflow, tf, up = _upstream(checkout)
+    grads = gradients(BEFORE + AFTER)
+    rng = np.random.default_rng(5)
+    with tf.Graph().as_default():
+        kernel = tf.get_variable("dense/kernel", initializer=rng.standard_normal(
+            (3, 2)).astype(np.float16))
+        bias = tf.get_variable("dense/bias", initializer=rng.standard_normal(2).astype(
+            np.float32))
+        gk = tf.placeholder(tf.float32, [3, 2])
+        gb = tf.placeholder(tf.float32, [2])
+        loss = tf.reduce_sum(tf.cast(kernel, tf.float32) * gk) + tf.reduce_sum(bias * gb)
+        step = tf.train.get_or_create_global_step()
+        with tf.variable_scope("Loss_Optimization"):
+            scaler = up["automatic_loss_scaler"].AutomaticLossScaler(
+                "backoff", {"scale_max": 1024.0, "step_window": 1000})
+            opt = up["mp_wrapper"].MixedPrecisionOptimizerWrapper(
+                tf.train.AdamOptimizer(0.01), scaler)
+            train = opt.apply_gradients(opt.compute_gradients(loss), global_step=step)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            for i, (a, b) in enumerate(grads):
+                if i == len(BEFORE):
+                    tf.train.Saver().save(sess, os.path.join(HERE, "mp"),
+                                          write_meta_graph=False, write_state=False)
+                sess.run(train, {gk: a, gb: b})
+            final = sess.run({v.op.name: v for v in tf.global_variables()})
+    out = {f"var:{k}": np.asarray(v) for k, v in final.items()}
+    out.update({f"grad:{i}:kernel": a for i, (a, _) in enumerate(grads)})
+    out.update({f"grad:{i}:bias": b for i, (_, b) in enumerate(grads)})
+    np.savez(os.path.join(HERE, "expected.npz"), **out)
+    print(sorted(final))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

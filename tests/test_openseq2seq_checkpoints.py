@@ -1,0 +1,118 @@
+"""OpenSeq2Seq mixed-precision checkpoints: written by OpenSeq2Seq's own code, continued here.
+
+``tests/data/openseq2seq/mp`` was written by OpenSeq2Seq's ``MixedPrecisionOptimizerWrapper``
+and Backoff ``AutomaticLossScaler`` (the upstream files, run under TF 2.21's ``compat.v1``
+with TF1 behaviour: see ``make.py``) after 4 steps, one of which overflowed in float16 and was
+skipped: a float16 kernel with its float32 master ``Loss_Optimization/FP32-master-copy/...``,
+Adam slots on the master under a doubled scope, ``beta1_power`` inside ``cond_1``, the
+scaler's unnamed variables. ``expected.npz`` holds every variable after 4 more upstream steps
+(one overflowing). These tests need no TensorFlow.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import trainop
+import trainop.checkpoints as ckpt
+from trainop.processing import AutomaticLossScaler, MixedPrecisionOptimizerWrapper
+
+DATA = Path(__file__).parent / "data" / "openseq2seq"
+BEFORE, AFTER = 4, 4
+NAMES = {"kernel": "dense/kernel", "bias": "dense/bias"}
+
+
+class Dense(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.kernel = torch.nn.Parameter(torch.zeros(3, 2, dtype=torch.float16))
+        self.bias = torch.nn.Parameter(torch.zeros(2))
+
+
+def _setup():
+    model = Dense()
+    inner = trainop.AdamOptimizer(0.01, params=[model.kernel, model.bias])
+    scaler = AutomaticLossScaler("Backoff", {"scale_max": 1024.0, "step_window": 1000})
+    return model, MixedPrecisionOptimizerWrapper(inner, scaler)
+
+
+def _step(model, opt, gk, gb) -> None:
+    loss = (model.kernel.float() * torch.from_numpy(gk)).sum() + (
+        model.bias * torch.from_numpy(gb)).sum()
+    opt.scale_loss(loss).backward()
+    opt.step()
+    opt.zero_grad()
+
+
+def test_load_openseq2seq_checkpoint_and_continue():
+    expected = np.load(DATA / "expected.npz")
+    model, opt = _setup()
+    report = ckpt.load_tf(DATA / "mp", model, opt, names=NAMES)
+    assert report.skipped == [] and report.global_step == 3  # 4 steps, one skipped
+    assert report.tf_names["kernel[master]"] == "Loss_Optimization/FP32-master-copy/dense/kernel"
+    assert report.tf_names["kernel[m]"] == (
+        "Loss_Optimization/Loss_Optimization/FP32-master-copy/dense/kernel/Adam")
+    assert report.tf_names["optimizer.beta1_power"] == "Loss_Optimization/cond_1/beta1_power"
+    assert report.tf_names["loss_scaler.loss_scale"] == "Loss_Optimization/Variable_2"
+    assert float(opt.loss_scale) == 512.0  # halved at the overflow
+
+    for i in range(BEFORE, BEFORE + AFTER):
+        _step(model, opt, expected[f"grad:{i}:kernel"], expected[f"grad:{i}:bias"])
+
+    def var(name):
+        return torch.from_numpy(np.asarray(expected[f"var:{name}"]))
+
+    master = opt.master(model.kernel)
+    assert torch.equal(model.kernel.detach(), var("dense/kernel"))
+    assert torch.equal(model.bias.detach(), var("dense/bias"))
+    assert torch.equal(master, var("Loss_Optimization/FP32-master-copy/dense/kernel"))
+    for slot, suffix in (("m", "Adam"), ("v", "Adam_1")):
+        assert torch.equal(opt.optimizer.state[master][slot], var(
+            f"Loss_Optimization/Loss_Optimization/FP32-master-copy/dense/kernel/{suffix}"))
+        assert torch.equal(opt.optimizer.state[model.bias][slot],
+                           var(f"Loss_Optimization/dense/bias/{suffix}"))
+    non_slot = opt.optimizer.param_groups[0]["non_slot"]
+    assert torch.equal(non_slot["beta1_power"], var("Loss_Optimization/cond_1/beta1_power"))
+    assert int(non_slot["step"]) == int(expected["var:global_step"]) == 6
+    assert float(opt.loss_scale) == float(expected["var:Loss_Optimization/Variable_2"]) == 256.0
+
+
+def test_save_under_openseq2seq_names(tmp_path):
+    """``save_tf`` with ``report.tf_names`` writes the variables upstream's graph has, with
+    their dtypes and shapes (what ``Saver.restore`` into that graph needs), and reads back."""
+    model, opt = _setup()
+    report = ckpt.load_tf(DATA / "mp", model, opt, names=NAMES)
+    ckpt.save_tf(tmp_path / "back", model, opt, names={**NAMES, **report.tf_names})
+    ours, theirs = ckpt.read_tf(tmp_path / "back"), ckpt.read_tf(DATA / "mp")
+    assert sorted(ours) == sorted(theirs)
+    for name, value in theirs.items():
+        assert ours[name].dtype == value.dtype and torch.equal(ours[name], value), name
+
+
+def test_default_names_without_scopes(tmp_path):
+    """Saved with the default names (no scopes), loaded back into a fresh wrapper."""
+    model, opt = _setup()
+    ckpt.load_tf(DATA / "mp", model, opt, names=NAMES)
+    ckpt.save_tf(tmp_path / "plain", model, opt, names=NAMES)
+    written = ckpt.read_tf(tmp_path / "plain")
+    assert {"FP32-master-copy/dense/kernel", "FP32-master-copy/dense/kernel/Adam",
+            "dense/bias/Adam_1", "beta1_power", "Variable", "Variable_1", "Variable_2",
+            "global_step"} <= set(written)
+    model2, opt2 = _setup()
+    ckpt.load_tf(tmp_path / "plain", model2, opt2, names=NAMES)
+    assert torch.equal(opt2.master(model2.kernel), opt.master(model.kernel))
+    assert torch.equal(opt2.loss_scaler.state_dict()["last_overflow_iteration"],
+                       opt.loss_scaler.state_dict()["last_overflow_iteration"])
+
+
+def test_wrapper_without_masters_is_refused():
+    model = Dense()
+    opt = MixedPrecisionOptimizerWrapper(trainop.AdamOptimizer(0.01), 1.0)  # TF style
+    with pytest.raises(ValueError, match=r"Expected the wrapper to hold the float32 master of "
+                                         r"'kernel' \(construct the inner optimizer with the "
+                                         r"model's parameters"):
+        ckpt.load_tf(DATA / "mp", model, opt, names=NAMES)
