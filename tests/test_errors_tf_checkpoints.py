@@ -122,8 +122,8 @@ CASES = [
      ValueError, r"Expected the parameters mapped to the TF variable 'dense/kernel' .* to be its "
                  r"parts"),
     ("global_step_missing", {}, None, {"global_step": "step"},
-     ValueError, r"missing from the checkpoint: optimizer.global_step \(TF variable 'step'\); in the "
-                 r"checkpoint but not mapped: global_step\."),
+     ValueError, r"missing from the checkpoint: optimizer.global_step \(TF variable 'step'\); "
+                 r"in the checkpoint but not mapped: global_step\."),
     ("global_step_float", {"global_step": torch.tensor(2.0)}, None, {},
      TypeError, r"Expected the global step 'global_step' to be a 0-dim integer, got "
                 r"torch.float32"),

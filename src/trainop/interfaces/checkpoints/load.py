@@ -114,9 +114,9 @@ def _load_slots(plan: _Plan, optimizer, bindings) -> dict[int, dict]:
         if tensor is None:
             continue
         states[ref.index][ref.slot] = to_torch(
-            tensor, ref.binding.layout, tuple(ref.binding.param.shape), ref.dtype,
+            tensor, ref.layout, ref.shape, ref.dtype,
             f"slot {ref.slot!r} of {ref.binding.param_name!r} from {name!r}", param=False)
-        if ref.binding.layout.name != "identity":
+        if ref.layout.name != "identity":
             plan.report.transformed.append(target)
     return states
 

@@ -17,7 +17,8 @@ import torch
 from trainop.contract.optimizer import Optimizer
 from trainop.contract.validation import describe
 from trainop.interfaces.checkpoints.binding import Binding
-from trainop.interfaces.checkpoints.slot_names import slot_names
+from trainop.interfaces.checkpoints.layouts import Layout, identity
+from trainop.interfaces.checkpoints.slot_names import scalar_slot_name, slot_names
 
 __all__ = ["SlotRef", "bound_groups", "check_optimizer", "current_non_slot", "current_slots",
            "slot_refs"]
@@ -33,6 +34,8 @@ class SlotRef:
     slot: str
     tf_name: str
     dtype: torch.dtype
+    layout: Layout  # the parameter's, identity for a 0-dim slot
+    shape: tuple[int, ...]
 
 
 def check_optimizer(optimizer: Any) -> None:
@@ -67,10 +70,17 @@ def slot_refs(optimizer: Optimizer, bindings: list[Binding]) -> list[SlotRef]:
             continue
         gi, index = positions[id(b.param)]
         group = optimizer.param_groups[gi]
-        specs = {s.name: s for s in optimizer._slot_specs(group)}
-        for slot, suffix in slot_names(optimizer, group).items():
-            refs.append(SlotRef(b, gi, index, slot, f"{b.tf_name}/{suffix}",
-                                specs[slot].dtype or b.param.dtype))
+        suffixes = slot_names(optimizer, group)
+        for spec in optimizer._slot_specs(group):
+            dtype = spec.dtype or b.param.dtype
+            if spec.scalar:
+                refs.append(SlotRef(b, gi, index, spec.name,
+                                    scalar_slot_name(optimizer, spec.name, index), dtype,
+                                    identity, ()))
+            else:
+                refs.append(SlotRef(b, gi, index, spec.name,
+                                    f"{b.tf_name}/{suffixes[spec.name]}", dtype, b.layout,
+                                    tuple(b.param.shape)))
     return refs
 
 

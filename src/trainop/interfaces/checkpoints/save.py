@@ -125,8 +125,8 @@ def save_tf(path: str | os.PathLike, model: torch.nn.Module, optimizer: Any = No
             if ref.index not in slots:
                 slots[ref.index] = current_slots(inner, ref)
             name = overrides.get(f"{ref.binding.param_name}[{ref.slot}]", ref.tf_name)
-            variables.add(name, to_tf(slots[ref.index][ref.slot], ref.binding.layout,
-                                      param=False), ref.binding.layout)
+            variables.add(name, to_tf(slots[ref.index][ref.slot], ref.layout, param=False),
+                          ref.layout)
         groups = bound_groups(inner, updated)
         variables.whole.update(_non_slot(inner, groups, overrides))
         variables.whole.update(_scaler(wrapper, overrides))

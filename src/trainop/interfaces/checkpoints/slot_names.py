@@ -21,17 +21,20 @@ in the tests)::
                                  gradient_squared_accumulator -> AdagradDA_1   (+ global_step)
     GradientDescent, ProximalGradientDescent: none
 
+    NovoGrad (OpenSeq2Seq)       momentum -> NovoGrad (it is a MomentumOptimizer);
+                                 grad_norm_ema -> nvgrad2_ema<i>, a 0-dim variable per
+                                 variable, i its place in the optimizer's variable list
+
 A renamed optimizer (``name="enc_adam"``) renames its slots alike (``enc_adam``, ``enc_adam_1``).
 Not covered: ``FtrlOptimizer(accum_name=..., linear_name=...)`` (TF then names the slots by
-those), and NovoGrad's per-variable 0-dim second moment (OpenSeq2Seq keeps it as a Python-side
-list of variables, not a slot; refused with its name).
+those: give them in ``names``, e.g. ``names["0.weight[accum]"]``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["TF1_NON_SLOT", "TF1_SLOTS", "non_slot_names", "slot_names"]
+__all__ = ["TF1_NON_SLOT", "TF1_SLOTS", "non_slot_names", "scalar_slot_name", "slot_names"]
 
 TF1_SLOTS: dict[str, tuple[str, ...]] = {
     "AdamOptimizer": ("m", "v"), "LazyAdamOptimizer": ("m", "v"), "NadamOptimizer": ("m", "v"),
@@ -53,15 +56,24 @@ def _suffix(name: str, place: int) -> str:
 
 
 def slot_names(optimizer: Any, group: Any) -> dict[str, str]:
-    """``{trainop slot name: TF name suffix}`` for a parameter of ``group``; raises
-    ``ValueError`` for state TF does not keep as slots (a 0-dim slot such as NovoGrad's)."""
-    specs = optimizer._slot_specs(group)
-    scalar = [s.name for s in specs if s.scalar]
-    if scalar:
-        raise ValueError(f"{type(optimizer).__name__} keeps the 0-dim slots {scalar}, which TF1 "
-                         f"checkpoints do not hold as slots of the variable; it cannot be "
-                         f"loaded from or saved to a TF checkpoint")
+    """``{trainop slot name: TF name suffix}`` of the slots TF keeps as slots of the variable
+    (0-dim ones, such as NovoGrad's, are not: see ``scalar_slot_name``)."""
+    specs = [s for s in optimizer._slot_specs(group) if not s.scalar]
     return {spec.name: _suffix(optimizer.get_name(), i) for i, spec in enumerate(specs)}
+
+
+_SCALAR_SLOTS = {("NovoGrad", "grad_norm_ema"): "nvgrad2_ema{index}"}
+
+
+def scalar_slot_name(optimizer: Any, slot: str, index: int) -> str:
+    """The TF name of a 0-dim slot of the ``index``-th variable of the optimizer (OpenSeq2Seq's
+    NovoGrad: ``nvgrad2_ema<index>``); ``ValueError`` for one TF has no variable for."""
+    for klass in type(optimizer).__mro__:
+        pattern = _SCALAR_SLOTS.get((klass.__name__, slot))
+        if pattern is not None:
+            return pattern.format(index=index)
+    raise ValueError(f"{type(optimizer).__name__} keeps the 0-dim slot {slot!r}, which has no "
+                     f"TF1 variable name; name it in `names` as '<param>[{slot}]'")
 
 
 def non_slot_names(optimizer: Any) -> tuple[str, ...]:
