@@ -6,7 +6,9 @@ with TF1 behaviour: see ``make.py``) after 4 steps, one of which overflowed in f
 skipped: a float16 kernel with its float32 master ``Loss_Optimization/FP32-master-copy/...``,
 Adam slots on the master under a doubled scope, ``beta1_power`` inside ``cond_1``, the
 scaler's unnamed variables. ``expected.npz`` holds every variable after 4 more upstream steps
-(one overflowing). These tests need no TensorFlow.
+(one overflowing). Upstream's Backoff scaler reads its counter racily under TF1 control flow
+(``last_overflow_iteration`` is 1 or 2 from one run to the next, quirk Q2): the shipped files
+are one run, with the value trainop's deterministic rule gives. These tests need no TensorFlow.
 """
 
 from __future__ import annotations
@@ -116,3 +118,32 @@ def test_wrapper_without_masters_is_refused():
                                          r"'kernel' \(construct the inner optimizer with the "
                                          r"model's parameters"):
         ckpt.load_tf(DATA / "mp", model, opt, names=NAMES)
+
+
+class Layer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(3, 2))
+        self.b = torch.nn.Parameter(torch.zeros(2))
+
+
+def test_load_openseq2seq_novograd_checkpoint_and_continue():
+    """``tests/data/openseq2seq/novograd`` was written by OpenSeq2Seq's ``NovoGrad`` after 3
+    steps: the momentum slots ``<var>/NovoGrad`` and one 0-dim ``nvgrad2_ema<i>`` per variable
+    (upstream never stores its second moment, so they hold 0: trainop's
+    ``second_moment="openseq2seq"``). 3 more steps must give upstream's variables."""
+    expected = np.load(DATA / "novograd.npz")
+    model = Layer()
+    opt = trainop.NovoGrad(0.1, beta1=0.9, beta2=0.5, weight_decay=0.01,
+                           second_moment="openseq2seq", params=[model.w, model.b])
+    report = ckpt.load_tf(DATA / "novograd", model, opt, names={"w": "layer/w", "b": "layer/b"})
+    assert report.tf_names["w[grad_norm_ema]"] == "nvgrad2_ema0"
+    assert report.tf_names["b[momentum]"] == "layer/b/NovoGrad"
+    for i in range(3, 6):
+        opt.apply_gradients([(torch.from_numpy(expected[f"grad:{i}:w"]), model.w),
+                             (torch.from_numpy(expected[f"grad:{i}:b"]), model.b)])
+    for name, param in (("layer/w", model.w), ("layer/b", model.b)):  # bit-identical
+        assert torch.equal(param.detach(), torch.from_numpy(expected[f"var:{name}"]))
+        assert torch.equal(opt.state[param]["momentum"],
+                           torch.from_numpy(expected[f"var:{name}/NovoGrad"]))
+    assert int(opt.param_groups[0]["non_slot"]["step"]) == int(expected["var:global_step"]) == 6

@@ -12,6 +12,10 @@ float32 ``dense/bias``; inside ``tf.variable_scope("Loss_Optimization")`` an
 ``BEFORE`` steps (one overflows in float16 and is skipped), ``Saver.save`` to ``mp``, then
 ``AFTER`` steps (one overflows). Writes ``mp.index``/``mp.data-*`` and ``expected.npz``: the
 gradients fed and every variable after the last step.
+
+Then OpenSeq2Seq's ``NovoGrad`` (upstream ``novograd.py``) on two float32 variables, gradients
+fed to ``apply_gradients``: ``novograd.index``/``.data-*`` after ``NOVOGRAD_BEFORE`` steps and
+``novograd.npz`` (gradients, every variable after ``NOVOGRAD_AFTER`` more steps).
 """
 
 from __future__ import annotations
@@ -26,10 +30,13 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 BEFORE = [0.5, 100.0, -0.25, 0.75]  # gradient scale per step (100 overflows at scale 1024)
 AFTER = [0.125, -0.5, 200.0, 0.25]
+NOVOGRAD_BEFORE, NOVOGRAD_AFTER = 3, 3
 
 
 def _upstream(checkout: str):
     import tensorflow
+    import tensorflow.python.training  # noqa: F401  (loaded before the name is repointed)
+    from tensorflow.python.ops import gen_training_ops
 
     tf = tensorflow.compat.v1
     tf.disable_v2_behavior()
@@ -42,7 +49,11 @@ def _upstream(checkout: str):
     utils.check_params = lambda **kwargs: None  # argument checking only
     sys.modules["open_seq2seq.utils.utils"] = utils
     loaded = {}
-    for short in ("automatic_loss_scaler", "mp_wrapper"):
+    sys.modules["tensorflow.train"] = tf.train  # novograd.py: from tensorflow.train import ...
+    # novograd.py imports (and does not use) training_ops, which TF 2 keeps elsewhere
+    sys.modules["tensorflow.python.training"].training_ops = gen_training_ops
+    sys.modules["tensorflow.python.training.training_ops"] = gen_training_ops
+    for short in ("automatic_loss_scaler", "mp_wrapper", "novograd"):
         name = f"open_seq2seq.optimizers.{short}"
         spec = importlib.util.spec_from_file_location(
             name, os.path.join(checkout, "open_seq2seq", "optimizers", f"{short}.py"))
@@ -90,6 +101,36 @@ def main(checkout: str) -> None:
     out.update({f"grad:{i}:kernel": a for i, (a, _) in enumerate(grads)})
     out.update({f"grad:{i}:bias": b for i, (_, b) in enumerate(grads)})
     np.savez(os.path.join(HERE, "expected.npz"), **out)
+    print(sorted(final))
+    novograd(tf, up["novograd"])
+
+
+def novograd(tf, module) -> None:
+    rng = np.random.default_rng(13)
+    steps = NOVOGRAD_BEFORE + NOVOGRAD_AFTER
+    grads = [(rng.standard_normal((3, 2)).astype(np.float32),
+              rng.standard_normal(2).astype(np.float32)) for _ in range(steps)]
+    with tf.Graph().as_default():
+        w = tf.get_variable("layer/w", initializer=rng.standard_normal((3, 2)).astype(
+            np.float32))
+        b = tf.get_variable("layer/b", initializer=rng.standard_normal(2).astype(np.float32))
+        gw = tf.placeholder(tf.float32, [3, 2])
+        gb = tf.placeholder(tf.float32, [2])
+        step = tf.train.get_or_create_global_step()
+        opt = module.NovoGrad(learning_rate=0.1, beta1=0.9, beta2=0.5, weight_decay=0.01)
+        train = opt.apply_gradients([(gw, w), (gb, b)], global_step=step)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            for i, (a, c) in enumerate(grads):
+                if i == NOVOGRAD_BEFORE:
+                    tf.train.Saver().save(sess, os.path.join(HERE, "novograd"),
+                                          write_meta_graph=False, write_state=False)
+                sess.run(train, {gw: a, gb: c})
+            final = sess.run({v.op.name: v for v in tf.global_variables()})
+    out = {f"var:{k}": np.asarray(v) for k, v in final.items()}
+    out.update({f"grad:{i}:w": a for i, (a, _) in enumerate(grads)})
+    out.update({f"grad:{i}:b": c for i, (_, c) in enumerate(grads)})
+    np.savez(os.path.join(HERE, "novograd.npz"), **out)
     print(sorted(final))
 
 
