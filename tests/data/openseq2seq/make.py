@@ -64,6 +64,24 @@ def _upstream(checkout: str):
     return tensorflow, tf, loaded
 
 
+def _train_and_save(tf, train, placeholders, grads, save_at, checkpoint, npz, keys) -> None:
+    """Feed ``grads`` one step each, ``Saver.save`` before step ``save_at``; ``<npz>.npz``
+    gets the gradients and every variable at the end."""
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for i, step_grads in enumerate(grads):
+            if i == save_at:
+                tf.train.Saver().save(sess, os.path.join(HERE, checkpoint),
+                                      write_meta_graph=False, write_state=False)
+            sess.run(train, dict(zip(placeholders, step_grads, strict=True)))
+        final = sess.run({v.op.name: v for v in tf.global_variables()})
+    out = {f"var:{k}": np.asarray(v) for k, v in final.items()}
+    for i, step_grads in enumerate(grads):
+        out.update({f"grad:{i}:{k}": g for k, g in zip(keys, step_grads, strict=True)})
+    np.savez(os.path.join(HERE, f"{npz}.npz"), **out)
+    print(sorted(final))
+
+
 def gradients(scales):
     rng = np.random.default_rng(11)
     return [(rng.standard_normal((3, 2)).astype(np.float32) * s,
@@ -89,19 +107,8 @@ def main(checkout: str) -> None:
             opt = up["mp_wrapper"].MixedPrecisionOptimizerWrapper(
                 tf.train.AdamOptimizer(0.01), scaler)
             train = opt.apply_gradients(opt.compute_gradients(loss), global_step=step)
-        with tf.Session() as sess:
-            sess.run(tf.global_variables_initializer())
-            for i, (a, b) in enumerate(grads):
-                if i == len(BEFORE):
-                    tf.train.Saver().save(sess, os.path.join(HERE, "mp"),
-                                          write_meta_graph=False, write_state=False)
-                sess.run(train, {gk: a, gb: b})
-            final = sess.run({v.op.name: v for v in tf.global_variables()})
-    out = {f"var:{k}": np.asarray(v) for k, v in final.items()}
-    out.update({f"grad:{i}:kernel": a for i, (a, _) in enumerate(grads)})
-    out.update({f"grad:{i}:bias": b for i, (_, b) in enumerate(grads)})
-    np.savez(os.path.join(HERE, "expected.npz"), **out)
-    print(sorted(final))
+        _train_and_save(tf, train, (gk, gb), grads, len(BEFORE), "mp", "expected",
+                        ("kernel", "bias"))
     novograd(tf, up["novograd"])
 
 
@@ -119,19 +126,8 @@ def novograd(tf, module) -> None:
         step = tf.train.get_or_create_global_step()
         opt = module.NovoGrad(learning_rate=0.1, beta1=0.9, beta2=0.5, weight_decay=0.01)
         train = opt.apply_gradients([(gw, w), (gb, b)], global_step=step)
-        with tf.Session() as sess:
-            sess.run(tf.global_variables_initializer())
-            for i, (a, c) in enumerate(grads):
-                if i == NOVOGRAD_BEFORE:
-                    tf.train.Saver().save(sess, os.path.join(HERE, "novograd"),
-                                          write_meta_graph=False, write_state=False)
-                sess.run(train, {gw: a, gb: c})
-            final = sess.run({v.op.name: v for v in tf.global_variables()})
-    out = {f"var:{k}": np.asarray(v) for k, v in final.items()}
-    out.update({f"grad:{i}:w": a for i, (a, _) in enumerate(grads)})
-    out.update({f"grad:{i}:b": c for i, (_, c) in enumerate(grads)})
-    np.savez(os.path.join(HERE, "novograd.npz"), **out)
-    print(sorted(final))
+        _train_and_save(tf, train, (gw, gb), grads, NOVOGRAD_BEFORE, "novograd", "novograd",
+                        ("w", "b"))
 
 
 if __name__ == "__main__":
