@@ -109,3 +109,17 @@ def test_crc32c_known_values():
     plain = 0xFFFFFFFF
     from trainop.interfaces.checkpoints.crc32c import _raw
     assert crc32c(data) == _raw(plain, data) ^ plain
+
+
+def test_partitioned_variable_is_reported_not_guessed(tf, tmp_path):
+    tf1 = tf.compat.v1
+    with tf.Graph().as_default():
+        tf1.get_variable("table", shape=(6, 2), partitioner=tf1.fixed_size_partitioner(2))
+        tf1.get_variable("plain", initializer=np.ones(3, np.float32))
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            path = tf1.train.Saver().save(sess, str(tmp_path / "p"), write_meta_graph=False)
+    tensors = ckpt.read_tf(path)
+    assert tensors.unsupported == {"table": "a partitioned variable (saved in slices)"}
+    assert sorted(tensors) == ["plain"] and torch.equal(tensors["plain"], torch.ones(3))
+    assert "table" in tf.train.load_checkpoint(path).get_variable_to_shape_map()
