@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 import trainop
@@ -123,3 +124,18 @@ def test_partitioned_variable_is_reported_not_guessed(tf, tmp_path):
     assert tensors.unsupported == {"table": "a partitioned variable (saved in slices)"}
     assert sorted(tensors) == ["plain"] and torch.equal(tensors["plain"], torch.ones(3))
     assert "table" in tf.train.load_checkpoint(path).get_variable_to_shape_map()
+
+
+@pytest.mark.parametrize("index", sorted((DATA.parent).glob("*/*.index")),
+                         ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_read_tf_equals_tf_reader_on_every_shipped_checkpoint(tf, index):
+    prefix = str(index.with_suffix(""))
+    ours = ckpt.read_tf(prefix)
+    reader = tf.train.load_checkpoint(prefix)
+    names = sorted(reader.get_variable_to_dtype_map())
+    assert sorted([*ours, *ours.unsupported]) == names
+    for name in ours:
+        value = np.asarray(reader.get_tensor(name))
+        got = ours[name].float() if ours[name].dtype == torch.bfloat16 else ours[name]
+        assert tuple(got.shape) == value.shape, name
+        assert np.array_equal(got.numpy(), value.astype(got.numpy().dtype)), name
