@@ -4,6 +4,12 @@ files, unmodified, loaded from a checkout given on the command line) under Tenso
 ``compat.v1`` with the TF2 behaviours off (ref variables, v1 control flow, as TF 1.x):
 
     python tests/data/openseq2seq/make.py /path/to/OpenSeq2Seq
+    python tests/data/openseq2seq/make.py /path/to/OpenSeq2Seq --restore PREFIX STEPS OUT.npz
+
+The second form restores the checkpoint at PREFIX (e.g. one ``save_tf`` wrote) into the
+upstream mixed-precision graph, runs the gradients of steps STEPS (``6,7``) and writes every
+variable to OUT.npz (``tests/test_openseq2seq_checkpoints.py`` runs it where the environment
+variable ``OPENSEQ2SEQ_SRC`` names a checkout).
 
 The graph is OpenSeq2Seq's ``optimize_loss`` arrangement: a float16 ``dense/kernel`` and a
 float32 ``dense/bias``; inside ``tf.variable_scope("Loss_Optimization")`` an
@@ -88,27 +94,32 @@ def gradients(scales):
              rng.standard_normal(2).astype(np.float32) * s) for s in scales]
 
 
-def main(checkout: str) -> None:
-    tensorflow, tf, up = _upstream(checkout)
-    grads = gradients(BEFORE + AFTER)
+def mixed_precision_graph(tf, up):
+    """The mixed-precision graph (call inside a ``tf.Graph().as_default()``): returns the
+    train op and the two gradient placeholders."""
     rng = np.random.default_rng(5)
+    kernel = tf.get_variable("dense/kernel", initializer=rng.standard_normal(
+        (3, 2)).astype(np.float16))
+    bias = tf.get_variable("dense/bias", initializer=rng.standard_normal(2).astype(np.float32))
+    gk = tf.placeholder(tf.float32, [3, 2])
+    gb = tf.placeholder(tf.float32, [2])
+    loss = tf.reduce_sum(tf.cast(kernel, tf.float32) * gk) + tf.reduce_sum(bias * gb)
+    step = tf.train.get_or_create_global_step()
+    with tf.variable_scope("Loss_Optimization"):
+        scaler = up["automatic_loss_scaler"].AutomaticLossScaler(
+            "backoff", {"scale_max": 1024.0, "step_window": 1000})
+        opt = up["mp_wrapper"].MixedPrecisionOptimizerWrapper(
+            tf.train.AdamOptimizer(0.01), scaler)
+        train = opt.apply_gradients(opt.compute_gradients(loss), global_step=step)
+    return train, (gk, gb)
+
+
+def main(checkout: str) -> None:
+    _, tf, up = _upstream(checkout)
     with tf.Graph().as_default():
-        kernel = tf.get_variable("dense/kernel", initializer=rng.standard_normal(
-            (3, 2)).astype(np.float16))
-        bias = tf.get_variable("dense/bias", initializer=rng.standard_normal(2).astype(
-            np.float32))
-        gk = tf.placeholder(tf.float32, [3, 2])
-        gb = tf.placeholder(tf.float32, [2])
-        loss = tf.reduce_sum(tf.cast(kernel, tf.float32) * gk) + tf.reduce_sum(bias * gb)
-        step = tf.train.get_or_create_global_step()
-        with tf.variable_scope("Loss_Optimization"):
-            scaler = up["automatic_loss_scaler"].AutomaticLossScaler(
-                "backoff", {"scale_max": 1024.0, "step_window": 1000})
-            opt = up["mp_wrapper"].MixedPrecisionOptimizerWrapper(
-                tf.train.AdamOptimizer(0.01), scaler)
-            train = opt.apply_gradients(opt.compute_gradients(loss), global_step=step)
-        _train_and_save(tf, train, (gk, gb), grads, len(BEFORE), "mp", "expected",
-                        ("kernel", "bias"))
+        train, placeholders = mixed_precision_graph(tf, up)
+        _train_and_save(tf, train, placeholders, gradients(BEFORE + AFTER), len(BEFORE), "mp",
+                        "expected", ("kernel", "bias"))
     novograd(tf, up["novograd"])
 
 
@@ -130,5 +141,21 @@ def novograd(tf, module) -> None:
                         ("w", "b"))
 
 
+def restore(checkout: str, prefix: str, steps: str, out: str) -> None:
+    _, tf, up = _upstream(checkout)
+    grads = gradients(BEFORE + AFTER)
+    with tf.Graph().as_default():
+        train, placeholders = mixed_precision_graph(tf, up)
+        with tf.Session() as sess:
+            tf.train.Saver().restore(sess, prefix)
+            for i in map(int, steps.split(",")):
+                sess.run(train, dict(zip(placeholders, grads[i], strict=True)))
+            final = sess.run({v.op.name: v for v in tf.global_variables()})
+    np.savez(out, **{k: np.asarray(v) for k, v in final.items()})
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if len(sys.argv) > 2 and sys.argv[2] == "--restore":
+        restore(sys.argv[1], *sys.argv[3:6])
+    else:
+        main(sys.argv[1])
