@@ -185,3 +185,19 @@ def test_upstream_graph_restores_save_tf_and_continues_alike(tf, tmp_path):
     for name in upstream.files:
         if name != racy:
             assert np.array_equal(upstream[name], ours[name].numpy()), name
+
+
+def test_weights_only_from_a_mixed_precision_checkpoint():
+    """Without an optimizer the masters and slots are skipped as optimizer state; the scaler's
+    unnamed variables are not known as such: strict refuses them, strict=False skips them."""
+    model = Dense()
+    with pytest.raises(ValueError, match=r"in the checkpoint but not mapped: "
+                                         r"Loss_Optimization/Variable, "
+                                         r"Loss_Optimization/Variable_1, "
+                                         r"Loss_Optimization/Variable_2\. Nothing"):
+        ckpt.load_tf(DATA / "mp", model, names=NAMES)
+    report = ckpt.load_tf(DATA / "mp", model, names=NAMES, strict=False)
+    theirs = ckpt.read_tf(DATA / "mp")
+    assert torch.equal(model.kernel.detach(), theirs["dense/kernel"])
+    assert len(report.skipped) == 10 and report.global_step == 3  # the step is reported
+    assert report.loaded[:2] == ["kernel <- dense/kernel", "bias <- dense/bias"]

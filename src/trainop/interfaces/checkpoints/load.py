@@ -26,7 +26,7 @@ from trainop.interfaces.checkpoints.bundle import read_bundle
 from trainop.interfaces.checkpoints.convert import to_torch
 from trainop.interfaces.checkpoints.layouts import identity
 from trainop.interfaces.checkpoints.mixed import master_bindings, scaler_of, unwrap
-from trainop.interfaces.checkpoints.naming import SCALER_NAMES, find
+from trainop.interfaces.checkpoints.naming import MASTER_SCOPE, SCALER_NAMES, find
 from trainop.interfaces.checkpoints.optimizer_vars import (
     bound_groups,
     check_optimizer,
@@ -159,9 +159,11 @@ def _load_scaler(plan: _Plan, scaler) -> dict[str, torch.Tensor] | None:
 
 
 def _optimizer_like(name: str, bound: set[str]) -> bool:
-    """Whether a TF name is optimizer state of a bound variable or a well-known non-slot."""
+    """Whether a TF name is optimizer state of a bound variable (a slot, in a scope or not; a
+    mixed-precision master) or a well-known non-slot variable."""
     return (name.rsplit("/", 1)[-1] in ("beta1_power", "beta2_power", "global_step")
-            or any(name.startswith(f"{b}/") or f"/{b}/" in name for b in bound))
+            or any(name.startswith(f"{b}/") or f"/{b}/" in name
+                   or f"{MASTER_SCOPE}/{b}" in name for b in bound))
 
 
 def _finish_plan(plan: _Plan, optimizer, bindings) -> None:
