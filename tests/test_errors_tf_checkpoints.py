@@ -135,6 +135,9 @@ CASES = [
      FileNotFoundError, r"No TF checkpoint at .*: .*\.index' does not exist"),
     ("not_a_trainop_optimizer", {}, None, {"optimizer": "adam"},
      TypeError, r"Expected `optimizer` to be a trainop optimizer"),
+    ("optimizer_without_the_params", {}, None, {"optimizer": trainop.AdamOptimizer(0.1)},
+     ValueError, r"Expected `optimizer` to update parameters of the model, it updates none of "
+                 r"\['0.weight', '0.bias'\] \(construct it with the model's parameters"),
 ]
 
 

@@ -210,9 +210,9 @@ def load_tf(path: str | os.PathLike, model: torch.nn.Module, optimizer: Any = No
     check_bool("strict", strict)
     bindings, unmapped, overrides = resolve(model, names, require_all=strict)
     inner, wrapper = (None, None) if optimizer is None else unwrap(optimizer)
-    if inner is not None:
-        check_optimizer(inner)
     updated, masters = master_bindings(wrapper, bindings)
+    if inner is not None:
+        check_optimizer(inner, updated)
     plan = _Plan(read_bundle(path), strict, overrides)
     plan.report.left_at_initial.extend(unmapped)
     params = _load_params(plan, bindings, state=False)

@@ -38,11 +38,17 @@ class SlotRef:
     shape: tuple[int, ...]
 
 
-def check_optimizer(optimizer: Any) -> None:
+def check_optimizer(optimizer: Any, bindings: list[Binding]) -> None:
+    """A trainop optimizer that updates at least one bound parameter (one that updates none,
+    e.g. made TF style and not stepped yet, has no state to load or save)."""
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"Expected `optimizer` to be a trainop optimizer (e.g. "
                         f"trainop.AdamOptimizer(model.parameters(), ...)) or None, got "
                         f"{describe(optimizer)}")
+    if bindings and not bound_groups(optimizer, bindings):
+        raise ValueError(f"Expected `optimizer` to update parameters of the model, it updates "
+                         f"none of {[b.param_name for b in bindings][:5]} (construct it with "
+                         f"the model's parameters, torch style, or pass optimizer=None)")
 
 
 def _positions(optimizer: Optimizer) -> dict[int, tuple[int, int]]:

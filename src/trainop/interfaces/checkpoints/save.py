@@ -109,9 +109,9 @@ def save_tf(path: str | os.PathLike, model: torch.nn.Module, optimizer: Any = No
     """
     bindings, _, overrides = resolve(model, names, require_all=True)
     inner, wrapper = (None, None) if optimizer is None else unwrap(optimizer)
-    if inner is not None:
-        check_optimizer(inner)
     updated, masters = master_bindings(wrapper, bindings)
+    if inner is not None:
+        check_optimizer(inner, updated)
     variables = _Variables()
     for b in bindings:
         variables.add(b.tf_name, to_tf(b.param, b.layout, param=True), b.layout)
