@@ -252,6 +252,9 @@ def test_save_errors(tmp_path):
         ckpt.write_tf(tmp_path / "y", {"a": [1.0]})
     with pytest.raises(ValueError, match=r"Expected TF variable names to be non-empty strings"):
         ckpt.write_tf(tmp_path / "y", {"": torch.ones(1)})
+    with pytest.raises(ValueError, match=r"Two values for the TF variable 'dense/bias': check "
+                                         r"`names`"):
+        ckpt.save_tf(tmp_path / "x", model, opt, names={**NAMES, "0.weight[m]": "dense/bias"})
     with pytest.raises(TypeError, match=r"Expected a layout to be a pair of functions"):
         ckpt.layout(1, 2)
     with pytest.raises(TypeError, match=r"Expected `forget_bias` to be a float"):

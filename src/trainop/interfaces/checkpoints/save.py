@@ -43,11 +43,16 @@ class _Variables:
         self.whole: dict[str, torch.Tensor] = {}
         self.parts: dict[str, dict[int, torch.Tensor]] = {}
 
-    def add(self, name: str, value: torch.Tensor, layout: Layout) -> None:
-        if layout.part is None:
+    def add(self, name: str, value: torch.Tensor, layout: Layout | None = None) -> None:
+        part = None if layout is None else layout.part
+        if name in self.whole or (name in self.parts and (part is None
+                                                          or part in self.parts[name])):
+            raise ValueError(f"Two values for the TF variable {name!r}: check `names` (a name "
+                             f"given twice, or the same as a default name)")
+        if part is None:
             self.whole[name] = value
         else:
-            self.parts.setdefault(name, {})[layout.part] = value
+            self.parts.setdefault(name, {})[part] = value
 
     def joined(self) -> dict[str, torch.Tensor]:
         out = dict(self.whole)
@@ -128,9 +133,10 @@ def save_tf(path: str | os.PathLike, model: torch.nn.Module, optimizer: Any = No
             variables.add(name, to_tf(slots[ref.index][ref.slot], ref.layout, param=False),
                           ref.layout)
         groups = bound_groups(inner, updated)
-        variables.whole.update(_non_slot(inner, groups, overrides))
-        variables.whole.update(_scaler(wrapper, overrides))
+        for name, value in {**_non_slot(inner, groups, overrides),
+                            **_scaler(wrapper, overrides)}.items():
+            variables.add(name, value)
     step = _step(inner, groups, global_step)
     if step is not None:
-        variables.whole[overrides.get("optimizer.global_step", "global_step")] = step
+        variables.add(overrides.get("optimizer.global_step", "global_step"), step)
     write_bundle(path, variables.joined())
