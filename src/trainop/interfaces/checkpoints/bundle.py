@@ -21,6 +21,7 @@ restores it).
 from __future__ import annotations
 
 import math
+import mmap
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -94,6 +95,17 @@ def _index_entries(prefix: str) -> tuple[int, list[tuple[str, dict]]]:
     return num_shards, entries
 
 
+def _open_shard(file: str, what: str):
+    """The shard's bytes, memory-mapped (tensors are copied out one at a time)."""
+    try:
+        with open(file, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size == 0:
+                return b""
+            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        raise CorruptCheckpoint(f"{what}: the data file {file!r} is missing") from None
+
+
 def _read_entry(name: str, fields: dict, shards: dict, prefix: str,
                 num_shards: int, verify: bool) -> torch.Tensor | str:
     number = _first(fields, 1)
@@ -112,11 +124,7 @@ def _read_entry(name: str, fields: dict, shards: dict, prefix: str,
     if not 0 <= shard < num_shards:
         raise CorruptCheckpoint(f"{what}: shard {shard} of {num_shards}")
     if shard not in shards:
-        file = _shard_name(prefix, shard, num_shards)
-        try:
-            shards[shard] = Path(file).read_bytes()
-        except FileNotFoundError:
-            raise CorruptCheckpoint(f"{what}: the data file {file!r} is missing") from None
+        shards[shard] = _open_shard(_shard_name(prefix, shard, num_shards), what)
     data = shards[shard]
     if offset + size > len(data):
         raise CorruptCheckpoint(f"{what}: bytes {offset}..{offset + size} lie past the end "
@@ -134,14 +142,19 @@ def read_bundle(prefix: str | os.PathLike, *, verify_checksums: bool = True) -> 
     """Every variable of the checkpoint at ``prefix`` as a CPU tensor (see the module doc)."""
     prefix = os.fspath(prefix)
     num_shards, entries = _index_entries(prefix)
-    shards: dict[int, bytes] = {}
+    shards: dict[int, bytes | mmap.mmap] = {}
     tensors, unsupported = {}, {}
-    for name, fields in entries:
-        value = _read_entry(name, fields, shards, prefix, num_shards, verify_checksums)
-        if isinstance(value, str):
-            unsupported[name] = value
-        else:
-            tensors[name] = value
+    try:
+        for name, fields in entries:
+            value = _read_entry(name, fields, shards, prefix, num_shards, verify_checksums)
+            if isinstance(value, str):
+                unsupported[name] = value
+            else:
+                tensors[name] = value
+    finally:
+        for data in shards.values():
+            if isinstance(data, mmap.mmap):
+                data.close()
     return TFCheckpoint(tensors, unsupported)
 
 
