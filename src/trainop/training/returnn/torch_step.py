@@ -74,6 +74,13 @@ class TorchClassStep:
         for p in self._params:
             p.grad = None
 
+    def set_lr(self, learning_rate: float) -> None:
+        """Every group's ``lr`` = ``learning_rate`` x the group's multiplier (RETURNN's torch
+        updater does it whenever the learning rate or the step changes)."""
+        for group, multiplier in zip(self.optimizer.param_groups, self._multipliers,
+                                     strict=True):
+            group["lr"] = learning_rate * multiplier
+
     def drop_pending(self) -> None:
         """A new epoch (RETURNN's torch engine): the gradients of a partial accumulation
         window are dropped and the invalid-gradient counter restarts."""
@@ -130,9 +137,7 @@ class TorchClassStep:
             else:
                 self.consecutive_invalid = 0
         if not invalid:
-            for group, multiplier in zip(self.optimizer.param_groups, self._multipliers,
-                                         strict=True):
-                group["lr"] = learning_rate * multiplier
+            self.set_lr(learning_rate)
             self.optimizer.step()
             self.global_step.add_(1)
         for p in self._params:

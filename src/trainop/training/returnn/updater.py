@@ -412,6 +412,15 @@ class Updater:
         device tensor the optimizer reads is updated in place (no host read in a step)."""
         self._base_lr = check_real("value", value, NON_NEGATIVE)
         self._lr.fill_(self._base_lr)
+        self._sync_group_lr()
+
+    def _sync_group_lr(self) -> None:
+        """Backend torch: every group's ``lr`` follows the effective learning rate at once, as
+        RETURNN's torch updater writes it (so a saved ``state_dict`` shows it)."""
+        if self._torch and self._groups is not None:
+            lr = self._host_lr()
+            for g in self._groups:
+                g.core.set_lr(lr)
 
     def get_current_step_learning_rate(self) -> torch.Tensor:
         """The effective learning rate for the current ``global_train_step``."""
@@ -448,6 +457,7 @@ class Updater:
         if global_train_step is not None:
             self._step_count = int(global_train_step)
             self.global_train_step.fill_(self._step_count)
+        self._sync_group_lr()
 
     # ------------------------------------------------------------------ the update op
     @staticmethod
