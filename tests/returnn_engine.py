@@ -38,6 +38,8 @@ learning_rates = [0.01, 0.005, 0.002]
 accum_grad_multiple_step = 2
 gradient_clip = 0.5
 gradient_clip_global_norm = 1.0
+log_grad_norm = True
+learning_rate_file = "lr.txt"
 
 
 def dynamic_learning_rate(*, epoch, learning_rate, global_train_step, **kwargs):
