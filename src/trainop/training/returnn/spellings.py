@@ -86,10 +86,11 @@ def optimizer_instance(options: dict[str, Any], torch_backend: bool
     if not (instance or callable(value)):
         return None
     if not torch_backend:
+        what = f"an instance of {type(value).__name__}" if instance else describe(value)
         raise ValueError(f"Expected `optimizer` to be a dict with a 'class' key with "
                          f"backend='tf' (RETURNN's TF updater builds the optimizer from it), "
-                         f"got {describe(value)}; an optimizer instance or a bare class is "
-                         f"RETURNN's torch backend's")
+                         f"got {what}; an optimizer instance or a bare class is RETURNN's "
+                         f"torch backend's")
     options["optimizer"] = {"class": type(value) if instance else value}
     return value if instance else None
 
