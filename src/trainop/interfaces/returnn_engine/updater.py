@@ -74,6 +74,12 @@ class EngineUpdater:
         self._device = device
         options = {key: config.typed_value(key) for key in DEFAULTS if config.has(key)}
         options["backend"] = self.semantics
+        accum = options.get("accum_grad_multiple_step")
+        if self.semantics == "tf" and (callable(accum) or (accum or 0) > 1) and \
+                torch.distributed.is_available() and torch.distributed.is_initialized():
+            raise ValueError(f"Expected no `accum_grad_multiple_step` in distributed training "
+                             f"with semantics='tf' (RETURNN's engine reduces the gradients at "
+                             f"the end of its own windows only), got {accum!r}")
         self.updater = Updater(options, network, initial_learning_rate=float(
             initial_learning_rate))
         self.learning_rate = float(initial_learning_rate)

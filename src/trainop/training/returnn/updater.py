@@ -7,7 +7,10 @@
    needs it), as RETURNN's TF updater measures it: before accumulation, noise and clipping;
 3. ``accum_grad_multiple_step = N > 1``: ``acc += g``; the update runs when ``t mod N ==
    N - 1`` (``t``: ``global_train_step`` before this step), so the window is tied to the step
-   counter; the accumulators are saved in ``state_dict`` (RETURNN does not save them);
+   counter across epochs; the accumulators are saved in ``state_dict`` (RETURNN does not save
+   them). ``backend="torch"`` is RETURNN's torch updater instead (``torch_step``, for every
+   class): a window restarts after each update and at a new ``epoch``
+   (``set_current_train_step``), which drops a partial window; ``N`` may be a callable;
 4. on an update: decoupled L2 (``w *= 1 - 2*L2`` for parameters with
    ``param.RETURNN_constraint_L2``, when ``decouple_constraints``), then the ``GradientPipeline``
    in RETURNN's per-variable order: ``gradient_noise``, ``gradient_clip``,
@@ -18,7 +21,8 @@
 5. ``global_train_step += 1`` (micro-steps, as RETURNN counts them).
 
 ``docs/updater.md`` lists every option with RETURNN's TF and PyTorch semantics and trainop's
-choice.
+choice; ``spellings`` has the options whose accepted values differ between the backends
+(``dynamic_learning_rate``'s calling convention and ``log_grad_norm``'s norm too).
 """
 
 from __future__ import annotations
