@@ -24,11 +24,21 @@ import torch
 
 from trainop.contract.validation import describe
 
-__all__ = ["BACKENDS", "accum_steps", "check_accum_value", "check_instance_params",
-           "log_grad_norm_p", "optimizer_instance"]
+__all__ = ["BACKENDS", "DYNAMIC_LR_CONVENTIONS", "accum_steps", "check_accum_value",
+           "check_instance_params", "log_grad_norm_p", "optimizer_instance"]
 
 #: RETURNN's backend names -> the Updater's semantics.
 BACKENDS = {"tf": "tf", "tensorflow": "tf", "tensorflow-net-dict": "tf", "torch": "torch"}
+
+#: backend -> (the argument a ``dynamic_learning_rate`` may not take, RETURNN's reason, what it
+#: gets instead).
+DYNAMIC_LR_CONVENTIONS = {
+    "torch": ("network", "RETURNN's torch backend: 'network is TF specific'",
+              "global_train_step, epoch, epoch_continuous and learning_rate as host numbers"),
+    "tf": ("epoch", "RETURNN's TF updater: 'dynamic_learning_rate with epoch not supported'",
+           "network, global_train_step and learning_rate as tensors (backend='torch' passes "
+           "the epoch)"),
+}
 
 
 def log_grad_norm_p(value: Any, torch_backend: bool) -> float | None:

@@ -57,6 +57,7 @@ from trainop.training.returnn.options import read_config
 from trainop.training.returnn.resolve import optimizer_spec, resolve_class
 from trainop.training.returnn.spellings import (
     BACKENDS,
+    DYNAMIC_LR_CONVENTIONS,
     accum_steps,
     check_accum_value,
     check_instance_params,
@@ -358,20 +359,15 @@ class Updater:
             if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
                 raise ValueError("Expected `dynamic_learning_rate` to accept **kwargs (RETURNN "
                                  "asserts it for future compatibility)")
+            backend = self._options["backend"]
+            refused, why, gets = DYNAMIC_LR_CONVENTIONS[backend]
+            if refused in params:
+                raise ValueError(f"Expected no `{refused}` argument of `dynamic_learning_rate` "
+                                 f"with backend='{backend}' ({why}); it gets {gets}")
             if self._torch:  # RETURNN's torch backend: host numbers, the epoch
-                if "network" in params:
-                    raise ValueError("Expected no `network` argument of `dynamic_learning_rate` "
-                                     "with backend='torch' (RETURNN's torch backend: 'network "
-                                     "is TF specific'); it gets global_train_step, epoch, "
-                                     "epoch_continuous and learning_rate")
                 return lambda lr: dynamic(global_train_step=self._step_count, epoch=self.epoch,
                                           epoch_continuous=self.epoch_continuous,
                                           learning_rate=self._base_lr)
-            if "epoch" in params:
-                raise ValueError("Expected no `epoch` argument of `dynamic_learning_rate` with "
-                                 "backend='tf' (RETURNN's TF updater: 'dynamic_learning_rate "
-                                 "with epoch not supported'); it gets network, global_train_step "
-                                 "and learning_rate as tensors (backend='torch' passes the epoch)")
             return lambda lr: dynamic(network=self._model, global_train_step=self.global_train_step,
                                       learning_rate=lr)
         if self._torch:
