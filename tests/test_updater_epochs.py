@@ -248,3 +248,18 @@ def test_total_norm_of_p():
     assert float(total_norm(g, 2)) == 13.0
     assert float(total_norm(g, 1)) == 19.0
     assert float(total_norm(g, math.inf)) == 12.0
+
+
+def test_torch_summary_writes_the_p_norm_of_the_window(tmp_path):
+    """``grad_norm:p1`` (RETURNN's key) of the window's sum, at each update's step."""
+    events = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    w = torch.zeros(2, requires_grad=True)
+    u = trainop.Updater({"backend": "torch", "optimizer": {"class": "sgd"},
+                         "accum_grad_multiple_step": 2, "log_grad_norm": 1}, [w],
+                        summary_writer=str(tmp_path), summary_frequency=1)
+    for k in range(4):  # g = (k + 1) * [3, -4]: windows [3, -4] * 3 and [3, -4] * 7
+        u.step((w * torch.tensor([3.0, -4.0]) * (k + 1)).sum())
+    u._writer.flush()
+    acc = events.EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("grad_norm:p1")] == [(1, 21.0), (3, 49.0)]
