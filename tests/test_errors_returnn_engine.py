@@ -85,6 +85,11 @@ ERRORS: list[Row] = [
         "gradient_nan_inf_filter": True}), ValueError,
         r"PyTorch updater: option gradient_nan_inf_filter not supported currently .* use "
         r"backend='tf' \(a trainop optimizer\) for RETURNN's TF semantics"),
+    Row("blacklist-in-dict-tf", U({"optimizer": {
+        "class": trainop.AdamWOptimizer, "weight_decay": 0.01,
+        "weight_decay_modules_blacklist": ["torch.nn.LayerNorm"]}}), ValueError,
+        r"Expected no `weight_decay_modules_blacklist` with a trainop optimizer and "
+        r"backend='tf' \(TF decays every variable\)"),
     Row("use-in-engine-semantics", lambda: trainop.returnn.use_in_engine("jax"), ValueError,
         r"Expected `semantics` to be one of \['tf', 'torch'\], got 'jax'"),
     Row("engine-optimizer-step", lambda: _engine({**TORCH, "torch_optimizer_step": {}}),

@@ -315,10 +315,12 @@ class Updater:
         self.unresolved = unresolved
         self._spec = optimizer_spec(options)  # validated now; the optimizer is built lazily
         for key in GROUP_KEYS:
-            if self._spec[3] is None and options[key] is not None:
-                raise ValueError(f"Expected no `{key}` with a trainop optimizer: the PyTorch "
-                                 f"backend's weight-decay groups are for torch.optim classes "
-                                 f"(e.g. {{'class': 'torch.optim.AdamW', 'weight_decay': 0.01}})")
+            if self._spec[3] is None and (options[key] is not None or key in self._spec[1]):
+                raise ValueError(f"Expected no `{key}` with a trainop optimizer and "
+                                 f"backend='tf' (TF decays every variable): the PyTorch "
+                                 f"backend's weight-decay groups need backend='torch' or a "
+                                 f"torch.optim class (e.g. {{'class': 'torch.optim.AdamW', "
+                                 f"'weight_decay': 0.01}})")
         self._accum = accum_steps(options["accum_grad_multiple_step"], torch_backend)
         _count(options, "num_allowed_consec_invalid_gradient_steps")
         self._model = model if isinstance(model, torch.nn.Module) else None
