@@ -58,14 +58,14 @@ def _parity(config: dict, epoch_sizes=(5, 7), lrs=(0.01, 0.004)):
     u = trainop.Updater({**config, "backend": "torch"}, ours, initial_learning_rate=lrs[0])
     b = drive_by_hand(u, ours, epoch_sizes, lrs)
     _assert_same_every_step(a, b)
-    return u, update_steps(before, b)
+    return u, update_steps(before, b), ours
 
 
 # ---------------------------------------------------------------- row 1: accumulation, epochs
 def test_torch_windows_restart_every_epoch_and_a_partial_window_is_dropped():
     """Epochs of 5 and 7 micro-steps, N = 2: updates after micro-steps 1, 3 | 6, 8, 10 (the
     5th and the 12th are dropped), as RETURNN's torch engine; bit-identical to its updater."""
-    _, updates = _parity({"optimizer": {"class": "sgd"}, "accum_grad_multiple_step": 2})
+    _, updates, _ = _parity({"optimizer": {"class": "sgd"}, "accum_grad_multiple_step": 2})
     assert updates == [1, 3, 6, 8, 10]
 
 
@@ -103,7 +103,7 @@ def test_torch_dynamic_learning_rate_gets_host_numbers_and_the_epoch():
         return learning_rate * 0.5 ** (epoch - 1) / (1.0 + 0.1 * global_train_step) + \
             1e-4 * epoch_continuous
 
-    _, updates = _parity({"optimizer": {"class": "adam"}, "dynamic_learning_rate": schedule,
+    _, updates, _ = _parity({"optimizer": {"class": "adam"}, "dynamic_learning_rate": schedule,
                           "accum_grad_multiple_step": 2, "gradient_clip": 0.05,
                           "gradient_clip_global_norm": 0.5})
     assert updates == [1, 3, 6, 8, 10]
@@ -171,9 +171,9 @@ def test_trainop_class_gets_returnns_weight_decay_groups_and_blacklist():
     for optimizer in ({"class": trainop.AdamWOptimizer, "weight_decay": 0.01},
                       {"class": trainop.AdamWOptimizer, "weight_decay": 0.01,
                        "weight_decay_modules_blacklist": ["torch.nn.LayerNorm"]}):
-        u, updates = _parity({"optimizer": optimizer, "accum_grad_multiple_step": 2})
+        u, updates, model = _parity({"optimizer": optimizer, "accum_grad_multiple_step": 2})
         assert isinstance(u.optimizer, trainop.AdamWOptimizer) and updates == [1, 3, 6, 8, 10]
-        names = {id(p): n for n, p in u._model.named_parameters()}
+        names = {id(p): n for n, p in model.named_parameters()}
         groups = [(g["weight_decay"], sorted(names[id(p)] for p in g["params"]))
                   for g in u.optimizer.param_groups]
         no_decay = ["hidden.bias", "norm.bias", "norm.weight", "out.bias"]
