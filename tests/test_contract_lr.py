@@ -54,6 +54,26 @@ def test_lr_zero_leaves_parameters_unchanged(info, implementation, kind):
             assert all(torch.isfinite(s).all() for s in state.values())
 
 
+# (RMSProp's momentum and contrib's meaning of the decoupled decay: the documented
+# exceptions, test_where_tf_semantics_still_move_at_lr_zero)
+VARIANTS = [(info, variant) for info in INFOS for variant in info.variants
+            if not (info.name == "RMSPropOptimizer" and variant.get("momentum"))
+            and variant.get("decay_scaled_by_lr", True)]
+
+
+@pytest.mark.parametrize(("info", "variant"), VARIANTS,
+                         ids=[f"{i.name}-{n}" for n, (i, _) in enumerate(VARIANTS)])
+def test_lr_zero_with_every_variant(info, variant):
+    """The other constructor inputs (l1/l2 shrinkage, Nesterov, centered, other powers...)."""
+    ps = params()
+    opt = info.make(ps, **variant)
+    train(opt, ps, 2)
+    _set_lr(opt, 0.0)
+    before = [p.detach().clone() for p in ps]
+    train(opt, ps, 2, start=2)
+    assert all(torch.equal(p.detach(), b) for p, b in zip(ps, before, strict=True))
+
+
 @pytest.mark.parametrize("info", INFOS, ids=info_ids(INFOS))
 def test_lr_zero_from_the_first_step(info):
     ps = params()
