@@ -195,10 +195,8 @@ def test_where_tf_semantics_still_move_at_lr_zero():
 
 
 # ------------------------------------------------------------------ tensor learning rates
-SHAPE_CASES = [(info, impl) for info, impl in IMPLEMENTATION_CASES]
-
-
-@pytest.mark.parametrize(("info", "implementation"), SHAPE_CASES, ids=ids(SHAPE_CASES))
+@pytest.mark.parametrize(("info", "implementation"), IMPLEMENTATION_CASES,
+                         ids=ids(IMPLEMENTATION_CASES))
 def test_one_element_tensor_lr_of_any_shape(info, implementation):
     """``lr`` as a float, a 0-dim tensor, or a tensor of shape (1,) or (1, 1) (torch accepts
     them): the same update; the tensor is kept as given (a scheduler's ``fill_`` is seen)."""
