@@ -8,23 +8,13 @@ from __future__ import annotations
 
 import math
 
+import contract_table as table
 import pytest
 import torch
-from contract_table import (
-    IMPLEMENTATION_CASES,
-    INFOS,
-    assert_same,
-    ids,
-    info_ids,
-    params,
-    set_grads,
-    snapshot,
-    train,
-)
 
 import trainop
 
-ZERO_CASES = [(info, impl, kind) for info, impl in IMPLEMENTATION_CASES
+ZERO_CASES = [(info, impl, kind) for info, impl in table.IMPLEMENTATION_CASES
               for kind in ("float", "tensor")]
 
 
@@ -36,17 +26,18 @@ def _set_lr(opt, value: float) -> None:
             group["lr"] = value
 
 
-@pytest.mark.parametrize(("info", "implementation", "kind"), ZERO_CASES, ids=ids(ZERO_CASES))
+@pytest.mark.parametrize(("info", "implementation", "kind"), ZERO_CASES,
+                         ids=table.ids(ZERO_CASES))
 def test_lr_zero_leaves_parameters_unchanged(info, implementation, kind):
     for sparse in (False, True):
-        ps = params()
+        ps = table.params()
         lr = torch.tensor(info.lr) if kind == "tensor" else info.lr
         opt = info.make(ps, lr=lr, implementation=implementation)
-        train(opt, ps, 2, sparse=sparse)  # mid-training: the slots hold values
+        table.train(opt, ps, 2, sparse=sparse)  # mid-training: the slots hold values
         _set_lr(opt, 0.0)
         before = [p.detach().clone() for p in ps]
         steps = int(opt.param_groups[0]["non_slot"]["step"])
-        train(opt, ps, 2, start=2, sparse=sparse)
+        table.train(opt, ps, 2, start=2, sparse=sparse)
         for p, b in zip(ps, before, strict=True):
             assert torch.equal(p.detach(), b) and torch.isfinite(p).all()
         assert int(opt.param_groups[0]["non_slot"]["step"]) == steps + 2  # steps still count
@@ -56,7 +47,7 @@ def test_lr_zero_leaves_parameters_unchanged(info, implementation, kind):
 
 # (RMSProp's momentum and contrib's meaning of the decoupled decay: the documented
 # exceptions, test_where_tf_semantics_still_move_at_lr_zero)
-VARIANTS = [(info, variant) for info in INFOS for variant in info.variants
+VARIANTS = [(info, variant) for info in table.INFOS for variant in info.variants
             if not (info.name == "RMSPropOptimizer" and variant.get("momentum"))
             and variant.get("decay_scaled_by_lr", True)]
 
@@ -65,21 +56,21 @@ VARIANTS = [(info, variant) for info in INFOS for variant in info.variants
                          ids=[f"{i.name}-{n}" for n, (i, _) in enumerate(VARIANTS)])
 def test_lr_zero_with_every_variant(info, variant):
     """The other constructor inputs (l1/l2 shrinkage, Nesterov, centered, other powers...)."""
-    ps = params()
+    ps = table.params()
     opt = info.make(ps, **variant)
-    train(opt, ps, 2)
+    table.train(opt, ps, 2)
     _set_lr(opt, 0.0)
     before = [p.detach().clone() for p in ps]
-    train(opt, ps, 2, start=2)
+    table.train(opt, ps, 2, start=2)
     assert all(torch.equal(p.detach(), b) for p, b in zip(ps, before, strict=True))
 
 
-@pytest.mark.parametrize("info", INFOS, ids=info_ids(INFOS))
+@pytest.mark.parametrize("info", table.INFOS, ids=table.info_ids(table.INFOS))
 def test_lr_zero_from_the_first_step(info):
-    ps = params()
+    ps = table.params()
     opt = info.make(ps, lr=0.0)
     before = [p.detach().clone() for p in ps]
-    train(opt, ps, 2)
+    table.train(opt, ps, 2)
     assert all(torch.equal(p.detach(), b) for p, b in zip(ps, before, strict=True))
 
 
@@ -96,14 +87,14 @@ SCHEDULES = {
                                   "AdagradDAOptimizer", "AdamWOptimizer"])
 def test_schedules_that_reach_zero(name, schedule):
     """The optimizers that used to reject lr = 0 (or move at it) under torch's schedules."""
-    info = next(i for i in INFOS if i.name == name)
-    ps = params()
+    info = next(i for i in table.INFOS if i.name == name)
+    ps = table.params()
     opt = info.make(ps)
     scheduler = SCHEDULES[schedule](opt)
     for step in range(4):
         lr = opt.param_groups[0]["lr"]
         before = [p.detach().clone() for p in ps]
-        set_grads(ps, step)
+        table.set_grads(ps, step)
         opt.step()
         scheduler.step()
         moved = any(not torch.equal(p.detach(), b) for p, b in zip(ps, before, strict=True))
@@ -113,23 +104,23 @@ def test_schedules_that_reach_zero(name, schedule):
 
 def _torch_state_at_lr_zero(torch_cls, ps, **kwargs):
     opt = torch_cls(ps, lr=0.0, **kwargs)
-    train(opt, ps, 3)
+    table.train(opt, ps, 3)
     return opt.state
 
 
 def test_slots_advance_at_lr_zero_as_torch_state_does():
     """torch's convention: at lr 0 the state advances (Adam's moments, Adagrad's sum), the
     parameters do not; trainop's slots hold the same numbers where the rules agree."""
-    ps, tps = params(), params()
+    ps, tps = table.params(), table.params()
     opt = trainop.AdamOptimizer(ps, lr=0.0, beta1=0.9, beta2=0.999)
-    train(opt, ps, 3)
+    table.train(opt, ps, 3)
     state = _torch_state_at_lr_zero(torch.optim.Adam, tps, betas=(0.9, 0.999))
     for p, tp in zip(ps, tps, strict=True):
         torch.testing.assert_close(opt.state[p]["m"], state[tp]["exp_avg"])
         torch.testing.assert_close(opt.state[p]["v"], state[tp]["exp_avg_sq"])
-    ps, tps = params(), params()
+    ps, tps = table.params(), table.params()
     opt = trainop.AdagradOptimizer(ps, lr=0.0, initial_accumulator_value=0.1)
-    train(opt, ps, 3)
+    table.train(opt, ps, 3)
     state = _torch_state_at_lr_zero(torch.optim.Adagrad, tps, initial_accumulator_value=0.1)
     for p, tp in zip(ps, tps, strict=True):
         torch.testing.assert_close(opt.state[p]["accumulator"], state[tp]["sum"])
@@ -138,7 +129,7 @@ def test_slots_advance_at_lr_zero_as_torch_state_does():
 def _gradient_sums(ps, steps):
     sums, squares = [torch.zeros_like(p) for p in ps], [torch.zeros_like(p) for p in ps]
     for step in range(steps):
-        set_grads(ps, step)
+        table.set_grads(ps, step)
         for i, p in enumerate(ps):
             sums[i] += p.grad
             squares[i] += p.grad * p.grad
@@ -149,29 +140,29 @@ def _gradient_sums(ps, steps):
 def test_closed_form_slots_at_lr_zero(implementation):
     """AdagradDA's accumulators and ProximalAdagrad's accumulator advance (they do not depend
     on the rate); Ftrl's ``accum`` and ``linear`` stay (``linear``'s update divides by it)."""
-    ps = params()
+    ps = table.params()
     sums, squares = _gradient_sums(ps, 3)
     opt = trainop.AdagradDAOptimizer(ps, lr=0.0, global_step=None,
                                      initial_gradient_squared_accumulator_value=0.1,
                                      implementation=implementation)
-    train(opt, ps, 3)
+    table.train(opt, ps, 3)
     for p, s, q in zip(ps, sums, squares, strict=True):
         torch.testing.assert_close(opt.state[p]["gradient_accumulator"], s)
         torch.testing.assert_close(opt.state[p]["gradient_squared_accumulator"], q + 0.1)
-    ps = params()
+    ps = table.params()
     opt = trainop.ProximalAdagradOptimizer(ps, lr=0.0, implementation=implementation)
-    train(opt, ps, 3)
+    table.train(opt, ps, 3)
     for p, q in zip(ps, squares, strict=True):
         torch.testing.assert_close(opt.state[p]["accumulator"], q + 0.1)
-    ps = params()
+    ps = table.params()
     opt = trainop.FtrlOptimizer(ps, lr=0.5, implementation=implementation)
-    train(opt, ps, 2)
-    held = snapshot(opt)
+    table.train(opt, ps, 2)
+    held = table.snapshot(opt)
     _set_lr(opt, 0.0)
-    train(opt, ps, 2, start=2)
-    after = snapshot(opt)
+    table.train(opt, ps, 2, start=2)
+    after = table.snapshot(opt)
     held["g0.step"] += 2  # only the counter moved
-    assert_same(held, after)
+    table.assert_same(held, after)
 
 
 def test_where_tf_semantics_still_move_at_lr_zero():
@@ -195,26 +186,26 @@ def test_where_tf_semantics_still_move_at_lr_zero():
 
 
 # ------------------------------------------------------------------ tensor learning rates
-@pytest.mark.parametrize(("info", "implementation"), IMPLEMENTATION_CASES,
-                         ids=ids(IMPLEMENTATION_CASES))
+@pytest.mark.parametrize(("info", "implementation"), table.IMPLEMENTATION_CASES,
+                         ids=table.ids(table.IMPLEMENTATION_CASES))
 def test_one_element_tensor_lr_of_any_shape(info, implementation):
     """``lr`` as a float, a 0-dim tensor, or a tensor of shape (1,) or (1, 1) (torch accepts
     them): the same update; the tensor is kept as given (a scheduler's ``fill_`` is seen)."""
     results = []
     for lr in (info.lr, torch.tensor(info.lr), torch.tensor([info.lr]),
                torch.tensor([[info.lr]])):
-        ps = params()
+        ps = table.params()
         opt = info.make(ps, lr=lr, implementation=implementation)
         assert opt.param_groups[0]["lr"] is lr
-        train(opt, ps, 2)
+        table.train(opt, ps, 2)
         if isinstance(lr, torch.Tensor):
             lr.fill_(info.lr / 2)  # in place, as torch's schedulers update a tensor lr
         else:
             opt.param_groups[0]["lr"] = info.lr / 2
-        train(opt, ps, 1, start=2)
-        results.append(snapshot(opt))
+        table.train(opt, ps, 1, start=2)
+        results.append(table.snapshot(opt))
     for other in results[1:]:
-        assert_same(results[0], other, rtol=1e-6, atol=1e-7)
+        table.assert_same(results[0], other, rtol=1e-6, atol=1e-7)
 
 
 def test_tensor_lr_shapes_match_torch():
@@ -228,20 +219,20 @@ def test_tensor_lr_shapes_match_torch():
             cls([p], lr=torch.tensor([0.1, 0.2]))
 
 
-@pytest.mark.parametrize("info", INFOS, ids=info_ids(INFOS))
+@pytest.mark.parametrize("info", table.INFOS, ids=table.info_ids(table.INFOS))
 def test_negative_lr_is_an_error_at_every_entry(info):
     """At construction, in a new group, and when written into a group: before any change."""
     with pytest.raises(ValueError, match=r"Expected `learning_rate` in \[0, inf\)"):
-        info.make(params(), lr=-1e-3)
-    ps = params()
+        info.make(table.params(), lr=-1e-3)
+    ps = table.params()
     opt = info.make(ps[:1])
     with pytest.raises(ValueError, match=r"Expected `learning_rate` in \[0, inf\)"):
         opt.add_param_group({"params": ps[1:], "lr": -math.inf})
     assert len(opt.param_groups) == 1
-    train(opt, ps[:1], 1)
-    held = snapshot(opt)
+    table.train(opt, ps[:1], 1)
+    held = table.snapshot(opt)
     opt.param_groups[0]["lr"] = -0.5
-    set_grads(ps[:1], 5)
+    table.set_grads(ps[:1], 5)
     with pytest.raises(ValueError, match=r"Expected `learning_rate` in \[0, inf\), got -0\.5"):
         opt.step()
-    assert_same(held, snapshot(opt))
+    table.assert_same(held, table.snapshot(opt))
