@@ -10,10 +10,13 @@ Usage (the corpora are not part of the repository; fetch them yourself, e.g. Ope
 Files: ``*.py`` under a directory holding OpenSeq2Seq configs, ``*.config`` (RETURNN), and
 ``*.yaml``/``*.yml``/``*.json`` with ``format: trainop``; ``--pattern`` adds others.
 
-Each file is loaded by a worker process (``python -m`` this script's worker mode) under a
-timeout (``--timeout``, default 60 s per file) and an address-space cap (``--memory-gb``,
-default 8); a worker that times out or dies is counted as a crash for that file and replaced.
-``check-config`` and ``train`` run as their own subprocesses (``python -m trainop ...``).
+Each file is loaded by a worker process (this script's worker mode) under a timeout
+(``--timeout``, default 60 s per file) and an address-space cap (``--memory-gb``, default 8); a
+worker that times out or dies is counted as a crash for that file and replaced. The worker also
+runs ``check-config`` through the command's own entry point (``trainop.__main__.main``, output
+captured; an exception escaping it is a traceback); ``--subprocess-commands`` runs it as
+``python -m trainop check-config`` instead (slower: one interpreter per file). ``--train`` runs
+``python -m trainop train --steps 2`` on every resolved recipe, each its own subprocess.
 
 A file counts as
 
@@ -51,9 +54,8 @@ def find_files(roots: list[str], patterns: list[str]) -> list[str]:
         for folder, _, names in os.walk(root):
             for name in names:
                 path = os.path.join(folder, name)
-                if name.endswith(SUFFIXES) or any(re.fullmatch(p, name) for p in patterns):
-                    out.append(path)
-                elif name.endswith(".py") and _looks_like_config(path):
+                named = name.endswith(SUFFIXES) or any(re.fullmatch(p, name) for p in patterns)
+                if named or (name.endswith(".py") and _looks_like_config(path)):
                     out.append(path)
     return sorted(out)
 
@@ -89,8 +91,37 @@ def _worker() -> None:
 
     warnings.simplefilter("ignore")
     for line in sys.stdin:
-        path = line.rstrip("\n")
-        print(json.dumps(_load_one(trainop, path)), flush=True)
+        request = json.loads(line)
+        answer = {"load": _load_one(trainop, request["path"])}
+        if request["check"]:
+            answer["check-config"] = _check_in_process(request["path"], request["scratch"])
+        print(json.dumps(answer), flush=True)
+
+
+def _check_in_process(path: str, scratch: str) -> dict:
+    """``trainop check-config PATH --no-plot`` through the command's entry point."""
+    import contextlib
+    import io
+    import traceback
+
+    from trainop.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(scratch)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(["check-config", path, "--no-plot"])
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else 1
+    except Exception:  # noqa: BLE001 - a traceback is what this counts
+        err.write(traceback.format_exc())
+        status = 1
+    finally:
+        os.chdir(cwd)
+    text = err.getvalue()
+    return {"status": status, "traceback": "Traceback (most recent call last)" in text,
+            "stderr": text.strip().splitlines()[-1][:300] if text.strip() else ""}
 
 
 def _load_one(trainop, path: str) -> dict:
@@ -105,10 +136,29 @@ def _load_one(trainop, path: str) -> dict:
     except Exception as exc:  # noqa: BLE001 - the crashes are what this counts
         return {"status": "crash", "error": type(exc).__name__, "message": str(exc)[:500],
                 "traceback": traceback.format_exc()[-2000:]}
+    half = _unresolved_inside(recipe.options)
+    if half:
+        return {"status": "crash", "error": "half-resolved",
+                "message": f"an Unresolved value inside recipe.options at {half}"}
     pending = {key: where.reason for key, where in recipe.pending().items()}
     return {"status": "needs code" if pending else "resolved", "format": recipe.format,
             "pending": pending, "unresolved": len(recipe.unresolved),
             "seconds": time.perf_counter() - start}
+
+
+def _unresolved_inside(value, path: str = "options") -> str | None:
+    """The path of an ``Unresolved`` inside ``value`` (there must be none)."""
+    from trainop.configs import Unresolved
+
+    if isinstance(value, Unresolved):
+        return path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(
+        value, list | tuple) else ()
+    for key, item in items:
+        found = _unresolved_inside(item, f"{path}[{key!r}]")
+        if found:
+            return found
+    return None
 
 
 class Worker:
@@ -118,12 +168,13 @@ class Worker:
         self.env = {**os.environ, "RECIPE_CORPUS_MEMORY": str(int(memory_gb * (1 << 30)))}
         self.proc: subprocess.Popen | None = None
 
-    def load(self, path: str, timeout: float) -> dict:
+    def load(self, path: str, timeout: float, check: bool, scratch: str) -> dict:
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen([sys.executable, __file__, "--worker"],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL, text=True, env=self.env)
-        self.proc.stdin.write(path + "\n")
+        self.proc.stdin.write(json.dumps({"path": path, "check": check, "scratch": scratch})
+                              + "\n")
         self.proc.stdin.flush()
         result: list[str] = []
 
@@ -135,8 +186,9 @@ class Worker:
         if reader.is_alive() or not result or not result[0]:
             self.close()
             reader.join()
-            return {"status": "crash", "error": "timeout or killed",
-                    "message": f"no answer within {timeout + 30:.0f} s or the worker died"}
+            return {"load": {"status": "crash", "error": "timeout or killed",
+                             "message": f"no answer within {timeout + 30:.0f} s or the worker "
+                                        f"died"}}
         return json.loads(result[0])
 
     def close(self) -> None:
@@ -202,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-gb", type=float, default=8.0, help="address-space cap")
     parser.add_argument("--no-check-config", action="store_true",
                         help="skip `trainop check-config` (load_recipe only)")
+    parser.add_argument("--subprocess-commands", action="store_true",
+                        help="run check-config as `python -m trainop` (one process per file)")
     parser.add_argument("--train", action="store_true",
                         help="also run `trainop train --steps 2` on every loaded recipe")
     parser.add_argument("--json", default=None, help="write every file's result here")
@@ -213,8 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for k, path in enumerate(files, 1):
             path = os.path.abspath(path)
-            entry = {"load": worker.load(path, args.timeout)}
-            if not args.no_check_config:
+            in_worker = not args.no_check_config and not args.subprocess_commands
+            entry = worker.load(path, args.timeout, in_worker, scratch)
+            if not args.no_check_config and "check-config" not in entry:
                 entry["check-config"] = _command(["check-config", path, "--no-plot"],
                                                  args.timeout, scratch)
             if args.train and entry["load"]["status"] == "resolved":

@@ -6,9 +6,9 @@ every TF1 optimizer, the ``tf.contrib.opt`` ones and OpenSeq2Seq's NovoGrad.
 """
 
 from trainop import schedules
+from trainop.configs.errors import RecipeError
 from trainop.contract.flat import FlatLayout, flatten
 from trainop.contract.optimizer import AggregationMethod, Gate, Optimizer, SlotSpec
-from trainop.configs.errors import RecipeError
 from trainop.interfaces.recipes import Recipe, load_recipe
 from trainop.optimizers.adadelta import AdadeltaOptimizer
 from trainop.optimizers.adagrad import AdagradOptimizer

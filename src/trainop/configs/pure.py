@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from trainop.configs.bounds import BoundExceeded, Meter, check_weight
+from trainop.configs.bounds import Meter, check_weight
 
 __all__ = ["BUILTINS", "NUMPY", "NotPure", "is_array"]
 
@@ -101,8 +101,6 @@ def _str(meter: Meter, args: list, kwargs: dict) -> str:
 def _int(meter: Meter, args: list, kwargs: dict) -> int:
     if args and isinstance(args[0], float) and not math.isfinite(args[0]):
         raise NotPure("int() of an infinite or NaN float")
-    if args and isinstance(args[0], float) and abs(args[0]) > 2.0 ** 4096:
-        raise BoundExceeded("int() of a float beyond 2**4096 (MAX_INT_BITS)")
     return int(*args, **kwargs)
 
 
