@@ -248,8 +248,7 @@ class _Evaluator:
                 raise _NotData(node, f"a sequence times {type(count).__name__}")
             n = max(count, 0)
             check_weight(1 + n * (self.meter.weight(seq) - 1), "the repeated sequence")
-            self.meter.charge(n * len(seq))
-            return op(left, right)
+            return op(left, right)  # its elements are counted as work when built
         if op is operator.add and isinstance(left, _SEQUENCES) and type(left) is type(right):
             check_weight(self.meter.weight(left) + self.meter.weight(right),
                          "the concatenation")
