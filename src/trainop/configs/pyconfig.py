@@ -133,7 +133,7 @@ class _Evaluator:
                 out.extend(self._iterate(e, self(e.value)))
             else:
                 out.append(self(e))
-        check_weight(1 + sum(self.meter.weight(v) for v in out))
+        check_weight(1 + sum(self.meter.weight(v) for v in out), "the sequence")
         return out
 
     def _List(self, node: ast.List) -> list:
