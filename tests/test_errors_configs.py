@@ -102,6 +102,9 @@ ERRORS: list[Row] = [
     Row("yaml-depth", load("r.yaml", "x: " + "[" * 101 + "]" * 101 + "\n"), R,
         r"r.yaml: the YAML document nests deeper than 100 levels \(MAX_DEPTH; an alias may "
         r"refer to itself\)$"),
+    Row("yaml-character", load("r.yaml", "format: trainop\nx: \0\n"), R,
+        r"r.yaml: invalid YAML: unacceptable character #x0000: special characters are not "
+        r"allowed$"),
     Row("yaml-mapping", load("r.yaml", "- 1\n- 2\n"), R,
         r"r.yaml: expected a mapping of options, got \[1, 2\] \(list\)$"),
     Row("json-syntax", load("r.json", '{"format": "trainop", }'), R,

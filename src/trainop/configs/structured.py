@@ -26,8 +26,9 @@ def load_yaml(text: str, filename: str) -> Any:
     except ImportError:  # pragma: no cover - PyYAML is a dependency
         raise RecipeError(filename, None, "PyYAML is needed to read YAML recipes "
                                           "(pip install pyyaml)") from None
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # the reader checks the characters here
         node = loader.get_single_node()
         if node is None:
             return None
@@ -38,15 +39,16 @@ def load_yaml(text: str, filename: str) -> Any:
         reason = " ".join(p for p in (exc.context, exc.problem) if p)
         raise RecipeError(filename, None if mark is None else mark.line + 1,
                           f"invalid YAML: {reason}") from None
-    except yaml.YAMLError as exc:
-        raise RecipeError(filename, None, f"invalid YAML: {exc}") from None
+    except yaml.YAMLError as exc:  # the reader's: a character YAML does not allow
+        raise RecipeError(filename, None, f"invalid YAML: {str(exc).splitlines()[0]}") from None
     except BoundExceeded as exc:
         raise RecipeError(filename, None, exc.reason) from None
     except RecursionError:
         raise RecipeError(filename, None, f"the YAML document nests deeper than {MAX_DEPTH} "
                                           f"levels (MAX_DEPTH)") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _node_weight(node: Any, seen: dict[int, int], level: int) -> int:
