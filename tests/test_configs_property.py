@@ -49,7 +49,7 @@ def _compose(children):
     return st.one_of(
         st.lists(one, max_size=4).map(lambda xs: "[" + ", ".join(xs) + "]"),
         st.lists(one, max_size=3).map(lambda xs: "(" + "".join(x + ", " for x in xs) + ")"),
-        st.tuples(st.text(max_size=4), one).map(lambda kv: "{%r: %s}" % kv),
+        st.tuples(st.text(max_size=4), one).map(lambda kv: f"{{{kv[0]!r}: {kv[1]}}}"),
         st.tuples(one, n).map(lambda t: f"[{t[0]}] * {t[1]}"),
         st.tuples(one, n).map(lambda t: f"{t[0]} ** {t[1]}"),
         st.tuples(one, st.sampled_from(["+", "-", "*", "/", "//", "%", "**", "==", "<", "and",

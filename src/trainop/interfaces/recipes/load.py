@@ -108,15 +108,11 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
             raise ValueError(f"Expected `base_params`/`train_params` in {path} to be dict "
                              f"literals, got code: {where}")
         train = values.get("train_params")
-        options, unresolved = openseq2seq.options_from(
-            _named(values["base_params"], classes),
-            _named(train, classes) if isinstance(train, Mapping) else None)
-        unresolved.update({k: v for k, v in parsed.unresolved.items()
-                           if k not in ("base_params", "train_params")})
-        cls = None if "optimizer" in unresolved else \
-            openseq2seq.optimizer_class(options["optimizer"])
-        return Recipe("openseq2seq", without_unresolved(options), cls, unresolved, "TrainOp",
-                      path)
+        others = {k: v for k, v in parsed.unresolved.items()
+                  if k not in ("base_params", "train_params")}
+        return _openseq2seq_recipe(values["base_params"],
+                                   train if isinstance(train, Mapping) else None, path, classes,
+                                   others)
     if not (_RETURNN_KEYS & set(values) or text.startswith("#!rnn.py")
             or _RETURNN_KEYS & set(parsed.unresolved)):
         raise ValueError(f"Expected {path} to be an OpenSeq2Seq config (with base_params), a "
@@ -145,23 +141,27 @@ def _named(params: Mapping[str, Any], classes: Mapping[str, type]) -> dict[str, 
     return params
 
 
+def _openseq2seq_recipe(base: Any, train: Any, source: str, classes: Mapping[str, type],
+                        others: Mapping[str, Any]) -> Recipe:
+    """The OpenSeq2Seq recipe of ``base_params``/``train_params``; ``others``: what else in
+    the file needed code."""
+    if not isinstance(base, Mapping):
+        raise TypeError(f"Expected `base_params` to be a dict, got {describe(base)}")
+    options, unresolved = openseq2seq.options_from(
+        _named(base, classes), _named(train, classes) if isinstance(train, Mapping) else train)
+    unresolved.update(others)
+    cls = None if "optimizer" in unresolved else openseq2seq.optimizer_class(options["optimizer"])
+    return Recipe("openseq2seq", without_unresolved(options), cls, unresolved, "TrainOp", source)
+
+
 def _from_dict(data: dict[str, Any], source: str, classes: Mapping[str, type]) -> Recipe:
     if "format" in data:
         kind, options, cls = trainop_format.options_from(data, classes)
         builds = "TrainOp" if kind == "openseq2seq" else "Updater"
         return Recipe("trainop", options, cls, {}, builds, source)
     if "base_params" in data:
-        if not isinstance(data["base_params"], Mapping):
-            raise TypeError(f"Expected `base_params` to be a dict, got "
-                            f"{describe(data['base_params'])}")
-        train = data.get("train_params")
-        options, unresolved = openseq2seq.options_from(
-            _named(data["base_params"], classes),
-            _named(train, classes) if isinstance(train, Mapping) else train)
-        cls = None if "optimizer" in unresolved else \
-            openseq2seq.optimizer_class(options["optimizer"])
-        return Recipe("openseq2seq", without_unresolved(options), cls, unresolved, "TrainOp",
-                      source)
+        return _openseq2seq_recipe(data["base_params"], data.get("train_params"), source,
+                                   classes, {})
     if not _RETURNN_KEYS & set(data):
         raise ValueError(f"Expected a recipe dict with `base_params` (OpenSeq2Seq), "
                          f"`format: trainop`, or RETURNN training keys (optimizer, "
