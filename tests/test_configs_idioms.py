@@ -133,6 +133,15 @@ def test_what_needs_code_is_listed_never_half_resolved(capsys):
     assert "dynamic_learning_rate at " + path + ":8" in err and "learning_rates at" in err
 
 
+def test_a_star_import_is_listed():
+    config = evaluate_python_config("from returnn.common import *\nlearning_rate = 0.1\n",
+                                    "s.config")
+    assert config.values == {"learning_rate": 0.1}
+    assert str(config.unresolved["<line 1>"]) == (
+        "s.config:1: from returnn.common import *: the names it binds are not known (modules "
+        "are never imported)")
+
+
 def test_overrides_name_real_options():
     recipe = trainop.load_recipe(_path("dynamic_lr.config"))
     with pytest.raises(ValueError, match=r"Unknown option 'dynamic_learning_rat' in "

@@ -549,6 +549,11 @@ def _statement(stmt: ast.stmt, evaluate: _Evaluator, config: PyConfig, filename:
     if isinstance(stmt, ast.Import | ast.ImportFrom):
         prefix = "" if isinstance(stmt, ast.Import) else (stmt.module or "") + "."
         for alias in stmt.names:
+            if alias.name == "*":  # the names it binds are unknown: listed, never imported
+                config.unresolved[f"<line {line}>"] = Unresolved(
+                    filename, line, f"from {stmt.module} import *: the names it binds are not "
+                                    f"known (modules are never imported)")
+                continue
             dotted = prefix + alias.name
             name = alias.asname or alias.name.split(".")[0]
             target = dotted if alias.asname or isinstance(stmt, ast.ImportFrom) else name
