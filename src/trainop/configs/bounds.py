@@ -22,16 +22,16 @@ limit                  value                      what it bounds
 =====================  =========================  ==============================================
 
 A value beyond a limit is a ``trainop.RecipeError`` naming the file, the line and the limit.
-Messages show values through ``bounded_repr`` (a few elements, short strings).
+Messages show values through ``trainop.contract.validation.describe``, a ``reprlib`` repr that
+never formats the whole of a large value.
 """
 
 from __future__ import annotations
 
-import reprlib
 from typing import Any
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT_BITS", "MAX_SYNTAX_DEPTH", "MAX_WEIGHT",
-           "MAX_WORK", "BoundExceeded", "Meter", "bounded_repr"]
+           "MAX_WORK", "BoundExceeded", "Meter", "check_int_bits", "check_weight", "is_array"]
 
 MAX_FILE_BYTES = 4 << 20
 MAX_WEIGHT = 1_000_000
@@ -49,22 +49,9 @@ class BoundExceeded(Exception):
         self.reason = reason
 
 
-_REPR = reprlib.Repr()
-_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 60, 60, 40
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxdict = 8
-_REPR.maxfrozenset = _REPR.maxdeque = _REPR.maxarray = 8
-
-
-def bounded_repr(value: Any, limit: int = 120) -> str:
-    """``repr(value)`` cut to a few elements per container, three levels and ``limit``
-    characters: cheap for any value (it never formats the whole of a large one)."""
-    text = _REPR.repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _is_array(value: Any) -> bool:
-    return type(value).__module__ == "numpy" and hasattr(value, "size") and hasattr(
-        value, "ndim")
+def is_array(value: Any) -> bool:
+    """A numpy array (the evaluator keeps 1-D arrays as values)."""
+    return type(value).__name__ == "ndarray" and type(value).__module__ == "numpy"
 
 
 class Meter:
@@ -106,7 +93,7 @@ class Meter:
             return 1, 0
         if isinstance(value, str | bytes):
             return 1 + len(value), 0
-        if _is_array(value):
+        if is_array(value):
             return 1 + int(value.size), int(value.ndim)
         if not isinstance(value, list | tuple | dict | set | frozenset):
             return 1, 0

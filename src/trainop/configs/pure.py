@@ -17,18 +17,13 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from trainop.configs.bounds import Meter, check_weight
+from trainop.configs.bounds import Meter, check_weight, is_array
 
 __all__ = ["BUILTINS", "NUMPY", "NotPure", "is_array"]
 
 
 class NotPure(Exception):
     """Arguments the pure function does not take as data (the call stays unresolved)."""
-
-
-def is_array(value: Any) -> bool:
-    """A numpy array (the evaluator keeps 1-D arrays as values)."""
-    return type(value).__name__ == "ndarray" and type(value).__module__ == "numpy"
 
 
 def _real(value: Any, what: str) -> float | int:

@@ -29,7 +29,6 @@ from trainop.configs.bounds import (
     MAX_SYNTAX_DEPTH,
     BoundExceeded,
     Meter,
-    bounded_repr,
     check_int_bits,
     check_weight,
 )
@@ -656,7 +655,3 @@ def _bind_target(config: PyConfig, evaluate: _Evaluator, target: ast.AST, value:
     for t, v in zip(target.elts, items, strict=True):
         _bind_target(config, evaluate, t, v)
 
-
-def describe_value(value: Any) -> str:
-    """A bounded ``repr`` with the type, for messages about config values."""
-    return f"{bounded_repr(value, 80)} ({type(value).__name__})"
