@@ -54,13 +54,13 @@ ERRORS: list[Row] = [
         r"^c.config:1: invalid Python: '\(' was never closed$"),
     Row("syntax-depth", evaluate("x = " + "-" * 300 + "1"), R,
         r"^c.config:1: the Python syntax nests deeper than 200 levels \(MAX_SYNTAX_DEPTH\)$"),
-    Row("weight", evaluate("x = [[0] * 1000] * 1001"), R,
-        r"^c.config:1: the repeated sequence would hold more than 1,000,000 elements and "
-        r"characters \(MAX_WEIGHT; 1,002,002\)$"),
+    Row("weight", evaluate("x = [[0] * 1000] * 1100"), R,
+        r"^c.config:1: the repeated sequence would hold more than 1,100,000 elements and "
+        r"characters \(MAX_WEIGHT; 1,101,101\)$"),
     Row("concat", evaluate("x = [0] * 600000\ny = x + x"), R,
-        r"^c.config:2: the concatenation would hold more than 1,000,000 elements"),
+        r"^c.config:2: the concatenation would hold more than 1,100,000 elements"),
     Row("string", evaluate("x = 'ab' * 600000"), R,
-        r"^c.config:1: the repeated sequence would hold more than 1,000,000 elements and "
+        r"^c.config:1: the repeated sequence would hold more than 1,100,000 elements and "
         r"characters \(MAX_WEIGHT; 1,200,001\)$"),
     Row("int-bits", evaluate("x = 3 ** 5000"), R,
         r"^c.config:1: an integer would have more than 4,096 bits \(MAX_INT_BITS; about "
@@ -69,22 +69,22 @@ ERRORS: list[Row] = [
         r"^c.config:2: an integer would have more than 4,096 bits \(MAX_INT_BITS; about "
         r"8,001\)$"),
     Row("range", evaluate("x = range(0, 10**7, 2)"), R,
-        r"^c.config:1: range\(0, 10000000, 2\) would hold more than 1,000,000 elements"),
+        r"^c.config:1: range\(0, 10000000, 2\) would hold more than 1,100,000 elements"),
     Row("linspace", evaluate("import numpy\nx = numpy.linspace(0, 1, num=10**7)"), R,
-        r"^c.config:2: num=10000000 would hold more than 1,000,000 elements"),
+        r"^c.config:2: num=10000000 would hold more than 1,100,000 elements"),
     Row("arange", evaluate("import numpy\nx = numpy.arange(0, 1, 1e-7)"), R,
-        r"^c.config:2: numpy.arange\(0, 1, 1e-07\) would hold more than 1,000,000"),
+        r"^c.config:2: numpy.arange\(0, 1, 1e-07\) would hold more than 1,100,000"),
     Row("sequence", evaluate("import numpy\nx = [0.0] * 600000\ny = numpy.concatenate("
                              "[x, x])"), R,
-        r"^c.config:3: the sequence would hold more than 1,000,000 elements and characters "
+        r"^c.config:3: the sequence would hold more than 1,100,000 elements and characters "
         r"\(MAX_WEIGHT; 1,200,003\)$"),
     Row("str", evaluate("x = [1.5] * 100000\ny = str(x)"), R,
-        r"^c.config:2: str\(\) of the value would hold more than 1,000,000 elements and "
+        r"^c.config:2: str\(\) of the value would hold more than 1,100,000 elements and "
         r"characters \(MAX_WEIGHT; 3,200,032\)$"),
-    Row("comprehension", evaluate("x = [[0] * 999 for i in range(1002)]"), R,
-        r"^c.config:1: the comprehension would hold more than 1,000,000 elements"),
+    Row("comprehension", evaluate("x = [[0] * 999 for i in range(1200)]"), R,
+        r"^c.config:1: the comprehension would hold more than 1,100,000 elements"),
     Row("dict", evaluate("x = [0] * 999990\ny = {'a': x, 'b': x}"), R,
-        r"^c.config:2: the dict would hold more than 1,000,000 elements"),
+        r"^c.config:2: the dict would hold more than 1,100,000 elements"),
     Row("work", evaluate("".join(f"x{k} = [0] * 500000\n" for k in range(5))), R,
         r"^c.config:4: evaluating the file takes more than 2,000,000 steps \(MAX_WORK\)$"),
     Row("depth", evaluate("x = []\n" + "".join("x = [x]\n" for _ in range(101))), R,
@@ -97,7 +97,7 @@ ERRORS: list[Row] = [
         r"'tag:yaml.org,2002:python/name:os.system'$"),
     Row("yaml-aliases", load("r.yaml", "a: &a [" + ", ".join(["x"] * 1000) + "]\nb: &b ["
                              + ", ".join(["*a"] * 1000) + "]\n"), R,
-        r"r.yaml: the YAML document \(aliases expanded\) would hold more than 1,000,000 "
+        r"r.yaml: the YAML document \(aliases expanded\) would hold more than 1,100,000 "
         r"elements and characters \(MAX_WEIGHT; 2,001,001\)$"),
     Row("yaml-depth", load("r.yaml", "x: " + "[" * 101 + "]" * 101 + "\n"), R,
         r"r.yaml: the YAML document nests deeper than 100 levels \(MAX_DEPTH; an alias may "

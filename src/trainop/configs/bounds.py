@@ -11,7 +11,7 @@ and ``b``; ``range``/``numpy.linspace`` from their count; ``str(x)`` from the si
 limit                  value                      what it bounds
 =====================  =========================  ==============================================
 ``MAX_FILE_BYTES``     4 MiB                      the file (a regular file: no FIFO, no device)
-``MAX_WEIGHT``         1,000,000                  one value: its elements, counted every time
+``MAX_WEIGHT``         1,100,000                  one value: its elements, counted every time
                                                   they appear (``[a] * 10`` counts ``a`` ten
                                                   times), plus the characters of its strings
 ``MAX_WORK``           2,000,000                  elements built and loop steps taken while
@@ -34,7 +34,7 @@ __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT_BITS", "MAX_SYNTAX_DEPTH", "M
            "MAX_WORK", "BoundExceeded", "Meter", "check_int_bits", "check_weight", "is_array"]
 
 MAX_FILE_BYTES = 4 << 20
-MAX_WEIGHT = 1_000_000
+MAX_WEIGHT = 1_100_000
 MAX_WORK = 2_000_000
 MAX_INT_BITS = 4096
 MAX_DEPTH = 100
