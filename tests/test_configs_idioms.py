@@ -133,6 +133,17 @@ def test_what_needs_code_is_listed_never_half_resolved(capsys):
     assert "dynamic_learning_rate at " + path + ":8" in err and "learning_rates at" in err
 
 
+def test_calls_that_would_cost_without_bound_stay_unresolved():
+    """``sum`` of lists is quadratic and ``round(5, -10**9)`` computes ``10**10**9``: not run."""
+    config = evaluate_python_config("a = sum([[0]] * 10, [])\nb = round(5, -10**9)\n"
+                                    "c = sum([1, 2.5])\nd = round(1.2345, 2)\n", "s.config")
+    assert config.unresolved["a"].reason == (
+        "calls sum(...) with arguments that are not data: sum() of other than numbers")
+    assert config.unresolved["b"].reason == (
+        "calls round(...) with arguments that are not data: round() to more than 400 digits")
+    assert (config.values["c"], config.values["d"]) == (3.5, 1.23)
+
+
 def test_a_star_import_is_listed():
     config = evaluate_python_config("from returnn.common import *\nlearning_rate = 0.1\n",
                                     "s.config")

@@ -70,6 +70,11 @@ ERRORS: list[Row] = [
         r"8,001\)$"),
     Row("range", evaluate("x = range(0, 10**7, 2)"), R,
         r"^c.config:1: range\(0, 10000000, 2\) would hold more than 1,100,000 elements"),
+    Row("range-huge", evaluate("x = range(10**30)"), R,
+        r"^c.config:1: range\(1000000000000000000000000000000,\) would hold more than 1,100,000 "
+        r"elements and characters \(MAX_WEIGHT; 1,100,002\)$"),
+    Row("string-work", evaluate("x = [len('x' * 500000 + 'y') for i in range(10)]"), R,
+        r"^c.config:1: evaluating the file takes more than 2,000,000 steps \(MAX_WORK\)$"),
     Row("linspace", evaluate("import numpy\nx = numpy.linspace(0, 1, num=10**7)"), R,
         r"^c.config:2: num=10000000 would hold more than 1,100,000 elements"),
     Row("arange", evaluate("import numpy\nx = numpy.arange(0, 1, 1e-7)"), R,

@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from trainop.configs.bounds import Meter, check_weight, is_array
+from trainop.configs.bounds import MAX_WEIGHT, Meter, check_weight, is_array
 
 __all__ = ["BUILTINS", "NUMPY", "NotPure", "is_array"]
 
@@ -104,7 +104,11 @@ def _range(meter: Meter, args: list, kwargs: dict) -> list[int]:
             isinstance(a, int) and not isinstance(a, bool) for a in args):
         raise NotPure("range() of other than 1 to 3 ints")
     span = range(*args)
-    check_weight(len(span) + 1, f"range{tuple(args)}")
+    try:
+        count = len(span)
+    except OverflowError:  # more than sys.maxsize elements
+        count = MAX_WEIGHT + 1
+    check_weight(count + 1, f"range{tuple(args)}")
     meter.charge(len(span))
     return list(span)
 
@@ -113,8 +117,22 @@ def _reduce(fn: Callable[..., Any]) -> Callable[..., Any]:
     def call(meter: Meter, args: list, kwargs: dict) -> Any:
         if len(args) == 1 and not isinstance(args[0], int | float):
             args = [_iterable(meter, args[0])]
+        if fn is sum and not all(_is_real(v) for v in (*args[0], *args[1:], *kwargs.values())):
+            raise NotPure("sum() of other than numbers")  # sum of lists is quadratic
         return fn(*args, **kwargs)
     return call
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, int | float) or (type(value).__module__ == "numpy"
+                                              and getattr(value, "ndim", None) == 0)
+
+
+def _round(meter: Meter, args: list, kwargs: dict) -> Any:
+    digits = args[1] if len(args) > 1 else kwargs.get("ndigits")
+    if digits is not None and (not isinstance(digits, int) or abs(digits) > 400):
+        raise NotPure("round() to more than 400 digits")  # round(5, -10**9) computes 10**10**9
+    return round(*args, **kwargs)
 
 
 def _enumerate_like(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -130,7 +148,7 @@ def _enumerate_like(fn: Callable[..., Any]) -> Callable[..., Any]:
 BUILTINS: dict[str, Callable[[Meter, list, dict], Any]] = {
     "dict": _container(dict), "list": _container(list), "tuple": _container(tuple),
     "set": _container(set), "str": _str, "int": _int, "float": _simple(float),
-    "bool": _simple(bool), "abs": _simple(abs), "round": _simple(round), "len": _simple(len),
+    "bool": _simple(bool), "abs": _simple(abs), "round": _round, "len": _simple(len),
     "min": _reduce(min), "max": _reduce(max), "sum": _reduce(sum), "sorted": _reduce(sorted),
     "range": _range, "reversed": _enumerate_like(reversed), "zip": _enumerate_like(zip),
     "enumerate": _enumerate_like(enumerate),

@@ -116,9 +116,12 @@ class _Evaluator:
         return value
 
     def built(self, value: Any) -> Any:
-        """Count a newly built container's elements as work."""
-        if isinstance(value, list | tuple | dict | set):
+        """Count a newly built value's elements (a string's characters, an array's size) as
+        work."""
+        if isinstance(value, list | tuple | dict | set | str | bytes):
             self.meter.charge(len(value))
+        elif is_array(value):
+            self.meter.charge(int(value.size))
         return value
 
     # ------------------------------------------------------------------ literals, containers
@@ -177,7 +180,7 @@ class _Evaluator:
             else:
                 parts.append(str(self(v)))
             check_weight(sum(len(p) for p in parts), "the string")
-        return "".join(parts)
+        return self.built("".join(parts))
 
     # ------------------------------------------------------------------ names
     def _Name(self, node: ast.Name) -> Any:
