@@ -82,12 +82,11 @@ ERRORS: list[Row] = [
         ValueError, r"Expected parameters to train, got none"),
     Row("returnn-lines", lambda: trainop.load_recipe(_file("bad.config",
                                                            "learning_rate 0.1\nadam\n")),
-        ValueError, r"Expected `key value` on each line of the RETURNN line-format config, got "
-                    r"'adam' at .*bad.config:2"),
+        trainop.RecipeError, r".*bad.config:2: expected `key value` on each line of the "
+                             r"RETURNN line-format config, got 'adam'"),
     Row("returnn-json", lambda: trainop.load_recipe(_file("bad.config",
                                                           '{"learning_rate": 0.1,}')),
-        ValueError, r"Expected .*bad.config \(a RETURNN config starting with '\{'\) to be "
-                    r"JSON, got an error at line 1 column 23"),
+        trainop.RecipeError, r".*bad.config:1: invalid JSON at column 23"),
     Row("returnn-no-keys", lambda: trainop.load_recipe(_file("fwd.config",
                                                              "task forward\nbatch_size 10\n")),
         ValueError, r"Expected the RETURNN config .*fwd.config to set training keys "

@@ -6,6 +6,7 @@ every TF1 optimizer, the ``tf.contrib.opt`` ones and OpenSeq2Seq's NovoGrad.
 """
 
 from trainop import schedules
+from trainop.configs.errors import RecipeError
 from trainop.contract.flat import FlatLayout, flatten
 from trainop.contract.optimizer import AggregationMethod, Gate, Optimizer, SlotSpec
 from trainop.interfaces.recipes import Recipe, load_recipe
@@ -105,6 +106,7 @@ __all__ = [
     "OPTIMIZER_SUMMARIES",
     "TrainOp",
     "Recipe",
+    "RecipeError",
     "Updater",
     "apply_regularization",
     "get_regularization_loss",

@@ -1,15 +1,20 @@
 """Python config files (RETURNN ``.config``, OpenSeq2Seq ``*.py``) evaluated as data.
 
 The file is parsed with ``ast`` and its top-level statements are evaluated by a small
-interpreter that knows only: literals, containers (list, tuple, dict, set, comprehension-free),
-arithmetic and comparisons, boolean operators, conditional expressions, subscripts, references
-to earlier top-level names, a few pure builtins (``dict``, ``list``, ``tuple``, ``set``, ``int``,
-``float``, ``str``, ``bool``, ``min``, ``max``, ``abs``, ``len``, ``sum``, ``round``, ``range``),
-and names the caller resolves (``tf.float16`` -> ``"float16"``, ``NovoGrad`` -> a class).
+interpreter that knows only: literals, containers, comprehensions over data, arithmetic and
+comparisons, boolean operators, conditional expressions, subscripts, references to earlier
+top-level names, the pure functions of ``trainop.configs.pure`` (builtins such as ``list``,
+``range``, ``min``; numpy's ``linspace``/``arange``/``geomspace``/``logspace``/``concatenate``,
+computed by numpy itself), and names the caller resolves (``tf.float16`` -> ``"float16"``,
+``NovoGrad`` -> a class). ``if`` statements whose test is data run the chosen branch.
+
 Nothing in the file is executed: an ``import`` binds a ``Symbol`` (its dotted name, for the
-caller's resolver); a ``def``, a ``class``, a ``lambda``, any other call or statement is not run
-and is recorded as ``Unresolved`` with the file and line. Assigning a name again keeps the last
-value, as running the file would.
+caller's resolver; the module is never imported); a ``def``, a ``class``, a ``lambda``, any
+other call or statement is not run and is recorded as ``Unresolved`` with the file and line,
+and so is every name such a statement assigns (a name assigned in a ``for`` loop, a name
+whose value an item assignment changed). Assigning a name again keeps the last value, as
+running the file would. Every value is bounded (``trainop.configs.bounds``): a file that
+would build more is a ``RecipeError``, and so is a file that is not Python.
 """
 
 from __future__ import annotations
@@ -20,7 +25,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["PyConfig", "Symbol", "Unresolved", "evaluate_python_config"]
+from trainop.configs.bounds import (
+    MAX_SYNTAX_DEPTH,
+    BoundExceeded,
+    Meter,
+    check_int_bits,
+    check_weight,
+)
+from trainop.configs.errors import RecipeError
+from trainop.configs.pure import BUILTINS, NUMPY, NotPure, is_array
+
+__all__ = ["PyConfig", "Symbol", "Unresolved", "evaluate_python_config", "parse_python"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,14 @@ class _NotData(Exception):
         self.node, self.reason = node, reason
 
 
+class _Bound(Exception):
+    """A bound exceeded at ``node`` (becomes a ``RecipeError`` with the line)."""
+
+    def __init__(self, node: ast.AST, reason: str) -> None:
+        super().__init__(reason)
+        self.node, self.reason = node, reason
+
+
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
         ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
         ast.Pow: operator.pow}
@@ -68,13 +91,9 @@ _UNARY = {ast.UAdd: operator.pos, ast.USub: operator.neg, ast.Not: operator.not_
 _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
         ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
         ast.NotIn: lambda a, b: a not in b, ast.Is: operator.is_, ast.IsNot: operator.is_not}
-_BUILTINS: dict[str, Callable[..., Any]] = {
-    "dict": dict, "list": list, "tuple": tuple, "set": set, "int": int, "float": float,
-    "str": str, "bool": bool, "min": min, "max": max, "abs": abs, "len": len, "sum": sum,
-    "round": round, "range": lambda *a: list(range(*a)),
-}
 _CONSTANTS = {"True": True, "False": False, "None": None}
-_MAX_POWER = 10_000  # 2 ** 10**9 would hang the parser: refuse huge exponents
+_SEQUENCES = (str, bytes, list, tuple)
+_MISSING = object()
 
 
 class _Evaluator:
@@ -82,40 +101,74 @@ class _Evaluator:
                  filename: str = "<config>", partial: bool = False) -> None:
         self.values, self.resolve = values, resolve
         self.filename, self.partial = filename, partial
+        self.meter = Meter()
+        self.scopes: list[dict[str, Any]] = []  # comprehension variables, innermost last
 
     def __call__(self, node: ast.AST) -> Any:
         method = getattr(self, f"_{type(node).__name__}", None)
         if method is None:
             raise _NotData(node, f"{type(node).__name__} is code, not data")
-        return method(node)
+        try:
+            value = method(node)
+            self.meter.check(value)
+        except BoundExceeded as exc:
+            raise _Bound(node, exc.reason) from None
+        return value
 
+    def built(self, value: Any) -> Any:
+        """Count a newly built value's elements (a string's characters, an array's size) as
+        work."""
+        if isinstance(value, list | tuple | dict | set | str | bytes):
+            self.meter.charge(len(value))
+        elif is_array(value):
+            self.meter.charge(int(value.size))
+        return value
+
+    # ------------------------------------------------------------------ literals, containers
     def _Constant(self, node: ast.Constant) -> Any:
         return node.value
 
+    def _elements(self, elts: list[ast.expr]) -> list:
+        out: list = []
+        for e in elts:
+            if isinstance(e, ast.Starred):
+                out.extend(self._iterate(e, self(e.value)))
+            else:
+                out.append(self(e))
+        check_weight(1 + sum(self.meter.weight(v) for v in out), "the sequence")
+        return out
+
     def _List(self, node: ast.List) -> list:
-        return [self(e) for e in node.elts]
+        return self.built(self._elements(node.elts))
 
     def _Tuple(self, node: ast.Tuple) -> tuple:
-        return tuple(self(e) for e in node.elts)
+        return self.built(tuple(self._elements(node.elts)))
 
     def _Set(self, node: ast.Set) -> set:
-        return {self(e) for e in node.elts}
+        return self.built(set(self._elements(node.elts)))
 
     def _Dict(self, node: ast.Dict) -> dict:
         out: dict = {}
+        weight = 1
         for k, v in zip(node.keys, node.values, strict=True):
             if k is None:  # {**other}
-                out.update(self(v))
-            elif self.partial:  # a value that needs code stays in place as Unresolved
+                other = self(v)
+                if not isinstance(other, Mapping):
+                    raise _NotData(node, "** of a value that is not a dict")
+                out.update(other)
+                weight += self.meter.weight(other)
+            else:
                 key = self(k)
                 try:
                     out[key] = self(v)
                 except _NotData as exc:
+                    if not self.partial:  # one value that needs code: the whole dict does
+                        raise
                     out[key] = Unresolved(self.filename, getattr(exc.node, "lineno", 0),
                                           exc.reason)
-            else:
-                out[self(k)] = self(v)
-        return out
+                weight += self.meter.weight(key) + self.meter.weight(out[key])
+            check_weight(weight, "the dict")
+        return self.built(out)
 
     def _JoinedStr(self, node: ast.JoinedStr) -> str:
         parts = []
@@ -123,12 +176,17 @@ class _Evaluator:
             if isinstance(v, ast.FormattedValue):
                 if v.format_spec is not None or v.conversion not in (-1, None):
                     raise _NotData(node, "formatted string with a format spec")
-                parts.append(str(self(v.value)))
+                parts.append(BUILTINS["str"](self.meter, [self(v.value)], {}))
             else:
                 parts.append(str(self(v)))
-        return "".join(parts)
+            check_weight(sum(len(p) for p in parts), "the string")
+        return self.built("".join(parts))
 
+    # ------------------------------------------------------------------ names
     def _Name(self, node: ast.Name) -> Any:
+        for scope in reversed(self.scopes):
+            if node.id in scope:
+                return scope[node.id]
         if node.id in self.values:
             value = self.values[node.id]
             if isinstance(value, Unresolved):
@@ -149,8 +207,14 @@ class _Evaluator:
             return Symbol(dotted) if resolved is _MISSING else resolved
         raise _NotData(node, f"attribute {node.attr!r} of a value")
 
+    # ------------------------------------------------------------------ operators
     def _Subscript(self, node: ast.Subscript) -> Any:
-        return self(node.value)[self(node.slice)]
+        value, index = self(node.value), self(node.slice)
+        if not isinstance(value, list | tuple | str | bytes | dict) and not is_array(value):
+            raise _NotData(node, f"subscript of {type(value).__name__}")
+        if is_array(value) and not isinstance(index, int | slice):
+            raise _NotData(node, "an array indexed by other than an int or a slice")
+        return self.built(value[index])
 
     def _Slice(self, node: ast.Slice) -> slice:
         return slice(*(None if p is None else self(p) for p in (node.lower, node.upper,
@@ -160,18 +224,52 @@ class _Evaluator:
         op = _UNARY.get(type(node.op))
         if op is None:
             raise _NotData(node, "bitwise operator")
-        return op(self(node.operand))
+        operand = self(node.operand)
+        if op is not operator.not_ and not _is_number(operand) and not is_array(operand):
+            raise _NotData(node, f"unary operator on {type(operand).__name__}")
+        return op(operand)
 
     def _BinOp(self, node: ast.BinOp) -> Any:
         op = _BIN.get(type(node.op))
         if op is None:
             raise _NotData(node, "bitwise or matrix operator")
         left, right = self(node.left), self(node.right)
-        if op is operator.pow and isinstance(right, int | float) and abs(right) > _MAX_POWER:
-            raise _NotData(node, f"exponent {right} too large")
-        if op is operator.mul and isinstance(left, str | list | tuple) and right > 10 ** 6:
-            raise _NotData(node, "repetition too large")
-        return op(left, right)
+        return self.built(self._binary(node, op, left, right))
+
+    def _binary(self, node: ast.AST, op: Callable[[Any, Any], Any], left: Any, right: Any
+                ) -> Any:
+        """``op(left, right)`` after checking the result's size (sequences, integers)."""
+        if _is_number(left) and _is_number(right):
+            if op is operator.pow and isinstance(left, int) and isinstance(right, int) \
+                    and right > 0 and abs(left) > 1:  # at least these bits: refuse first
+                check_int_bits((left.bit_length() - 1) * right + 1)
+            return op(left, right)  # products of bounded ints are cheap; checked after
+        if op is operator.mul and (isinstance(left, _SEQUENCES) or isinstance(right, _SEQUENCES)):
+            seq, count = (left, right) if isinstance(left, _SEQUENCES) else (right, left)
+            if not isinstance(count, int):
+                raise _NotData(node, f"a sequence times {type(count).__name__}")
+            n = max(count, 0)
+            check_weight(1 + n * (self.meter.weight(seq) - 1), "the repeated sequence")
+            return op(left, right)  # its elements are counted as work when built
+        if op is operator.add and isinstance(left, _SEQUENCES) and type(left) is type(right):
+            check_weight(self.meter.weight(left) + self.meter.weight(right),
+                         "the concatenation")
+            return op(left, right)
+        if is_array(left) or is_array(right):
+            return self._array_binary(node, op, left, right)
+        raise _NotData(node, f"operator on {type(left).__name__} and {type(right).__name__}")
+
+    def _array_binary(self, node: ast.AST, op: Callable[[Any, Any], Any], left: Any,
+                      right: Any) -> Any:
+        shapes = {getattr(v, "shape", None) for v in (left, right) if is_array(v)}
+        others = [v for v in (left, right) if not is_array(v)]
+        if len(shapes) != 1 or any(not _is_number(v) for v in others):
+            raise _NotData(node, "an array operator other than with a number or an array of "
+                                 "the same shape")
+        import numpy
+
+        with numpy.errstate(all="ignore"):
+            return op(left, right)
 
     def _BoolOp(self, node: ast.BoolOp) -> Any:
         value = self(node.values[0])
@@ -187,30 +285,160 @@ class _Evaluator:
         left = self(node.left)
         for op, comp in zip(node.ops, node.comparators, strict=True):
             right = self(comp)
+            if is_array(left) or is_array(right):
+                raise _NotData(node, "a comparison of arrays")
+            self.meter.charge(self.meter.weight(left) + self.meter.weight(right))
             if not _CMP[type(op)](left, right):
                 return False
             left = right
         return True
 
     def _IfExp(self, node: ast.IfExp) -> Any:
-        return self(node.body) if self(node.test) else self(node.orelse)
+        test = self(node.test)
+        if is_array(test):
+            raise _NotData(node, "the truth of an array")
+        return self(node.body) if test else self(node.orelse)
 
+    # ------------------------------------------------------------------ calls
     def _Call(self, node: ast.Call) -> Any:
-        if not isinstance(node.func, ast.Name) or node.func.id not in _BUILTINS \
-                or node.func.id in self.values:
-            name = ast.unparse(node.func)
-            raise _NotData(node, f"calls {name}(...): code is not run")
-        args = [self(a) for a in node.args]
-        kwargs = {}
+        function = self._function(node)
+        args: list = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                args.extend(self._iterate(a, self(a.value)))
+            else:
+                args.append(self(a))
+        kwargs: dict = {}
         for kw in node.keywords:
             if kw.arg is None:
-                kwargs.update(self(kw.value))
+                more = self(kw.value)
+                if not isinstance(more, Mapping):
+                    raise _NotData(node, "** of a value that is not a dict")
+                kwargs.update(more)
             else:
                 kwargs[kw.arg] = self(kw.value)
-        return _BUILTINS[node.func.id](*args, **kwargs)
+        try:
+            return self.built(function(self.meter, args, kwargs))
+        except NotPure as exc:
+            raise _NotData(node, f"calls {ast.unparse(node.func)}(...) with arguments that are "
+                                 f"not data: {exc}") from None
+
+    def _function(self, node: ast.Call) -> Callable[..., Any]:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in BUILTINS and func.id not in self.values \
+                and not any(func.id in scope for scope in self.scopes):
+            return BUILTINS[func.id]
+        target = None
+        if isinstance(func, ast.Attribute | ast.Name):
+            try:
+                target = self(func)
+            except _NotData:
+                target = None
+        if isinstance(target, Symbol) and target.name in NUMPY:
+            return NUMPY[target.name]
+        raise _NotData(node, f"calls {_short(ast.unparse(func))}(...): code is not run")
+
+    # ------------------------------------------------------------------ comprehensions
+    def _iterate(self, node: ast.AST, value: Any) -> list:
+        if is_array(value):
+            if value.ndim != 1:
+                raise _NotData(node, "iterates over an array that is not 1-D")
+            return value.tolist()
+        if isinstance(value, list | tuple | str | bytes | dict | set | frozenset):
+            self.meter.charge(len(value))
+            return list(value)
+        raise _NotData(node, f"iterates over {type(value).__name__}")
+
+    def _comprehension(self, node: Any, element: Callable[[], Any]) -> list:
+        out: list = []
+        weight = [1]
+
+        def run(level: int) -> None:
+            if level == len(node.generators):
+                item = element()
+                weight[0] += self.meter.weight(item)
+                check_weight(weight[0], "the comprehension")
+                out.append(item)
+                return
+            gen = node.generators[level]
+            if gen.is_async:
+                raise _NotData(node, "async comprehension")
+            for value in self._iterate(gen.iter, self(gen.iter)):
+                self.meter.charge(1)
+                self._bind_target(gen.target, value)
+                if all(self(test) for test in gen.ifs):
+                    run(level + 1)
+
+        self.scopes.append({})
+        try:
+            run(0)
+        finally:
+            self.scopes.pop()
+        return out
+
+    def _bind_target(self, target: ast.AST, value: Any) -> None:
+        if isinstance(target, ast.Name):
+            self.scopes[-1][target.id] = value
+        elif isinstance(target, ast.Tuple | ast.List):
+            items = self._iterate(target, value)
+            if len(items) != len(target.elts) or any(
+                    isinstance(e, ast.Starred) for e in target.elts):
+                raise _NotData(target, "unpacking of a different length")
+            for t, v in zip(target.elts, items, strict=True):
+                self._bind_target(t, v)
+        else:
+            raise _NotData(target, "a comprehension target other than names")
+
+    def _ListComp(self, node: ast.ListComp) -> list:
+        return self._comprehension(node, lambda: self(node.elt))
+
+    def _GeneratorExp(self, node: ast.GeneratorExp) -> list:
+        return self._comprehension(node, lambda: self(node.elt))
+
+    def _SetComp(self, node: ast.SetComp) -> set:
+        return set(self._comprehension(node, lambda: self(node.elt)))
+
+    def _DictComp(self, node: ast.DictComp) -> dict:
+        return dict(self._comprehension(node, lambda: (self(node.key), self(node.value))))
 
 
-_MISSING = object()
+def _is_number(value: Any) -> bool:
+    if isinstance(value, int | float | complex):
+        return True
+    return type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def parse_python(source: str, filename: str = "<config>") -> ast.Module:
+    """``ast.parse`` of a config, every failure a ``RecipeError`` (syntax with its line, a NUL
+    byte, nesting beyond ``MAX_SYNTAX_DEPTH``)."""
+    if "\0" in source:
+        line = source.count("\n", 0, source.index("\0")) + 1
+        raise RecipeError(filename, line, "invalid Python: a NUL byte")
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as exc:
+        raise RecipeError(filename, exc.lineno, f"invalid Python: {exc.msg}") from None
+    except (RecursionError, MemoryError):
+        raise RecipeError(filename, None, f"the Python syntax nests deeper than "
+                                          f"{MAX_SYNTAX_DEPTH} levels (MAX_SYNTAX_DEPTH)"
+                          ) from None
+    _check_depth(tree, filename)
+    return tree
+
+
+def _check_depth(tree: ast.AST, filename: str) -> None:
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_SYNTAX_DEPTH:
+            raise RecipeError(filename, getattr(node, "lineno", None),
+                              f"the Python syntax nests deeper than {MAX_SYNTAX_DEPTH} levels "
+                              f"(MAX_SYNTAX_DEPTH)")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
 def evaluate_python_config(source: str, filename: str = "<config>",
@@ -230,12 +458,14 @@ def evaluate_python_config(source: str, filename: str = "<config>",
             options with initializers and data-layer code).
 
     Returns:
-        a ``PyConfig``: ``values`` and ``unresolved``.
+        a ``PyConfig``: ``values`` (numpy arrays as lists of Python numbers, the same float64
+        values) and ``unresolved``.
 
     Raises:
-        SyntaxError: the file is not Python.
+        RecipeError: the file is not Python, or builds a value beyond the bounds of
+            ``trainop.configs.bounds`` (file and line named).
     """
-    tree = ast.parse(source, filename=filename)
+    tree = parse_python(source, filename)
     config = PyConfig()
     lookup = names.get if isinstance(names, Mapping) else names
 
@@ -246,9 +476,29 @@ def evaluate_python_config(source: str, filename: str = "<config>",
         return _MISSING if value is None and not isinstance(names, Mapping) else value
 
     evaluate = _Evaluator(config.values, resolve, filename, partial)
-    for stmt in tree.body:
-        _statement(stmt, evaluate, config, filename, resolve)
+    try:
+        for stmt in tree.body:
+            _statement(stmt, evaluate, config, filename, resolve)
+    except _Bound as exc:
+        raise RecipeError(filename, getattr(exc.node, "lineno", None), exc.reason) from None
+    except BoundExceeded as exc:
+        raise RecipeError(filename, None, exc.reason) from None
+    for key, value in config.values.items():
+        config.values[key] = _plain(value)
     return config
+
+
+def _plain(value: Any) -> Any:
+    """numpy arrays and scalars as Python lists and numbers (the same values)."""
+    if is_array(value) or (type(value).__module__ == "numpy" and hasattr(value, "item")):
+        return value.tolist()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def _bind(config: PyConfig, name: str, value: Any) -> None:
@@ -261,12 +511,51 @@ def _unresolve(config: PyConfig, name: str, where: Unresolved) -> None:
     config.unresolved[name] = where
 
 
+def _assigned_names(stmts: list[ast.stmt]) -> list[str]:
+    """Every top-level name the statements could bind or change: assignment targets, the
+    names under item and attribute assignments (``d["k"] = v`` changes ``d``), the objects
+    of method calls (``rates.append(x)`` may change ``rates``), loops, imports, defs."""
+    names: list[str] = []
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+                names.append(node.id)
+            elif isinstance(node, ast.Subscript | ast.Attribute) and isinstance(
+                    node.ctx, ast.Store | ast.Del) or (isinstance(node, ast.Call) and isinstance(
+                    node.func, ast.Attribute)):
+                base = node.func if isinstance(node, ast.Call) else node
+                while isinstance(base, ast.Subscript | ast.Attribute):
+                    base = base.value
+                if isinstance(base, ast.Name):
+                    names.append(base.id)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.append(node.name)
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                names += [a.asname or a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                names.append(node.name)
+    return list(dict.fromkeys(names))
+
+
+def _code_statement(stmt: ast.stmt, config: PyConfig, filename: str, reason: str) -> None:
+    line = getattr(stmt, "lineno", 0)
+    where = Unresolved(filename, line, reason)
+    config.unresolved[f"<line {line}>"] = where
+    for name in _assigned_names([stmt]):
+        _unresolve(config, name, Unresolved(filename, line, f"assigned in {reason}"))
+
+
 def _statement(stmt: ast.stmt, evaluate: _Evaluator, config: PyConfig, filename: str,
                resolve: Callable[[str], Any]) -> None:
     line = getattr(stmt, "lineno", 0)
     if isinstance(stmt, ast.Import | ast.ImportFrom):
         prefix = "" if isinstance(stmt, ast.Import) else (stmt.module or "") + "."
         for alias in stmt.names:
+            if alias.name == "*":  # the names it binds are unknown: listed, never imported
+                config.unresolved[f"<line {line}>"] = Unresolved(
+                    filename, line, f"from {stmt.module} import *: the names it binds are not "
+                                    f"known (modules are never imported)")
+                continue
             dotted = prefix + alias.name
             name = alias.asname or alias.name.split(".")[0]
             target = dotted if alias.asname or isinstance(stmt, ast.ImportFrom) else name
@@ -280,38 +569,92 @@ def _statement(stmt: ast.stmt, evaluate: _Evaluator, config: PyConfig, filename:
                             f"pass it from Python"))
         return
     if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        if stmt.value is None:
-            return
-        names = [t.id for t in targets if isinstance(t, ast.Name)]
-        if len(names) != len(targets):
-            config.unresolved[f"<line {line}>"] = Unresolved(
-                filename, line, "assignment to something other than a name: not evaluated")
-            return
+        _assignment(stmt, evaluate, config, filename)
+        return
+    if isinstance(stmt, ast.If):
         try:
-            value = evaluate(stmt.value)
-            if isinstance(stmt, ast.AugAssign):
-                op = _BIN.get(type(stmt.op))
-                old = config.values.get(names[0], _MISSING)
-                if op is None or old is _MISSING or isinstance(old, Unresolved):
-                    raise _NotData(stmt, f"augmented assignment to {names[0]!r}")
-                value = op(old, value)
+            test = evaluate(stmt.test)
+            if is_array(test):
+                raise _NotData(stmt, "the truth of an array")
         except _NotData as exc:
-            where = Unresolved(filename, getattr(exc.node, "lineno", line), exc.reason)
-            for name in names:
-                _unresolve(config, name, where)
+            _code_statement(stmt, config, filename, f"an `if` statement at line {line} whose "
+                                                    f"test is not data ({exc.reason})")
             return
-        except Exception as exc:  # noqa: BLE001 - arithmetic on data (1/0, "a" - 1, a[9])
-            where = Unresolved(filename, line, f"{type(exc).__name__}: {exc}")
-            for name in names:
-                _unresolve(config, name, where)
-            return
-        for name in names:
-            _bind(config, name, value)
+        for inner in (stmt.body if test else stmt.orelse):
+            _statement(inner, evaluate, config, filename, resolve)
+        return
+    if isinstance(stmt, ast.Delete) and all(isinstance(t, ast.Name) for t in stmt.targets):
+        for t in stmt.targets:
+            config.values.pop(t.id, None)
+            config.unresolved.pop(t.id, None)
         return
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
         return  # a docstring
     if isinstance(stmt, ast.Pass):
         return
-    config.unresolved[f"<line {line}>"] = Unresolved(
-        filename, line, f"{type(stmt).__name__} statement is code: not run")
+    _code_statement(stmt, config, filename, f"a {type(stmt).__name__} statement at line "
+                                            f"{line} (code: not run)")
+
+
+def _assignment(stmt: ast.Assign | ast.AnnAssign | ast.AugAssign, evaluate: _Evaluator,
+                config: PyConfig, filename: str) -> None:
+    line = stmt.lineno
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    if stmt.value is None:
+        return
+    if not all(_plain_target(t) for t in targets):
+        _code_statement(stmt, config, filename, f"an assignment at line {line} to "
+                                                f"{_short(ast.unparse(targets[0]))} (not "
+                                                f"evaluated)")
+        return
+    names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    try:
+        value = evaluate(stmt.value)
+        if isinstance(stmt, ast.AugAssign):
+            op = _BIN.get(type(stmt.op))
+            old = config.values.get(names[0], _MISSING)
+            if op is None or old is _MISSING or isinstance(old, Unresolved):
+                raise _NotData(stmt, f"augmented assignment to {names[0]!r}")
+            try:
+                value = evaluate.built(evaluate._binary(stmt, op, old, value))
+                evaluate.meter.check(value)
+            except BoundExceeded as exc:
+                raise _Bound(stmt, exc.reason) from None
+    except _NotData as exc:
+        where = Unresolved(filename, getattr(exc.node, "lineno", line), exc.reason)
+        for name in names:
+            _unresolve(config, name, where)
+        return
+    except _Bound:
+        raise
+    except Exception as exc:  # noqa: BLE001 - arithmetic on data (1/0, "a" - 1, a[9])
+        where = Unresolved(filename, line, f"{type(exc).__name__}: {_short(str(exc))}")
+        for name in names:
+            _unresolve(config, name, where)
+        return
+    try:
+        for target in targets:
+            _bind_target(config, evaluate, target, value)
+    except _NotData as exc:
+        for name in names:
+            _unresolve(config, name, Unresolved(filename, line, exc.reason))
+
+
+def _plain_target(target: ast.AST) -> bool:
+    """A name, or a tuple/list of plain targets (``a, b = 1, 2``)."""
+    if isinstance(target, ast.Name):
+        return True
+    return isinstance(target, ast.Tuple | ast.List) and all(
+        _plain_target(t) for t in target.elts)
+
+
+def _bind_target(config: PyConfig, evaluate: _Evaluator, target: ast.AST, value: Any) -> None:
+    if isinstance(target, ast.Name):
+        _bind(config, target.id, value)
+        return
+    items = evaluate._iterate(target, value)
+    if len(items) != len(target.elts):
+        raise _NotData(target, f"unpacks {len(items)} values into {len(target.elts)} names")
+    for t, v in zip(target.elts, items, strict=True):
+        _bind_target(config, evaluate, t, v)
+

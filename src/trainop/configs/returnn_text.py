@@ -5,7 +5,10 @@ name) is Python, ``{`` is JSON (with ``//`` and ``/* */`` comments allowed), any
 the line format, one ``key value`` per line (``#`` starts a comment; a value with a comma is
 a list). Python configs are parsed by ``trainop.configs.pyconfig``; this module reads the other
 two as data. A file without ``#!`` that parses as Python is taken as Python (trainop is
-lenient there; RETURNN would read it line by line).
+lenient there; RETURNN would read it line by line); one that does not parse is read as the
+line format only when every line is a ``key value`` line (no indentation, no Python keyword,
+no ``=``, ``(`` or ``[`` right after the key), else it is a Python config with a syntax error
+(``RecipeError``), never re-read as another format.
 
 Line-format values are strings in RETURNN, converted when an option is read (``config.float``,
 ``config.int``, ``config.bool``); here each value (and each element of a list) becomes an int,
@@ -21,10 +24,18 @@ Example:
 from __future__ import annotations
 
 import ast
-import json
+import keyword
+import re
 from typing import Any
 
+from trainop.configs.errors import RecipeError
+from trainop.configs.structured import load_json
+
 __all__ = ["parse_returnn_text", "returnn_text_kind"]
+
+_LINE = re.compile(r"[A-Za-z_][\w.\-]*[ \t]+[^\s=(\[]")
+_PYTHON_LINE = re.compile(r"[\w.]+(\s*[-+*/]?=|[(\[])")
+_PYTHON_WORDS = set(keyword.kwlist) | {"print", "exec"}
 
 _BOOLS = {"true": True, "yes": True, "on": True, "false": False, "no": False, "off": False}
 
@@ -39,29 +50,39 @@ def returnn_text_kind(text: str, filename: str = "<config>") -> str:
         return "json"
     try:
         ast.parse(text, filename=filename)
-    except SyntaxError:
-        return "lines"
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "lines" if _line_format(text) else "python"
     return "python"
+
+
+def _line_format(text: str) -> bool:
+    """Some line is ``key value`` and none reads as Python (indented, a Python keyword first,
+    or ``=``/``(``/``[``/``.`` right after the first name)."""
+    seen = False
+    for line in text.splitlines():
+        content = line.partition("#")[0]
+        if not content.strip():
+            continue
+        first = content.split(None, 1)[0]
+        if content[0].isspace() or first in _PYTHON_WORDS or _PYTHON_LINE.match(content):
+            return False
+        seen = seen or bool(_LINE.match(content))
+    return seen
 
 
 def parse_returnn_text(text: str, filename: str = "<config>") -> dict[str, Any]:
     """The values of a RETURNN JSON or line-format config.
 
     Raises:
-        ValueError: invalid JSON (the position named), JSON that is not an object, or a line
+        RecipeError: invalid JSON (the position named), JSON that is not an object, or a line
             that is not ``key value`` (``filename:line`` named).
     """
     body = text.strip()
     if body.startswith("{"):
-        try:
-            data = json.loads(_strip_json_comments(body))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"Expected {filename} (a RETURNN config starting with '{{') to be "
-                             f"JSON, got an error at line {e.lineno} column {e.colno}: {e.msg}"
-                             ) from None
+        data = load_json(_strip_json_comments(body), filename)
         if not isinstance(data, dict):  # pragma: no cover - a '{' document is an object
-            raise ValueError(f"Expected {filename} to hold a JSON object, got "
-                             f"{type(data).__name__}")
+            raise RecipeError(filename, None, f"expected a JSON object, got "
+                                              f"{type(data).__name__}")
         return data
     values: dict[str, Any] = {}
     for number, line in enumerate(text.splitlines(), start=1):
@@ -70,8 +91,9 @@ def parse_returnn_text(text: str, filename: str = "<config>") -> dict[str, Any]:
             continue
         parts = line.split(None, 1)
         if len(parts) != 2:
-            raise ValueError(f"Expected `key value` on each line of the RETURNN line-format "
-                             f"config, got {line!r} at {filename}:{number}")
+            raise RecipeError(filename, number, f"expected `key value` on each line of the "
+                                                f"RETURNN line-format config, got "
+                                                f"{line[:60]!r}")
         key, value = parts
         if value.find(",") > 0:
             values[key] = [_scalar(v) for v in value.split(",")]

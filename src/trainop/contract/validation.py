@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 from collections.abc import Callable
 from typing import Any
 
@@ -32,9 +33,15 @@ __all__ = [
 ]
 
 
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 4, 90, 90, 90
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxset = _SHORT.maxfrozenset = _SHORT.maxdict = 30
+
+
 def describe(value: Any) -> str:
-    """A short ``repr`` of ``value`` with its type, for error messages."""
-    text = repr(value)
+    """A short ``repr`` of ``value`` with its type, for error messages (``reprlib``: a large
+    value is never formatted whole)."""
+    text = repr(value[:100]) if type(value) is str else _SHORT.repr(value)
     if len(text) > 80:
         text = text[:77] + "..."
     return f"{text} ({type(value).__name__})"

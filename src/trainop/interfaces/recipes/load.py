@@ -20,36 +20,46 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from trainop.configs import Symbol, evaluate_python_config, load_config
+from trainop.configs import Symbol, evaluate_python_config
+from trainop.configs.files import read_structured
+from trainop.configs.reading import read_text
 from trainop.configs.returnn_text import parse_returnn_text, returnn_text_kind
 from trainop.contract.validation import describe
 from trainop.interfaces.recipes import openseq2seq, returnn, trainop_format
 from trainop.interfaces.recipes.names import resolve_name
-from trainop.interfaces.recipes.recipe import Recipe
+from trainop.interfaces.recipes.recipe import Recipe, without_unresolved
 from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS
+from trainop.training.returnn.resolve import check_classes
 
 __all__ = ["load_recipe"]
 
 _YAML_JSON = (".yaml", ".yml", ".json")
 
 
-def load_recipe(source: str | os.PathLike | Mapping[str, Any]) -> Recipe:
+def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
+                classes: Mapping[str, type] | None = None) -> Recipe:
     """Load a training recipe: an OpenSeq2Seq Python config, a RETURNN config, or trainop's
     YAML/JSON format (see the module doc and ``docs/recipes.md``).
 
     Args:
         source: a path, or a dict (an OpenSeq2Seq ``{"base_params": {...}}``, a RETURNN config
             dict, or a trainop recipe ``{"format": "trainop", ...}``).
+        classes: keyword-only; name -> class for optimizer classes of your own. A name in
+            the recipe (an OpenSeq2Seq ``optimizer`` name or import, a RETURNN ``{"class":
+            "mypkg.Lion"}``) is looked up here first, then among trainop's and
+            ``torch.optim``'s classes; no module a recipe names is ever imported.
 
     Returns:
         a ``Recipe``: ``format``, ``options``, ``optimizer_class``, ``unresolved``,
         ``build(model, loss=None, *, num_steps=None, steps_per_epoch=None)``.
 
     Raises:
-        ValueError: the format cannot be told, a key is unknown (trainop's format; the
-            closest valid key is named), or an option's value is invalid.
+        RecipeError: (a ``ValueError``) the file cannot be read as data: not a regular file,
+            too large, not UTF-8, not valid Python/YAML/JSON, a value beyond the evaluator's
+            bounds (``trainop.configs.bounds``); file, line and reason named.
+        ValueError: the format cannot be told, a key or a class name is unknown (the closest
+            valid names are named), or an option's value is invalid.
         TypeError: ``source`` is neither a path nor a dict, or an option has the wrong type.
-        SyntaxError: a Python config that is not Python.
 
     Example:
         >>> import trainop
@@ -60,28 +70,32 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any]) -> Recipe:
         >>> recipe.format, recipe.optimizer_class.__name__, recipe.options["loss_scaling"]
         ('openseq2seq', 'MomentumOptimizer', 1.0)
     """
+    classes = check_classes(classes)
     if isinstance(source, Mapping):
-        return _from_dict(dict(source), "<dict>")
+        return _from_dict(dict(source), "<dict>", classes)
     if not isinstance(source, str | os.PathLike):
         raise TypeError(f"Expected `source` to be a path or a dict, got {describe(source)}")
     path = os.fspath(source)
     if os.path.splitext(path)[1].lower() in _YAML_JSON:
-        _, data, _ = load_config(path)
+        _, data = read_structured(path)
         if data.get("format") != "trainop":
             raise ValueError(f"Expected `format: trainop` at the top of {path} (trainop's "
                              f"recipe format; see docs/recipes.md), got format="
-                             f"{data.get('format')!r}")
-        return _from_dict(data, path)
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+                             f"{describe(data.get('format'))}")
+        return _from_dict(data, path, classes)
+    text = read_text(path)
     if returnn_text_kind(text, path) != "python":
         values = parse_returnn_text(text, path)
         if not _RETURNN_KEYS & set(values):
             raise ValueError(f"Expected the RETURNN config {path} to set training keys "
                              f"(optimizer, learning_rate, gradient_clip*, ...), got keys "
-                             f"{sorted(values)}")
-        return _returnn_recipe(values, path)
-    parsed = evaluate_python_config(text, filename=path, names=resolve_name, partial=True)
+                             f"{sorted(values)[:20]}")
+        return _returnn_recipe(values, path, classes=classes)
+
+    def names(dotted: str) -> Any:
+        return classes[dotted] if dotted in classes else resolve_name(dotted)
+
+    parsed = evaluate_python_config(text, filename=path, names=names, partial=True)
     values = parsed.values
     if "base_params" in values or _imports_openseq2seq(values):
         if "base_params" not in values:
@@ -94,19 +108,17 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any]) -> Recipe:
             raise ValueError(f"Expected `base_params`/`train_params` in {path} to be dict "
                              f"literals, got code: {where}")
         train = values.get("train_params")
-        options, unresolved = openseq2seq.options_from(
-            values["base_params"], train if isinstance(train, Mapping) else None)
-        unresolved.update({k: v for k, v in parsed.unresolved.items()
-                           if k not in ("base_params", "train_params")})
-        cls = None if "optimizer" in unresolved else \
-            openseq2seq.optimizer_class(options["optimizer"])
-        return Recipe("openseq2seq", options, cls, unresolved, "TrainOp", path)
+        others = {k: v for k, v in parsed.unresolved.items()
+                  if k not in ("base_params", "train_params")}
+        return _openseq2seq_recipe(values["base_params"],
+                                   train if isinstance(train, Mapping) else None, path, classes,
+                                   others)
     if not (_RETURNN_KEYS & set(values) or text.startswith("#!rnn.py")
             or _RETURNN_KEYS & set(parsed.unresolved)):
         raise ValueError(f"Expected {path} to be an OpenSeq2Seq config (with base_params), a "
                          f"RETURNN config (optimizer, learning_rate, gradient_clip*, ...) or a "
                          f"trainop .yaml/.json recipe, got none of their keys")
-    return _returnn_recipe(path, path, values)
+    return _returnn_recipe(path, path, values, parsed.unresolved, classes)
 
 
 _RETURNN_KEYS = {*DEFAULTS, *LR_CONTROL_KEYS} - {"backend", "behavior_version"}
@@ -117,27 +129,52 @@ def _imports_openseq2seq(values: Mapping[str, Any]) -> bool:
                for v in values.values())
 
 
-def _from_dict(data: dict[str, Any], source: str) -> Recipe:
+def _named(params: Mapping[str, Any], classes: Mapping[str, type]) -> dict[str, Any]:
+    """OpenSeq2Seq params with an ``optimizer`` name found in ``classes`` replaced by that
+    class."""
+    params = dict(params)
+    name = params.get("optimizer")
+    if isinstance(name, Symbol):
+        name = name.name
+    if isinstance(name, str) and name in classes:
+        params["optimizer"] = classes[name]
+    return params
+
+
+def _openseq2seq_recipe(base: Any, train: Any, source: str, classes: Mapping[str, type],
+                        others: Mapping[str, Any]) -> Recipe:
+    """The OpenSeq2Seq recipe of ``base_params``/``train_params``; ``others``: what else in
+    the file needed code."""
+    if not isinstance(base, Mapping):
+        raise TypeError(f"Expected `base_params` to be a dict, got {describe(base)}")
+    options, unresolved = openseq2seq.options_from(
+        _named(base, classes), _named(train, classes) if isinstance(train, Mapping) else train)
+    unresolved.update(others)
+    cls = None if "optimizer" in unresolved else openseq2seq.optimizer_class(options["optimizer"])
+    return Recipe("openseq2seq", without_unresolved(options), cls, unresolved, "TrainOp", source)
+
+
+def _from_dict(data: dict[str, Any], source: str, classes: Mapping[str, type]) -> Recipe:
     if "format" in data:
-        kind, options, cls = trainop_format.options_from(data)
+        kind, options, cls = trainop_format.options_from(data, classes)
         builds = "TrainOp" if kind == "openseq2seq" else "Updater"
         return Recipe("trainop", options, cls, {}, builds, source)
     if "base_params" in data:
-        options, unresolved = openseq2seq.options_from(data["base_params"],
-                                                       data.get("train_params"))
-        return Recipe("openseq2seq", options, openseq2seq.optimizer_class(options["optimizer"]),
-                      unresolved, "TrainOp", source)
+        return _openseq2seq_recipe(data["base_params"], data.get("train_params"), source,
+                                   classes, {})
     if not _RETURNN_KEYS & set(data):
         raise ValueError(f"Expected a recipe dict with `base_params` (OpenSeq2Seq), "
                          f"`format: trainop`, or RETURNN training keys (optimizer, "
-                         f"learning_rate, gradient_clip*, ...), got keys {sorted(data)}")
-    return _returnn_recipe(data, source)
+                         f"learning_rate, gradient_clip*, ...), got keys {sorted(data)[:20]}")
+    return _returnn_recipe(data, source, classes=classes)
 
 
-def _returnn_recipe(config: Any, source: str,
-                    values: Mapping[str, Any] | None = None) -> Recipe:
+def _returnn_recipe(config: Any, source: str, values: Mapping[str, Any] | None = None,
+                    unresolved: Mapping[str, Any] | None = None,
+                    classes: Mapping[str, type] | None = None) -> Recipe:
     """The RETURNN recipe of ``config`` (a dict of values, or a path read by the Updater's
-    config reader with its evaluated ``values``)."""
-    options, unresolved, cls = returnn.options_from(config, values)
-    return Recipe("returnn", options, None if cls is type(None) else cls, unresolved,
-                  "Updater", source)
+    config reader with its evaluated ``values`` and everything that needed code)."""
+    options, needing, cls = returnn.options_from(config, values, classes or {})
+    listed = {**(unresolved or {}), **needing}
+    return Recipe("returnn", without_unresolved(options), None if cls is type(None) else cls,
+                  listed, "Updater", source)

@@ -24,24 +24,29 @@ from trainop.configs import Unresolved
 from trainop.contract.validation import describe
 from trainop.training.returnn import Updater
 from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS, read_config
-from trainop.training.returnn.resolve import optimizer_spec
+from trainop.training.returnn.resolve import optimizer_spec, with_classes
 
 __all__ = ["build", "options_from"]
 
 
-def options_from(config: Any, given: Mapping[str, Any] | None = None
+def options_from(config: Any, given: Mapping[str, Any] | None = None,
+                 classes: Mapping[str, type] | None = None
                  ) -> tuple[dict[str, Any], dict[str, Unresolved], type]:
     """``(options, unresolved, optimizer class)`` of a RETURNN config (a dict, or a path read
     by ``Updater``'s ``read_config``); ``given``: the config's evaluated values, for the
-    learning-rate control keys."""
+    learning-rate control keys; ``classes``: names of the caller's own optimizer classes (the
+    ``class`` name is replaced by the class in ``options``)."""
     options, unresolved = read_config(config)
+    options["optimizer"] = with_classes(options["optimizer"], classes or {})
     values = config if isinstance(config, Mapping) else (given or {})
     for key in LR_CONTROL_KEYS:
         if key in values:
             options[key] = values[key]
+            if isinstance(values[key], Unresolved):
+                unresolved[key] = values[key]
     if isinstance(options["optimizer"], Unresolved):
         return options, unresolved, type(None)
-    if not unresolved:
+    if not any(key in DEFAULTS for key in unresolved):
         _construct(options)
     cls, kwargs, multiplier, group_options = optimizer_spec(options)
     if group_options is None:  # a trainop class: the dict RETURNN's TF updater ends up with

@@ -36,14 +36,17 @@ from trainop.configs import check_keys
 from trainop.contract.validation import describe
 from trainop.interfaces.recipes import openseq2seq, returnn
 from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS
-from trainop.training.returnn.resolve import resolve_class
+from trainop.training.returnn.resolve import resolve_class, with_classes
 from trainop.training.returnn.torch_classes import resolve_torch_class
 
 __all__ = ["options_from"]
 
 
-def options_from(data: Mapping[str, Any]) -> tuple[str, dict[str, Any], type]:
-    """``(kind, options, optimizer class)``: kind ``"openseq2seq"`` or ``"updater"``."""
+def options_from(data: Mapping[str, Any], classes: Mapping[str, type] | None = None
+                 ) -> tuple[str, dict[str, Any], type]:
+    """``(kind, options, optimizer class)``: kind ``"openseq2seq"`` or ``"updater"``;
+    ``classes``: names of the caller's own optimizer classes (``load_recipe``)."""
+    classes = classes or {}
     if data.get("format") != "trainop":
         raise ValueError(f"Expected `format: trainop` in a trainop recipe, got format="
                          f"{data.get('format')!r}")
@@ -57,9 +60,13 @@ def options_from(data: Mapping[str, Any]) -> tuple[str, dict[str, Any], type]:
         if not isinstance(block, Mapping):
             raise TypeError(f"Expected `openseq2seq` to be a mapping of options, got "
                             f"{describe(block)}")
+        if isinstance(block.get("optimizer"), str) and block["optimizer"] in classes:
+            block = {**block, "optimizer": classes[block["optimizer"]]}
         options, _ = openseq2seq.options_from(block, strict=True)
         return "openseq2seq", options, openseq2seq.optimizer_class(options["optimizer"])
     check_keys(body, ["format", "openseq2seq", *DEFAULTS, *LR_CONTROL_KEYS], "the trainop recipe")
+    if "optimizer" in body:
+        body["optimizer"] = with_classes(body["optimizer"], classes)
     _check_optimizer_arguments(body)
     options, _, cls = returnn.options_from({**body, "trainop": 1})
     return "updater", options, cls

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 from trainop.contract.optimizer import Optimizer
@@ -26,7 +27,7 @@ from trainop.contract.validation import describe
 from trainop.registry import get_optimizer_class as _registry_class
 from trainop.training.returnn.torch_classes import resolve_torch_class, torch_kwargs
 
-__all__ = ["LEGACY_FLAGS", "optimizer_spec", "resolve_class"]
+__all__ = ["LEGACY_FLAGS", "check_classes", "optimizer_spec", "resolve_class", "with_classes"]
 
 LEGACY_FLAGS = ("adam", "nadam", "adadelta", "adagrad", "rmsprop", "momentum")
 _DEPRECATION = ("DEPRECATION WARNING: Please define an optimizer specifically via the "
@@ -50,6 +51,27 @@ def resolve_class(class_name: Any) -> type[Optimizer]:
         raise TypeError(f"Expected the optimizer `class` to be a name, a trainop.Optimizer "
                         f"subclass or a callable returning a name, got {describe(class_name)}")
     return _registry_class(class_name)
+
+
+def check_classes(classes: Any) -> dict[str, type]:
+    """``classes``: names a config may use for classes passed from Python (``{"mypkg.Lion":
+    Lion}``); a dict of str -> class."""
+    if classes is None:
+        return {}
+    if not isinstance(classes, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, type) for k, v in classes.items()):
+        raise TypeError(f"Expected `classes` to be a dict of name (str) -> class, got "
+                        f"{describe(classes)}")
+    return dict(classes)
+
+
+def with_classes(optimizer: Any, classes: Mapping[str, type]) -> Any:
+    """The ``optimizer`` dict with a ``class`` name found in ``classes`` replaced by that
+    class (names are looked up, never imported)."""
+    if classes and isinstance(optimizer, dict) and isinstance(optimizer.get("class"), str) \
+            and optimizer["class"] in classes:
+        return {**optimizer, "class": classes[optimizer["class"]]}
+    return optimizer
 
 
 def _accepts(cls: type, name: str) -> bool:

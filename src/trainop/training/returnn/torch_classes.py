@@ -3,10 +3,13 @@ arguments and the weight-decay parameter groups (the upstream RETURNN spec: "PT
 ``get_optimizer_class``" §3.2, "``create_optimizer``" §6.2, "Param groups and weight-decay
 exclusion" §6.3; ``docs/updater.md``).
 
-- Class: a ``torch.optim.Optimizer`` subclass; a callable returning one; a dotted name
-  (``"torch.optim.AdamW"``, ``"mypackage.optim.Lion"``: module path + attribute, imported, as
-  RETURNN's PyTorch backend does); with ``backend: torch`` also a plain name looked up
-  case-insensitively among ``torch.optim``'s classes (``"adamw"``).
+- Class: a ``torch.optim.Optimizer`` subclass; a callable returning one; a dotted name of one
+  of ``torch.optim``'s classes (``"torch.optim.AdamW"``, ``"torch.optim.adamw.AdamW"``), looked
+  up in the already imported ``torch.optim`` (RETURNN's PyTorch backend imports any module
+  path; trainop never imports a module a config names: a class of your own, such as
+  ``"mypackage.optim.Lion"``, is passed from Python with ``classes={"mypackage.optim.Lion":
+  Lion}``); with ``backend: torch`` also a plain name looked up case-insensitively among
+  ``torch.optim``'s classes (``"adamw"``).
 - Arguments: ``epsilon`` renamed to ``eps`` where the class takes ``eps``;
   ``optimizer_epsilon`` is not used (torch's defaults); ``learning_rate``/``lr`` rejected;
   ``learning_rate_multiplier`` multiplies the learning rate of every group.
@@ -26,7 +29,6 @@ RETURNN expect); Q8 reproduced; Q13 fixed (keyword-only arguments are seen).
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import warnings
 from collections.abc import Callable
@@ -34,7 +36,7 @@ from typing import Any
 
 import torch
 
-from trainop.configs import Unresolved
+from trainop.configs import Unresolved, closest_names
 from trainop.contract.validation import describe
 
 __all__ = ["TORCH_CLASSES", "is_torch_class", "param_groups", "resolve_torch_class",
@@ -43,6 +45,10 @@ __all__ = ["TORCH_CLASSES", "is_torch_class", "param_groups", "resolve_torch_cla
 #: torch.optim's optimizer classes by lower-cased name (RETURNN's PyTorch registry).
 TORCH_CLASSES = {name.lower(): cls for name, cls in vars(torch.optim).items()
                  if isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)}
+#: torch.optim's optimizer classes by dotted name (``torch.optim.AdamW`` and
+#: ``torch.optim.adamw.AdamW``): the only dotted names a config may use without ``classes=``.
+TORCH_DOTTED = {f"{prefix}.{cls.__name__}": cls for cls in TORCH_CLASSES.values()
+                for prefix in ("torch.optim", cls.__module__)}
 _DEFAULT_BLACKLIST = (torch.nn.LayerNorm, torch.nn.Embedding)
 GROUP_KEYS = ("param_groups_custom", "weight_decay_modules_blacklist",
               "weight_decay_custom_include_check")
@@ -65,16 +71,9 @@ def resolve_torch_class(class_name: Any, *, plain_names: bool) -> type | None:
         torch_style = plain_names and issubclass(class_name, torch.optim.Optimizer)
         return class_name if is_torch_class(class_name) or torch_style else None
     if isinstance(class_name, str) and "." in class_name:
-        module_name, _, attribute = class_name.rpartition(".")
-        try:
-            found = getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError) as error:
-            raise ValueError(f"Expected the optimizer class {class_name!r} to be importable "
-                             f"(module path + class name), got {type(error).__name__}: "
-                             f"{error}") from None
-        if not (isinstance(found, type) and issubclass(found, torch.optim.Optimizer)):
-            raise TypeError(f"Expected {class_name!r} to be a torch.optim.Optimizer subclass, "
-                            f"got {describe(found)}")
+        found = TORCH_DOTTED.get(class_name)
+        if found is None:
+            raise unknown_class(class_name, TORCH_DOTTED)
         return found
     if isinstance(class_name, str) and plain_names:
         found = TORCH_CLASSES.get(class_name.lower())
@@ -90,6 +89,17 @@ def resolve_torch_class(class_name: Any, *, plain_names: bool) -> type | None:
                             f"torch.optim.Optimizer subclass, got {describe(found)}")
         return found
     return None
+
+
+def unknown_class(name: str, known: Any) -> ValueError:
+    """The error for a class name nothing knows: the closest known names, and how to pass a
+    class of one's own."""
+    hints = closest_names(name, known)
+    return ValueError(f"Unknown optimizer class {name!r}: a name in a config is looked up "
+                      f"among the classes trainop knows, never imported"
+                      f"{'; closest: ' + ', '.join(map(repr, hints)) if hints else ''}; pass a "
+                      f"class of your own from Python: Updater(config, model, classes={{"
+                      f"{name!r}: cls}}) or load_recipe(path, classes={{{name!r}: cls}})")
 
 
 def _takes(cls: type, name: str) -> bool:

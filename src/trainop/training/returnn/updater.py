@@ -54,7 +54,12 @@ from trainop.processing import (
 from trainop.training._params import as_parameters, check_count_tensor
 from trainop.training.distributed import reduce_grads_in_place, world_size
 from trainop.training.returnn.options import read_config
-from trainop.training.returnn.resolve import optimizer_spec, resolve_class
+from trainop.training.returnn.resolve import (
+    check_classes,
+    optimizer_spec,
+    resolve_class,
+    with_classes,
+)
 from trainop.training.returnn.spellings import (
     BACKENDS,
     DYNAMIC_LR_CONVENTIONS,
@@ -268,6 +273,10 @@ class Updater:
             latter); ``None``: no summaries.
         summary_frequency: write them on every N-th update, counted from the first (an int
             >= 1, default 100).
+        classes: keyword-only; a dict of name -> class for optimizer classes of your own:
+            a config's ``{"class": "mypkg.Lion"}`` means ``classes["mypkg.Lion"]``. Names in a
+            config are looked up, never imported (default: trainop's and ``torch.optim``'s
+            classes only).
 
     Example::
 
@@ -279,8 +288,16 @@ class Updater:
     """
 
     def __init__(self, config: Any, model: Any, initial_learning_rate: float | None = None,
-                 *, summary_writer: Any = None, summary_frequency: int = 100) -> None:
+                 *, summary_writer: Any = None, summary_frequency: int = 100,
+                 classes: Any = None) -> None:
         options, unresolved = read_config(config)
+        classes = check_classes(classes)  # names a config may use for the caller's classes
+        options["optimizer"] = with_classes(options["optimizer"], classes)
+        if isinstance(options["updater_opts"], dict):
+            options["updater_opts"] = {
+                k: {**v, "optimizer": with_classes(v["optimizer"], classes)}
+                if isinstance(v, dict) and "optimizer" in v else v
+                for k, v in options["updater_opts"].items()}
         if isinstance(summary_frequency, bool) or not isinstance(summary_frequency, int) \
                 or summary_frequency < 1:
             raise ValueError(f"Expected `summary_frequency` to be an int >= 1, got "
@@ -465,8 +482,8 @@ class Updater:
     @staticmethod
     def get_optimizer_class(class_name: Any) -> type:
         """RETURNN's name resolution (``"adam"``, ``"AdamOptimizer"``, a class, a callable
-        returning a name; a dotted name such as ``"torch.optim.AdamW"`` is imported, a
-        ``torch.optim`` class returned as is)."""
+        returning a name; a dotted name such as ``"torch.optim.AdamW"`` is looked up among
+        ``torch.optim``'s classes, never imported; a ``torch.optim`` class returned as is)."""
         return resolve_torch_class(class_name, plain_names=False) or resolve_class(class_name)
 
     @property

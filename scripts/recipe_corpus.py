@@ -1,0 +1,294 @@
+"""Run ``trainop.load_recipe`` and ``trainop check-config`` (and, with ``--train``, a short
+``trainop train``) over every recipe file under the given directories, and tabulate the results.
+
+Usage (the corpora are not part of the repository; fetch them yourself, e.g. OpenSeq2Seq's
+``example_configs/``, RETURNN's ``demos/`` and ``tests/``, ``rwth-i6/returnn-experiments``)::
+
+    python scripts/recipe_corpus.py /path/to/OpenSeq2Seq/example_configs /path/to/returnn/demos
+    python scripts/recipe_corpus.py --train --json results.json DIR...
+
+Files: ``*.py`` under a directory holding OpenSeq2Seq configs, ``*.config`` (RETURNN), and
+``*.yaml``/``*.yml``/``*.json`` with ``format: trainop``; ``--pattern`` adds others.
+
+Each file is loaded by a worker process (this script's worker mode) under a timeout
+(``--timeout``, default 60 s per file) and an address-space cap (``--memory-gb``, default 8); a
+worker that times out or dies is counted as a crash for that file and replaced. The worker also
+runs ``check-config`` through the command's own entry point (``trainop.__main__.main``, output
+captured; an exception escaping it is a traceback); ``--subprocess-commands`` runs it as
+``python -m trainop check-config`` instead (slower: one interpreter per file). ``--train`` runs
+``python -m trainop train --steps 2`` on every resolved recipe, each its own subprocess.
+
+A file counts as
+
+- **resolved**: loaded, and no training option needs code (``recipe.pending()`` is empty);
+- **needing code**: loaded, with training options listed in ``recipe.unresolved`` (by reason);
+- **failing**: one clear error (``trainop.RecipeError``, ``ValueError``, ``TypeError``), by
+  reason;
+- **crash**: any other exception, a timeout, a killed worker, or a traceback printed by
+  ``check-config``/``train``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+SUFFIXES = (".config", ".yaml", ".yml", ".json")
+
+
+def find_files(roots: list[str], patterns: list[str]) -> list[str]:
+    """The recipe files under ``roots`` (sorted): ``*.config``, trainop YAML/JSON, and ``*.py``
+    files that look like OpenSeq2Seq or RETURNN configs (``base_params`` or a RETURNN key)."""
+    out = []
+    for root in roots:
+        if os.path.isfile(root):
+            out.append(root)
+            continue
+        for folder, _, names in os.walk(root):
+            for name in names:
+                path = os.path.join(folder, name)
+                named = name.endswith(SUFFIXES) or any(re.fullmatch(p, name) for p in patterns)
+                if named or (name.endswith(".py") and _looks_like_config(path)):
+                    out.append(path)
+    return sorted(out)
+
+
+def _looks_like_config(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(200_000)
+    except OSError:
+        return False
+    return "base_params" in text or text.startswith("#!rnn.py")
+
+
+def reason_of(message: str) -> str:
+    """A message reduced to its kind: paths, quoted names and numbers replaced."""
+    text = message.splitlines()[0] if message else ""
+    text = re.sub(r"(/[^\s:'\"]+)+(:\d+)?", "<file>", text)
+    text = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", text)
+    text = re.sub(r"\b\d[\d.e+-]*\b", "N", text)
+    return text[:110]
+
+
+# ----------------------------------------------------------------------------- worker side
+def _worker() -> None:
+    """Read paths from stdin; for each, print one JSON line with the load result."""
+    import resource
+
+    cap = int(os.environ.get("RECIPE_CORPUS_MEMORY", 8 << 30))
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    import warnings
+
+    import trainop
+
+    warnings.simplefilter("ignore")
+    for line in sys.stdin:
+        request = json.loads(line)
+        answer = {"load": _load_one(trainop, request["path"])}
+        if request["check"]:
+            answer["check-config"] = _check_in_process(request["path"], request["scratch"])
+        print(json.dumps(answer), flush=True)
+
+
+def _check_in_process(path: str, scratch: str) -> dict:
+    """``trainop check-config PATH --no-plot`` through the command's entry point."""
+    import contextlib
+    import io
+    import traceback
+
+    from trainop.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(scratch)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(["check-config", path, "--no-plot"])
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else 1
+    except Exception:  # noqa: BLE001 - a traceback is what this counts
+        err.write(traceback.format_exc())
+        status = 1
+    finally:
+        os.chdir(cwd)
+    text = err.getvalue()
+    return {"status": status, "traceback": "Traceback (most recent call last)" in text,
+            "stderr": text.strip().splitlines()[-1][:300] if text.strip() else ""}
+
+
+def _load_one(trainop, path: str) -> dict:
+    import traceback
+
+    start = time.perf_counter()
+    try:
+        recipe = trainop.load_recipe(path)
+    except (ValueError, TypeError) as exc:
+        return {"status": "failing", "error": type(exc).__name__, "message": str(exc)[:500],
+                "seconds": time.perf_counter() - start}
+    except Exception as exc:  # noqa: BLE001 - the crashes are what this counts
+        return {"status": "crash", "error": type(exc).__name__, "message": str(exc)[:500],
+                "traceback": traceback.format_exc()[-2000:]}
+    half = _unresolved_inside(recipe.options)
+    if half:
+        return {"status": "crash", "error": "half-resolved",
+                "message": f"an Unresolved value inside recipe.options at {half}"}
+    pending = {key: where.reason for key, where in recipe.pending().items()}
+    return {"status": "needs code" if pending else "resolved", "format": recipe.format,
+            "pending": pending, "unresolved": len(recipe.unresolved),
+            "seconds": time.perf_counter() - start}
+
+
+def _unresolved_inside(value, path: str = "options") -> str | None:
+    """The path of an ``Unresolved`` inside ``value`` (there must be none)."""
+    from trainop.configs import Unresolved
+
+    if isinstance(value, Unresolved):
+        return path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(
+        value, list | tuple) else ()
+    for key, item in items:
+        found = _unresolved_inside(item, f"{path}[{key!r}]")
+        if found:
+            return found
+    return None
+
+
+class Worker:
+    """A worker process fed one path at a time, replaced after a timeout or a death."""
+
+    def __init__(self, memory_gb: float) -> None:
+        self.env = {**os.environ, "RECIPE_CORPUS_MEMORY": str(int(memory_gb * (1 << 30)))}
+        self.proc: subprocess.Popen | None = None
+
+    def load(self, path: str, timeout: float, check: bool, scratch: str) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen([sys.executable, __file__, "--worker"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, text=True, env=self.env)
+        self.proc.stdin.write(json.dumps({"path": path, "check": check, "scratch": scratch})
+                              + "\n")
+        self.proc.stdin.flush()
+        result: list[str] = []
+
+        import threading
+
+        reader = threading.Thread(target=lambda: result.append(self.proc.stdout.readline()))
+        reader.start()
+        reader.join(timeout + 30)  # the first file also pays for importing trainop
+        if reader.is_alive() or not result or not result[0]:
+            self.close()
+            reader.join()
+            return {"load": {"status": "crash", "error": "timeout or killed",
+                             "message": f"no answer within {timeout + 30:.0f} s or the worker "
+                                        f"died"}}
+        return json.loads(result[0])
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+def _command(args: list[str], timeout: float, cwd: str) -> dict:
+    try:
+        done = subprocess.run([sys.executable, "-m", "trainop", *args], capture_output=True,
+                              text=True, timeout=timeout, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        return {"status": 124, "traceback": False, "stderr": "timeout"}
+    err = done.stderr
+    return {"status": done.returncode, "traceback": "Traceback (most recent call last)" in err,
+            "stderr": err.strip().splitlines()[-1][:300] if err.strip() else ""}
+
+
+# ----------------------------------------------------------------------------- tables
+def tabulate(results: dict[str, dict], train: bool) -> str:
+    statuses = collections.Counter(r["load"]["status"] for r in results.values())
+    lines = [f"files: {len(results)}"]
+    for status in ("resolved", "needs code", "failing", "crash"):
+        lines.append(f"  {status}: {statuses.get(status, 0)}")
+    by_format = collections.Counter(r["load"].get("format", "-") for r in results.values())
+    lines.append("formats: " + ", ".join(f"{k} {v}" for k, v in sorted(by_format.items())))
+    needs = collections.Counter()
+    for r in results.values():
+        for key, reason in r["load"].get("pending", {}).items():
+            needs[(key, reason_of(reason))] += 1
+    if needs:
+        lines.append("needing code (training option: reason, files):")
+        lines += [f"  {n:4d}  {key}: {reason}" for (key, reason), n in needs.most_common()]
+    failing = collections.Counter(reason_of(r["load"]["message"]) for r in results.values()
+                                  if r["load"]["status"] in ("failing", "crash"))
+    if failing:
+        lines.append("failing and crashes (reason, files):")
+        lines += [f"  {n:4d}  {reason}" for reason, n in failing.most_common()]
+    for name in ("check-config", *(["train"] if train else [])):
+        runs = [r[name] for r in results.values() if name in r]
+        tracebacks = sum(r["traceback"] for r in runs)
+        codes = collections.Counter(r["status"] for r in runs)
+        lines.append(f"{name}: {len(runs)} runs, exit status {dict(sorted(codes.items()))}, "
+                     f"tracebacks {tracebacks}")
+        errors = collections.Counter(reason_of(r["stderr"]) for r in runs if r["status"])
+        lines += [f"  {n:4d}  {reason}" for reason, n in errors.most_common(15)]
+    crashes = [p for p, r in results.items() if r["load"]["status"] == "crash"
+               or any(r.get(k, {}).get("traceback") for k in ("check-config", "train"))]
+    if crashes:
+        lines.append("crashes and tracebacks:")
+        lines += [f"  {p}" for p in crashes]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("roots", nargs="+", help="directories (or files) holding recipes")
+    parser.add_argument("--pattern", action="append", default=[],
+                        help="a regular expression for further file names")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per file and run")
+    parser.add_argument("--memory-gb", type=float, default=8.0, help="address-space cap")
+    parser.add_argument("--no-check-config", action="store_true",
+                        help="skip `trainop check-config` (load_recipe only)")
+    parser.add_argument("--subprocess-commands", action="store_true",
+                        help="run check-config as `python -m trainop` (one process per file)")
+    parser.add_argument("--train", action="store_true",
+                        help="also run `trainop train --steps 2` on every loaded recipe")
+    parser.add_argument("--json", default=None, help="write every file's result here")
+    args = parser.parse_args(argv)
+    files = find_files(args.roots, args.pattern)
+    worker = Worker(args.memory_gb)
+    results: dict[str, dict] = {}
+    scratch = tempfile.mkdtemp(prefix="recipe_corpus_")
+    try:
+        for k, path in enumerate(files, 1):
+            path = os.path.abspath(path)
+            in_worker = not args.no_check_config and not args.subprocess_commands
+            entry = worker.load(path, args.timeout, in_worker, scratch)
+            if not args.no_check_config and "check-config" not in entry:
+                entry["check-config"] = _command(["check-config", path, "--no-plot"],
+                                                 args.timeout, scratch)
+            if args.train and entry["load"]["status"] == "resolved":
+                entry["train"] = _command(["train", path, "--steps", "2", "--no-progress",
+                                           "--out", os.path.join(scratch, f"run{k}")],
+                                          args.timeout, scratch)
+            results[path] = entry
+            print(f"[{k}/{len(files)}] {entry['load']['status']:10s} {path}", file=sys.stderr)
+    finally:
+        worker.close()
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+    print(tabulate(results, args.train))
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        _worker()
+    else:
+        sys.exit(main())

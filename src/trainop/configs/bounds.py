@@ -1,0 +1,130 @@
+"""The evaluator's bounds: what a recipe file may build, checked before it is built.
+
+A recipe is data, so its values are small: the largest real per-epoch ``learning_rates`` lists
+have about a thousand entries, the largest RETURNN network dicts some tens of thousands of
+values. The limits below are a thousand times that, and every value the config evaluator
+(``trainop.configs.pyconfig``) or the YAML/JSON readers build is checked against them *before*
+it is built (``[a] * n`` from the size of ``a`` and ``n``; ``a ** b`` from the bits of ``a``
+and ``b``; ``range``/``numpy.linspace`` from their count; ``str(x)`` from the size of ``x``):
+
+=====================  =========================  ==============================================
+limit                  value                      what it bounds
+=====================  =========================  ==============================================
+``MAX_FILE_BYTES``     4 MiB                      the file (a regular file: no FIFO, no device)
+``MAX_WEIGHT``         1,100,000                  one value: its elements, counted every time
+                                                  they appear (``[a] * 10`` counts ``a`` ten
+                                                  times), plus the characters of its strings
+``MAX_WORK``           2,000,000                  elements built and loop steps taken while
+                                                  evaluating one file
+``MAX_INT_BITS``       4,096                      the bits of an integer (about 1,233 digits)
+``MAX_DEPTH``          100                        nesting of a value (lists in lists, ...)
+``MAX_SYNTAX_DEPTH``   200                        nesting of the file's syntax tree
+=====================  =========================  ==============================================
+
+A value beyond a limit is a ``trainop.RecipeError`` naming the file, the line and the limit.
+Messages show values through ``trainop.contract.validation.describe``, a ``reprlib`` repr that
+never formats the whole of a large value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT_BITS", "MAX_SYNTAX_DEPTH", "MAX_WEIGHT",
+           "MAX_WORK", "BoundExceeded", "Meter", "check_int_bits", "check_weight", "is_array"]
+
+MAX_FILE_BYTES = 4 << 20
+MAX_WEIGHT = 1_100_000
+MAX_WORK = 2_000_000
+MAX_INT_BITS = 4096
+MAX_DEPTH = 100
+MAX_SYNTAX_DEPTH = 200
+
+
+class BoundExceeded(Exception):
+    """A value would exceed a limit: ``reason`` says which (the caller adds file and line)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def is_array(value: Any) -> bool:
+    """A numpy array (the evaluator keeps 1-D arrays as values)."""
+    return type(value).__name__ == "ndarray" and type(value).__module__ == "numpy"
+
+
+class Meter:
+    """Weights and depths of values (memoized by identity: the meter keeps the values it has
+    measured alive, so an identity is never reused), and the work done for one file."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[Any, int, int]] = {}
+        self.work = 0
+
+    def charge(self, amount: int) -> None:
+        """Count ``amount`` elements built (or loop steps); beyond ``MAX_WORK`` raise."""
+        self.work += max(int(amount), 0)
+        if self.work > MAX_WORK:
+            raise BoundExceeded(f"evaluating the file takes more than {MAX_WORK:,} steps "
+                                f"(MAX_WORK)")
+
+    def weight(self, value: Any) -> int:
+        """Elements of ``value`` counted where they appear, plus string characters."""
+        return self._measure(value, 0)[0]
+
+    def depth(self, value: Any) -> int:
+        """Nesting depth of ``value`` (a scalar: 0)."""
+        return self._measure(value, 0)[1]
+
+    def check(self, value: Any, what: str = "a value") -> Any:
+        """``value`` when within ``MAX_WEIGHT``/``MAX_DEPTH``/``MAX_INT_BITS``, else raise."""
+        weight, depth = self._measure(value, 0)
+        check_weight(weight, what)
+        if depth > MAX_DEPTH:
+            raise BoundExceeded(f"{what} nests deeper than {MAX_DEPTH} levels (MAX_DEPTH)")
+        return value
+
+    def _measure(self, value: Any, level: int) -> tuple[int, int]:
+        if value is None or isinstance(value, bool | float | complex):
+            return 1, 0
+        if isinstance(value, int):
+            check_int_bits(value.bit_length())
+            return 1, 0
+        if isinstance(value, str | bytes):
+            return 1 + len(value), 0
+        if is_array(value):
+            return 1 + int(value.size), int(value.ndim)
+        if not isinstance(value, list | tuple | dict | set | frozenset):
+            return 1, 0
+        key = id(value)
+        if key in self._seen:
+            _, weight, depth = self._seen[key]
+            return weight, depth
+        if level > MAX_DEPTH:
+            raise BoundExceeded(f"a value nests deeper than {MAX_DEPTH} levels (MAX_DEPTH)")
+        items = [x for kv in value.items() for x in kv] if isinstance(value, dict) else value
+        weight, depth = 1, 0
+        for item in items:
+            w, d = self._measure(item, level + 1)
+            weight += w
+            depth = max(depth, d + 1)
+            if weight > MAX_WEIGHT:
+                break  # the caller's check reports it; no need to count further
+        depth = max(depth, 1)
+        self._seen[key] = (value, weight, depth)
+        return weight, depth
+
+
+def check_weight(weight: int, what: str = "a value") -> None:
+    """Raise when ``weight`` exceeds ``MAX_WEIGHT``."""
+    if weight > MAX_WEIGHT:
+        raise BoundExceeded(f"{what} would hold more than {MAX_WEIGHT:,} elements and "
+                            f"characters (MAX_WEIGHT; {weight:,})")
+
+
+def check_int_bits(bits: int) -> None:
+    """Raise when an integer of ``bits`` bits exceeds ``MAX_INT_BITS``."""
+    if bits > MAX_INT_BITS:
+        raise BoundExceeded(f"an integer would have more than {MAX_INT_BITS:,} bits "
+                            f"(MAX_INT_BITS; about {bits:,})")

@@ -1,0 +1,157 @@
+"""The config reader's and evaluator's errors (issues #23/#24), pinned: type and message."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+import torch
+from error_table import Row, check, ids
+
+import trainop
+from trainop.configs import evaluate_python_config
+
+
+def _file(name, data):
+    path = os.path.join(tempfile.mkdtemp(), name)
+    with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
+    return path
+
+
+def load(name, data):
+    return lambda: trainop.load_recipe(_file(name, data))
+
+
+def evaluate(source):
+    return lambda: evaluate_python_config(source, "c.config")
+
+
+def _fifo():
+    path = os.path.join(tempfile.mkdtemp(), "f.config")
+    os.mkfifo(path)
+    return path
+
+
+_DYNAMIC = "learning_rate = 0.1\ndef dynamic_learning_rate(**kw):\n    return 0.1\n"
+_RATES = "learning_rate = 0.1\nlearning_rates = compute()\n"
+R = trainop.RecipeError
+ERRORS: list[Row] = [
+    Row("missing", lambda: trainop.load_recipe("/nonexistent/x.config"), R,
+        r"^/nonexistent/x.config: cannot be opened: No such file or directory$"),
+    Row("fifo", lambda: trainop.load_recipe(_fifo()), R,
+        r"f.config: is not a regular file \(a FIFO\); a recipe is read from a regular file$"),
+    Row("device", lambda: trainop.load_recipe("/dev/null"), R,
+        r"^/dev/null: is not a regular file \(a character device\)"),
+    Row("size", load("big.config", "#" * (4 << 20) + "\n"), R,
+        r"big.config: is 4,194,305 bytes, more than the 4,194,304 a recipe may have "
+        r"\(MAX_FILE_BYTES\)$"),
+    Row("utf8", load("b.config", b"x = 1\n\x80"), R,
+        r"b.config:2: is not UTF-8 text \(byte 0x80 at offset 6\)$"),
+    Row("nul", evaluate("x = 1\ny = 2\0"), R, r"^c.config:2: invalid Python: a NUL byte$"),
+    Row("syntax", evaluate("x = (1,\n"), R,
+        r"^c.config:1: invalid Python: '\(' was never closed$"),
+    Row("syntax-depth", evaluate("x = " + "-" * 300 + "1"), R,
+        r"^c.config:1: the Python syntax nests deeper than 200 levels \(MAX_SYNTAX_DEPTH\)$"),
+    Row("weight", evaluate("x = [[0] * 1000] * 1100"), R,
+        r"^c.config:1: the repeated sequence would hold more than 1,100,000 elements and "
+        r"characters \(MAX_WEIGHT; 1,101,101\)$"),
+    Row("concat", evaluate("x = [0] * 600000\ny = x + x"), R,
+        r"^c.config:2: the concatenation would hold more than 1,100,000 elements"),
+    Row("string", evaluate("x = 'ab' * 600000"), R,
+        r"^c.config:1: the repeated sequence would hold more than 1,100,000 elements and "
+        r"characters \(MAX_WEIGHT; 1,200,001\)$"),
+    Row("int-bits", evaluate("x = 3 ** 5000"), R,
+        r"^c.config:1: an integer would have more than 4,096 bits \(MAX_INT_BITS; about "
+        r"5,001\)$"),
+    Row("int-product", evaluate("x = 2 ** 4000\ny = x * x"), R,
+        r"^c.config:2: an integer would have more than 4,096 bits \(MAX_INT_BITS; about "
+        r"8,001\)$"),
+    Row("range", evaluate("x = range(0, 10**7, 2)"), R,
+        r"^c.config:1: range\(0, 10000000, 2\) would hold more than 1,100,000 elements"),
+    Row("range-huge", evaluate("x = range(10**30)"), R,
+        r"^c.config:1: range\(1000000000000000000000000000000,\) would hold more than 1,100,000 "
+        r"elements and characters \(MAX_WEIGHT; 1,100,002\)$"),
+    Row("string-work", evaluate("x = [len('x' * 500000 + 'y') for i in range(10)]"), R,
+        r"^c.config:1: evaluating the file takes more than 2,000,000 steps \(MAX_WORK\)$"),
+    Row("linspace", evaluate("import numpy\nx = numpy.linspace(0, 1, num=10**7)"), R,
+        r"^c.config:2: num=10000000 would hold more than 1,100,000 elements"),
+    Row("arange", evaluate("import numpy\nx = numpy.arange(0, 1, 1e-7)"), R,
+        r"^c.config:2: numpy.arange\(0, 1, 1e-07\) would hold more than 1,100,000"),
+    Row("sequence", evaluate("import numpy\nx = [0.0] * 600000\ny = numpy.concatenate("
+                             "[x, x])"), R,
+        r"^c.config:3: the sequence would hold more than 1,100,000 elements and characters "
+        r"\(MAX_WEIGHT; 1,200,003\)$"),
+    Row("str", evaluate("x = [1.5] * 100000\ny = str(x)"), R,
+        r"^c.config:2: str\(\) of the value would hold more than 1,100,000 elements and "
+        r"characters \(MAX_WEIGHT; 3,200,032\)$"),
+    Row("comprehension", evaluate("x = [[0] * 999 for i in range(1200)]"), R,
+        r"^c.config:1: the comprehension would hold more than 1,100,000 elements"),
+    Row("dict", evaluate("x = [0] * 999990\ny = {'a': x, 'b': x}"), R,
+        r"^c.config:2: the dict would hold more than 1,100,000 elements"),
+    Row("work", evaluate("".join(f"x{k} = [0] * 500000\n" for k in range(5))), R,
+        r"^c.config:4: evaluating the file takes more than 2,000,000 steps \(MAX_WORK\)$"),
+    Row("depth", evaluate("x = []\n" + "".join("x = [x]\n" for _ in range(101))), R,
+        r"^c.config:101: a value nests deeper than 100 levels \(MAX_DEPTH\)$"),
+    Row("yaml-syntax", load("r.yaml", "format: trainop\nx: [1\n"), R,
+        r"r.yaml:3: invalid YAML: while parsing a flow sequence expected ',' or ']', but got "
+        r"'<stream end>'$"),
+    Row("yaml-tag", load("r.yaml", "format: trainop\nx: !!python/name:os.system\n"), R,
+        r"r.yaml:2: invalid YAML: could not determine a constructor for the tag "
+        r"'tag:yaml.org,2002:python/name:os.system'$"),
+    Row("yaml-aliases", load("r.yaml", "a: &a [" + ", ".join(["x"] * 1000) + "]\nb: &b ["
+                             + ", ".join(["*a"] * 1000) + "]\n"), R,
+        r"r.yaml: the YAML document \(aliases expanded\) would hold more than 1,100,000 "
+        r"elements and characters \(MAX_WEIGHT; 2,001,001\)$"),
+    Row("yaml-depth", load("r.yaml", "x: " + "[" * 101 + "]" * 101 + "\n"), R,
+        r"r.yaml: the YAML document nests deeper than 100 levels \(MAX_DEPTH; an alias may "
+        r"refer to itself\)$"),
+    Row("yaml-character", load("r.yaml", "format: trainop\nx: \0\n"), R,
+        r"r.yaml: invalid YAML: unacceptable character #x0000: special characters are not "
+        r"allowed$"),
+    Row("yaml-mapping", load("r.yaml", "- 1\n- 2\n"), R,
+        r"r.yaml: expected a mapping of options, got \[1, 2\] \(list\)$"),
+    Row("json-syntax", load("r.json", '{"format": "trainop", }'), R,
+        r"r.json:1: invalid JSON at column 23: Expecting property name enclosed in double "
+        r"quotes$"),
+    Row("json-depth", load("r.json", "[" * 5000 + "]" * 5000), R,
+        r"r.json: the JSON document nests deeper than 100 levels \(MAX_DEPTH\)$"),
+    Row("unknown-class", lambda: trainop.Updater({"optimizer": {"class": "mypkg.Lion"}},
+                                                 torch.nn.Linear(1, 1)), ValueError,
+        r"^Unknown optimizer class 'mypkg.Lion': a name in a config is looked up among the "
+        r"classes trainop knows, never imported; pass a class of your own from Python: "
+        r"Updater\(config, model, classes=\{'mypkg.Lion': cls\}\) or load_recipe\(path, "
+        r"classes=\{'mypkg.Lion': cls\}\)$"),
+    Row("unknown-class-closest", lambda: trainop.load_recipe(
+        {"optimizer": {"class": "torch.optim.Adamw"}}), ValueError,
+        r"^Unknown optimizer class 'torch.optim.Adamw': .*; closest: 'torch.optim.AdamW', "),
+    Row("classes-type", lambda: trainop.Updater({"learning_rate": 0.1}, torch.nn.Linear(1, 1),
+                                                classes={"x": 1}), TypeError,
+        r"^Expected `classes` to be a dict of name \(str\) -> class, got \{'x': 1\} \(dict\)$"),
+    Row("recipe-classes-type", lambda: trainop.load_recipe({"learning_rate": 0.1},
+                                                           classes=["x"]), TypeError,
+        r"^Expected `classes` to be a dict of name \(str\) -> class, got \['x'\] \(list\)$"),
+    Row("pending", lambda: trainop.load_recipe(_file("d.config", _DYNAMIC)).build(
+        torch.nn.Linear(1, 1)), ValueError,
+        r"^Expected every training option to be data, but these need code: "
+        r"dynamic_learning_rate at .*d.config:2: function 'dynamic_learning_rate' defined in "
+        r"the config: code is not run; pass it from Python; supply them from Python: "
+        r"recipe.build\(model, ..., overrides=\{'dynamic_learning_rate': ...\}\)$"),
+    Row("override-key", lambda: trainop.load_recipe({"learning_rate": 0.1}).build(
+        torch.nn.Linear(1, 1), overrides={"learning_rat": 0.2}), ValueError,
+        r"^Unknown option 'learning_rat' in `overrides` \(options of a Updater recipe\); did "
+        r"you mean 'learning_rate'"),
+    Row("override-type", lambda: trainop.load_recipe({"learning_rate": 0.1}).build(
+        torch.nn.Linear(1, 1), overrides=[1]), TypeError,
+        r"^Expected `overrides` to be a dict of option name -> value, got list$"),
+    Row("lr-control-pending", lambda: trainop.load_recipe(
+        _file("r.config", _RATES)).learning_rate_control(), ValueError,
+        r"^Expected the learning-rate options to be data, but these need code: "
+        r"\['learning_rates'\]; set them in recipe.options from Python$"),
+]
+
+
+@pytest.mark.parametrize("row", ERRORS, ids=ids(ERRORS))
+def test_error(row):
+    check(row)
