@@ -23,7 +23,12 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["OptimizerState", "SlotState", "adopt"]
+import torch
+
+__all__ = ["STEP_MAX", "OptimizerState", "SlotState", "adopt", "advance_step"]
+
+#: The largest value of a step counter (int64): it stays there instead of wrapping negative.
+STEP_MAX = 2**63 - 1
 
 
 class _Counted:
@@ -108,6 +113,8 @@ class OptimizerState(_Counted, defaultdict):
         """Make every entry a ``SlotState`` of this object (plain dicts are copied into one),
         without counting a change: the entries keep their contents."""
         for key, entry in self.items():
+            if not isinstance(entry, Mapping):  # a non-parameter entry (opt.state["n"] = 1)
+                continue
             if type(entry) is not SlotState or entry._owner is not self:
                 dict.__setitem__(self, key, SlotState(self, entry))
 
@@ -120,3 +127,15 @@ def adopt(state: Mapping) -> OptimizerState:
     adopted = OptimizerState(dict, state)
     adopted.wrap_entries()
     return adopted
+
+
+def advance_step(step: torch.Tensor, applied: torch.Tensor | None) -> None:
+    """Count one update in the int64 ``step`` counter (where the 0-dim bool ``applied`` is
+    True, if given); a counter at ``STEP_MAX`` saturates instead of wrapping to a negative
+    value (which the optimizer's own checkpoint check would then reject)."""
+    if applied is not None:
+        step += (applied.to(step.device) & (step < STEP_MAX)).to(step.dtype)
+    elif step.device.type != "cpu":
+        step += (step < STEP_MAX).to(step.dtype)
+    elif step.item() < STEP_MAX:
+        step += 1

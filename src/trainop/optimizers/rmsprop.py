@@ -54,8 +54,9 @@ class RMSPropOptimizer(Optimizer):
     @uniform_slots
     def _slot_specs(self, group):
         if group["centered"]:
-            return (SlotSpec("rms", 1.0), SlotSpec("mg"), SlotSpec("momentum"))
-        return (SlotSpec("rms", 1.0), SlotSpec("momentum"))
+            return (SlotSpec("rms", 1.0, nonnegative=True), SlotSpec("mg"),
+                    SlotSpec("momentum"))
+        return (SlotSpec("rms", 1.0, nonnegative=True), SlotSpec("momentum"))
 
     def _rmsprop(self, var, grad, slots, hp, blend_form: bool) -> None:
         rmsprop(var, grad, slots["rms"], slots["momentum"], slots.get("mg"), lr=hp.lr,
