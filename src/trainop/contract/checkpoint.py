@@ -50,7 +50,7 @@ import torch
 from trainop.contract.checkpoint_foreign import check_not_foreign
 from trainop.contract.validation import describe
 
-__all__ = ["LR_SCHEDULER_KEYS", "is_parameter_key", "slot_dtype",
+__all__ = ["LR_SCHEDULER_KEYS", "is_parameter_key", "slot_dtype", "validate_loadable",
            "validate_optimizer_state"]
 
 #: Group keys torch's LR schedulers add (``OneCycleLR``, ``CyclicLR``; ``initial_lr`` is
@@ -213,6 +213,30 @@ def _check_slots(opt: Any, where: str, group: Mapping, param: torch.Tensor, save
         if spec.nonnegative and bool((tensor < 0).any()):
             _fail(ValueError, where, f"Expected slot `{name}` >= 0 (the update takes its "
                                      f"square root), it holds {float(tensor.min())!r}")
+
+
+def validate_loadable(obj: Any, state_dict: Any) -> None:
+    """Raise if ``obj.load_state_dict(state_dict)`` would fail, changing nothing: trainop's
+    objects check themselves (``validate_state_dict``); for another ``torch.optim`` optimizer
+    (the Updater's torch backend) the checks torch makes before it changes anything (keys, the
+    number of groups and of parameters per group) are made here, so that a composite (the
+    Updater's groups) can check every part before loading the first."""
+    validate = getattr(obj, "validate_state_dict", None)
+    if validate is not None:
+        validate(state_dict)
+        return
+    if not isinstance(obj, torch.optim.Optimizer):
+        return
+    if not isinstance(state_dict, Mapping) or not {"state", "param_groups"} <= set(state_dict):
+        raise ValueError(f"Expected a {type(obj).__name__} state_dict with the keys 'state' and "
+                         f"'param_groups', got {describe(state_dict)}")
+    groups = state_dict["param_groups"]
+    if not isinstance(groups, list | tuple) or [
+            len(g.get("params", ())) if isinstance(g, Mapping) else None for g in groups] != [
+            len(g["params"]) for g in obj.param_groups]:
+        raise ValueError(f"Expected the param groups of the {type(obj).__name__} checkpoint to "
+                         f"hold {[len(g['params']) for g in obj.param_groups]} parameters, got "
+                         f"{describe(groups)}")
 
 
 def validate_optimizer_state(opt: Any, state_dict: Any, *, unsaved: str,

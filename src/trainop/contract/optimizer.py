@@ -57,7 +57,7 @@ from trainop.contract.flat_plan import FlatLayout, flat_plan, reattach, relink, 
 from trainop.contract.gate import NO_GATE, Gate, make_gate
 from trainop.contract.hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop.contract.implementations import Implementations
-from trainop.contract.overlap import check_no_overlap, check_written_apart
+from trainop.contract.overlap import check_no_duplicates, check_no_overlap, check_written_apart
 from trainop.contract.slots import AggregationMethod, SlotSpec, check_slot, uniform_slots
 from trainop.contract.state import OptimizerState, SlotState, adopt, advance_step
 from trainop.contract.step_plan import GroupsSnapshot, StepPlan, build_plan
@@ -316,6 +316,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             if not v.requires_grad:
                 raise TypeError(f"Expected var_list[{i}] to require grad: a tensor that does not "
                                 f"require grad cannot be optimized ({describe_var(v)})")
+        check_no_duplicates(variables, "var_list")
         return variables
 
     # torch's step hooks (``register_step_pre_hook``/``post_hook``) run around an update given

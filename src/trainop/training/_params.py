@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from trainop.contract.overlap import check_no_duplicates
 from trainop.contract.validation import describe
 
 __all__ = ["as_parameters", "check_count_tensor"]
@@ -28,6 +29,7 @@ def as_parameters(params: Any, arg: str, *, trainable: bool = True) -> list[torc
         if not isinstance(p, torch.Tensor) or (trainable and not p.requires_grad):
             need = "a tensor that requires grad" if trainable else "a tensor"
             raise TypeError(f"Expected {arg}[{i}] to be {need}, got {describe(p)}")
+    check_no_duplicates(out, arg)
     return out
 
 
