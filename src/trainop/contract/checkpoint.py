@@ -25,7 +25,8 @@ optimizer bit-identical. It checks:
   variables; each a finite 0-dim tensor; ``step`` an integer dtype and >= 0 (loaded as int64);
   the algorithm's variables float32 (TF's kernels read them so) and inside their declared range
   (Adam's beta powers in [0, 1): a power of 1 divides by zero at the next step); a group whose
-  parameters have slots must carry every one of them (nothing is silently re-initialised);
+  parameters have slots must carry every one of them and ``step`` (nothing is silently
+  re-initialised);
 - slots: exactly the algorithm's slot names (no missing, no extra), each a dense real
   floating-point tensor of the parameter's shape (0-dim for scalar slots), finite, and >= 0 for
   the slots whose rule takes their root (``SlotSpec.nonnegative``: Adam's ``v``, Adagrad's
@@ -176,7 +177,7 @@ def _check_non_slot(opt: Any, where: str, saved: Mapping, has_slots: bool) -> No
         if allowed is not None and float(value) not in allowed:
             _fail(ValueError, where, f"Expected `non_slot[{key!r}]` in {allowed}, got "
                                      f"{float(value)!r}")
-    missing = [n for n in opt._non_slot_names if n not in non_slot]
+    missing = [n for n in ("step", *opt._non_slot_names) if n not in non_slot]
     if has_slots and missing:
         _fail(ValueError, where, f"Expected the non-slot variables {missing} (saved after "
                                  f"a step); they are missing and would be re-initialised")
