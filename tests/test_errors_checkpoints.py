@@ -181,6 +181,20 @@ CASES = {
         lambda: changed(lambda: stepped("AdagradDAOptimizer"),
                         negate_slot("gradient_squared_accumulator")),
         ValueError, r"Expected slot `gradient_squared_accumulator` >= 0"),
+    "centered RMSProp rms < mg^2": (
+        lambda: changed(lambda: stepped("RMSPropOptimizer", centered=True),
+                        lambda sd: sd["state"][1].__setitem__("mg", torch.full((5,), 3.0))),
+        ValueError, r"group 0, parameter index 1 \(id 1\): Expected slot `rms` >= `mg`\^2 "
+                    r"\(centered RMSProp takes the root of rms - mg\^2 \+ epsilon\), it is "
+                    r"smaller"),
+    "stepped group without its step counter": (
+        lambda: changed(lambda: stepped("MomentumOptimizer"),
+                        lambda sd: sd["param_groups"][0]["non_slot"].pop("step")),
+        ValueError, r"group 0: Expected the non-slot variables \['step'\] \(saved after a "
+                    r"step\); they are missing and would be re-initialised"),
+    "param_groups a tensor": (
+        lambda: changed(stepped, lambda sd: sd.__setitem__("param_groups", torch.zeros(2, 2))),
+        ValueError, r"Expected `state_dict\['param_groups'\]` to be a list of 1 groups"),
     "float64 slot overflowing float32": (
         lambda: changed(stepped, set_slot("m", torch.full((4, 3), 1e300, dtype=torch.float64))),
         ValueError, r"parameter index 0 \(id 0\): Expected slot `m` to be finite in "

@@ -6,8 +6,10 @@ Each example takes an object's own ``state_dict``, picks any key or element at a
 drops it, retypes it, puts it out of range, or adds a foreign key beside it (torch.optim's
 ``amsgrad``, ``betas``, ``exp_avg``, ...), or swaps in a ``torch.optim`` checkpoint. Loading it
 must either succeed and hold exactly what the checkpoint says (re-saved, equal up to the
-documented casts) with every parameter finite after a step, or raise ONE ``ValueError`` /
-``TypeError`` with everything (the full ``state_dict`` and the parameters) bit-identical.
+documented casts) with every parameter finite after a step (except where the change is to
+accumulated gradients, which load as they are, non-finite ones too, as the update would have
+seen them), or raise ONE ``ValueError`` / ``TypeError`` with everything (the full
+``state_dict`` and the parameters) bit-identical.
 
 Profiles (the convention of ``test_property_hardening.py``): ``ci`` (default, 25 examples per
 object) and ``long`` (``TRAINOP_HYPOTHESIS_PROFILE=long``, 400 per object).
@@ -249,7 +251,11 @@ def _as_loaded(saved, given):
             a, b = torch.as_tensor(saved), torch.as_tensor(given)
         except (TypeError, ValueError, RuntimeError):
             return False
-        return a.shape == b.shape and bool(torch.equal(a, b.to(a.dtype)))
+        if a.shape != b.shape:
+            return False
+        b = b.to(a.dtype)
+        same_nan = a.isnan() & b.isnan() if a.is_floating_point() else False
+        return bool(((a == b) | same_nan).all())
     if isinstance(saved, dict) and isinstance(given, dict):
         keys = set(given)
         if {"state", "param_groups"} <= set(saved):  # torch ignores other top-level keys of an
@@ -282,4 +288,6 @@ def test_corrupted_checkpoint_loads_exactly_or_changes_nothing(name, data) -> No
         return
     assert _as_loaded(subject.obj.state_dict(), given_sd), f"{what}: loaded something else"
     subject.step()
-    assert all(bool(torch.isfinite(p).all()) for p in subject.params), f"{what}: non-finite"
+    if "accumulators" not in what:  # gradients in flight load as they were, NaN included:
+        # the update treats them as it would have without the checkpoint
+        assert all(bool(torch.isfinite(p).all()) for p in subject.params), f"{what}: non-finite"

@@ -214,6 +214,10 @@ def _check_slots(opt: Any, where: str, group: Mapping, param: torch.Tensor, save
         if spec.nonnegative and bool((tensor < 0).any()):
             _fail(ValueError, where, f"Expected slot `{name}` >= 0 (the update takes its "
                                      f"square root), it holds {float(tensor.min())!r}")
+    broken = opt._slot_invariant(group, {name: saved[name].to(slot_dtype(spec, param))
+                                         for name, spec in specs.items()})
+    if broken:
+        _fail(ValueError, where, broken)
 
 
 def validate_loadable(obj: Any, state_dict: Any) -> None:

@@ -31,7 +31,9 @@ def _torch_marks(opt: Any, state_dict: Mapping) -> tuple[list[str], list[str]]:
     """(torch's group keys in groups without ``non_slot``, torch's state keys that are not
     slots of ``opt``)."""
     group_keys: set[str] = set()
-    for saved, own in zip(state_dict.get("param_groups") or (), opt.param_groups, strict=False):
+    groups = state_dict.get("param_groups")
+    groups = groups if isinstance(groups, list | tuple) else ()
+    for saved, own in zip(groups, opt.param_groups, strict=False):
         if isinstance(saved, Mapping) and "non_slot" not in saved:
             group_keys.update(k for k in saved if k in TORCH_GROUP_KEYS and k not in own)
     slot_names = {s.name for g in opt.param_groups for s in opt._slot_specs(g)}

@@ -93,6 +93,9 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     - ``_choices``: option key -> allowed strings; boolean options are recognised from defaults;
     - ``_arg_names``: group key -> constructor argument name for messages (``lr`` ->
       ``learning_rate``);
+    - ``_non_slot_names`` and ``_non_slot_ranges``: the group's non-slot variables (float32, as
+      TF) and their allowed ranges, checked when a checkpoint is loaded (Adam's beta powers in
+      [0, 1));
     - ``_slot_specs(group)``, ``_init_non_slot(group_state, hp)``, ``_apply_dense``,
       optionally ``_apply_sparse`` (default: the dense rule on the touched rows only; on the
       native path ``_native_sparse_rule`` names the C rule that does the same in one call
@@ -176,6 +179,12 @@ class Optimizer(Implementations, torch.optim.Optimizer):
                       hp: Any, non_slot: dict[str, torch.Tensor]) -> None:
         """Default sparse rule: the dense rule on the touched rows only (TF's rows-only rule)."""
         update_rows(lambda v, g, s: self._apply_dense(v, g, s, hp, non_slot), var, rows, slots)
+
+    def _slot_invariant(self, group: Mapping[str, Any], slots: Mapping[str, torch.Tensor]
+                        ) -> str | None:
+        """Checked when a checkpoint is loaded: why one parameter's slots break a relation
+        the rule needs between them (the next step would give NaN), or ``None``."""
+        return None
 
     def _finish(self, non_slot: dict[str, torch.Tensor], hp: Prepared,
                 applied: torch.Tensor | None) -> None:
