@@ -19,7 +19,7 @@ import textwrap
 
 import pytest
 import torch
-from error_table import Row, check, ids
+from error_table import Row, check, ids, load_row
 from optimizer_kwargs import kwargs_for
 from test_errors_loading import same, snapshot
 
@@ -206,17 +206,7 @@ CASES = {
 }
 
 
-def _row(name: str) -> Row:
-    build, exc, match = CASES[name]
-
-    def call():
-        opt, sd = build()
-        opt.load_state_dict(sd)
-
-    return Row(name, call, exc, match)
-
-
-ERRORS = [_row(name) for name in CASES]
+ERRORS = [load_row(name, *case) for name, case in CASES.items()]
 
 
 @pytest.mark.parametrize("row", ERRORS, ids=ids(ERRORS))

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 import torch
-from error_table import Row, check, ids
+from error_table import Row, check, ids, load_row
 
 import trainop
 from trainop.processing import (
@@ -187,17 +187,8 @@ CASES = {
 }
 
 
-def _row(name: str) -> Row:
-    make, change, exc, match = CASES[name]
-
-    def call():
-        obj, sd = edit(make, change)
-        obj.load_state_dict(sd)
-
-    return Row(name, call, exc, match)
-
-
-ERRORS = [_row(name) for name in CASES]
+ERRORS = [load_row(name, lambda m=make, c=change: edit(m, c), exc, match)
+          for name, (make, change, exc, match) in CASES.items()]
 
 
 @pytest.mark.parametrize("row", ERRORS, ids=ids(ERRORS))

@@ -25,7 +25,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_errors_loading import same
+from test_errors_loading import same, snapshot
 
 import trainop
 from trainop.processing import (
@@ -221,25 +221,7 @@ def _parent(sd, path):
 
 def full_snapshot(subject):
     """The full state: every tensor and value of the ``state_dict`` and the parameters."""
-    out: list = []
-
-    def walk(x):
-        if isinstance(x, torch.Tensor):
-            out.append(x.detach().clone())
-        elif isinstance(x, dict):
-            for k in sorted(x, key=str):
-                out.append(repr(k))
-                walk(x[k])
-        elif isinstance(x, list | tuple):
-            out.append(type(x).__name__)
-            for v in x:
-                walk(v)
-        else:
-            out.append(repr(x))
-
-    walk(subject.obj.state_dict())
-    walk(list(subject.params))
-    return out
+    return snapshot(subject.obj) + [p.detach().clone() for p in subject.params]
 
 
 def _as_loaded(saved, given):
