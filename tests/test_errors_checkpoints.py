@@ -230,33 +230,36 @@ def test_rejected_load_changes_nothing_and_steps_on(name: str) -> None:
 
 
 # ---------------------------------------------------------------- counters and var_list
-def test_step_counter_saturates_and_its_checkpoint_loads() -> None:
+def test_step_counter_near_int64_max_is_refused_at_load() -> None:
+    """A counter that could wrap is a clear error at load, nothing changed; 2**62 (the bound:
+    2**62 more updates fit before int64 would wrap) loads and steps on."""
     opt = stepped()
     sd = opt.state_dict()
-    sd["param_groups"][0]["non_slot"]["step"] = torch.tensor(STEP_MAX - 1)
+    sd["param_groups"][0]["non_slot"]["step"] = torch.tensor(STEP_MAX)
+    before = snapshot(opt)
+    with pytest.raises(ValueError, match=r"group 0: Expected the step counter "
+                                         r"`non_slot\['step'\]` <= 2\*\*62 \(the int64 counter "
+                                         r"must not wrap negative as training goes on\), got "
+                                         r"9223372036854775807"):
+        opt.load_state_dict(sd)
+    assert same(before, snapshot(opt))
+    sd["param_groups"][0]["non_slot"]["step"] = torch.tensor(2**62)
     opt.load_state_dict(sd)
     for _ in range(3):
         for p in opt.param_groups[0]["params"]:
             p.grad = torch.ones_like(p)
         opt.step()
-    assert int(opt.param_groups[0]["non_slot"]["step"]) == STEP_MAX
-    again = stepped()
-    again.load_state_dict(opt.state_dict())  # its own checkpoint, not a wrapped negative count
-    assert int(again.param_groups[0]["non_slot"]["step"]) == STEP_MAX
+    assert int(opt.param_groups[0]["non_slot"]["step"]) == 2**62 + 3
 
 
-def test_step_counter_saturates_on_the_gated_path() -> None:
-    """A pipeline's skip gate advances the counter by a tensor: it saturates too."""
-    from trainop.contract.state import advance_step
-
-    step = torch.tensor(STEP_MAX - 1)
-    for applied in (True, True, False):
-        advance_step(step, torch.tensor(applied))
-    assert int(step) == STEP_MAX
-    step = torch.tensor(5)
-    advance_step(step, torch.tensor(False))
-    advance_step(step, None)
-    assert int(step) == 6
+def test_global_step_near_int64_max_is_refused_at_load() -> None:
+    u, _ = two_group_updater()
+    sd = copy.deepcopy(u.state_dict())
+    sd["global_train_step"] = torch.tensor(STEP_MAX)
+    before = snapshot(u)
+    with pytest.raises(ValueError, match=r"Expected `global_train_step` <= 2\*\*62"):
+        u.load_state_dict(sd)
+    assert same(before, snapshot(u))
 
 
 def test_iter_size_beyond_int64_is_a_clear_value_error() -> None:

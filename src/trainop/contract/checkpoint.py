@@ -22,7 +22,8 @@ optimizer bit-identical. It checks:
   ``beta1`` 1.5, ``epsilon`` inf are rejected); values saved as "callable not saved" markers are
   allowed (the loading optimizer keeps its own);
 - non-slot variables: ``non_slot`` a dict holding only ``step`` and the algorithm's own
-  variables; each a finite 0-dim tensor; ``step`` an integer dtype and >= 0 (loaded as int64);
+  variables; each a finite 0-dim tensor; ``step`` an integer dtype in [0, 2**62] (loaded as
+  int64; the bound leaves 2**62 updates before int64 would wrap, so stepping never checks);
   the algorithm's variables float32 (TF's kernels read them so) and inside their declared range
   (Adam's beta powers in [0, 1): a power of 1 divides by zero at the next step); a group whose
   parameters have slots must carry every one of them and ``step`` (nothing is silently
@@ -49,6 +50,7 @@ from typing import Any
 import torch
 
 from trainop.contract.checkpoint_foreign import check_not_foreign
+from trainop.contract.state import STEP_LIMIT
 from trainop.contract.validation import describe
 
 __all__ = ["LR_SCHEDULER_KEYS", "is_parameter_key", "slot_dtype", "validate_loadable",
@@ -151,6 +153,10 @@ def _check_step(where: str, step: torch.Tensor) -> None:
     if int(step) < 0:
         _fail(ValueError, where, f"Expected the step counter `non_slot['step']` >= 0, got "
                                  f"{int(step)}")
+    if int(step) > STEP_LIMIT:
+        _fail(ValueError, where, f"Expected the step counter `non_slot['step']` <= 2**62 (the "
+                                 f"int64 counter must not wrap negative as training goes on), "
+                                 f"got {int(step)}")
 
 
 def _check_non_slot(opt: Any, where: str, saved: Mapping, has_slots: bool) -> None:

@@ -59,7 +59,7 @@ from trainop.contract.hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop.contract.implementations import Implementations
 from trainop.contract.overlap import check_no_duplicates, check_no_overlap, check_written_apart
 from trainop.contract.slots import AggregationMethod, SlotSpec, check_slot, uniform_slots
-from trainop.contract.state import OptimizerState, SlotState, adopt, advance_step
+from trainop.contract.state import OptimizerState, SlotState, adopt
 from trainop.contract.step_plan import GroupsSnapshot, StepPlan, build_plan
 from trainop.contract.torch_style import check_group_keys, install
 from trainop.contract.validation import (
@@ -555,7 +555,11 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         for gi, hp in prepared.items():
             non_slot = self.param_groups[gi]["non_slot"]
             self._finish(non_slot, hp, applied)
-            advance_step(non_slot["step"], applied)
+            if applied is None:
+                non_slot["step"] += 1
+            else:
+                non_slot["step"] += applied.to(device=non_slot["step"].device,
+                                               dtype=non_slot["step"].dtype)
 
     # ------------------------------------------------------------------ the update
     def _validate_pairs(self, grads_and_vars: Any) -> list[tuple[torch.Tensor | None, Any]]:

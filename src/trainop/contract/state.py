@@ -23,12 +23,13 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-import torch
+__all__ = ["STEP_LIMIT", "STEP_MAX", "OptimizerState", "SlotState", "adopt"]
 
-__all__ = ["STEP_MAX", "OptimizerState", "SlotState", "adopt", "advance_step"]
-
-#: The largest value of a step counter (int64): it stays there instead of wrapping negative.
+#: The largest int64 value.
 STEP_MAX = 2**63 - 1
+#: The largest step counter a checkpoint may hold: it leaves 2**62 (4.6e18) updates before the
+#: int64 counter would wrap negative, so the per-step increment needs no check (no host read).
+STEP_LIMIT = 2**62
 
 
 class _Counted:
@@ -128,14 +129,3 @@ def adopt(state: Mapping) -> OptimizerState:
     adopted.wrap_entries()
     return adopted
 
-
-def advance_step(step: torch.Tensor, applied: torch.Tensor | None) -> None:
-    """Count one update in the int64 ``step`` counter (where the 0-dim bool ``applied`` is
-    True, if given); a counter at ``STEP_MAX`` saturates instead of wrapping to a negative
-    value (which the optimizer's own checkpoint check would then reject)."""
-    if applied is not None:
-        step += (applied.to(step.device) & (step < STEP_MAX)).to(step.dtype)
-    elif step.device.type != "cpu":
-        step += (step < STEP_MAX).to(step.dtype)
-    elif step.item() < STEP_MAX:
-        step += 1
