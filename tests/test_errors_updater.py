@@ -32,7 +32,8 @@ ERRORS: list[Row] = [
     Row("config-type", U(3), TypeError, r"Expected `config` to be a dict or a path to a "
                                         r"\.yaml/\.json/RETURNN config file, got 3"),
     Row("backend", U({"backend": "jax"}), ValueError,
-        r"Expected `backend` to be one of \['tf', 'torch'\], got 'jax'"),
+        r"Expected `backend` to be one of \['tensorflow', 'tensorflow-net-dict', 'tf', "
+        r"'torch'\], got 'jax'"),
     Row("optimizer-str", U({"optimizer": "adam"}), ValueError,
         r"Expected `optimizer` to be a dict with a 'class' key .* write \{'class': 'adam'\}"),
     Row("optimizer-lr", U({"optimizer": {"class": "adam", "learning_rate": 0.1}}), ValueError,

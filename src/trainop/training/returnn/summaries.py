@@ -36,12 +36,13 @@ def scalar_statistics(x: torch.Tensor, name: str) -> dict[str, torch.Tensor]:
 
 def updater_summaries(named: list[tuple[str, torch.Tensor, torch.Tensor | None]],
                       raw_norm: torch.Tensor | None, *, debug: bool,
-                      log_grad_norm: bool) -> SummaryLog:
+                      log_grad_norm: bool, p: float = 2) -> SummaryLog:
     """The summaries of one update: ``named`` holds ``(name, variable, gradient)`` (the
-    gradient as the update sees it before noise and clipping; ``None`` where it has none)."""
+    gradient as the update sees it before noise and clipping; ``None`` where it has none);
+    ``raw_norm`` is logged as ``grad_norm:p<p>`` (RETURNN's key: ``p2``, ``p1``, ``pinf``)."""
     log = SummaryLog()
     if log_grad_norm:
-        log.scalar("grad_norm:p2", raw_norm)
+        log.scalar(f"grad_norm:p{p:g}", raw_norm)
     if debug:
         log.scalar("global_grad_norm", raw_norm)
         for name, var, grad in named:

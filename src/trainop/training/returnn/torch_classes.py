@@ -59,9 +59,11 @@ def is_torch_class(cls: Any) -> bool:
 def resolve_torch_class(class_name: Any, *, plain_names: bool) -> type | None:
     """The torch class ``class_name`` names, or ``None`` where it is not one (a trainop name:
     the TF backend's resolution applies). ``plain_names``: look plain names up in
-    ``torch.optim`` (``backend: torch``)."""
-    if isinstance(class_name, type):
-        return class_name if is_torch_class(class_name) else None
+    ``torch.optim`` and take every ``torch.optim.Optimizer`` class, trainop's included, the
+    way RETURNN's torch updater builds it (``backend: torch``)."""
+    if isinstance(class_name, type):  # backend torch: trainop classes too (torch-style)
+        torch_style = plain_names and issubclass(class_name, torch.optim.Optimizer)
+        return class_name if is_torch_class(class_name) or torch_style else None
     if isinstance(class_name, str) and "." in class_name:
         module_name, _, attribute = class_name.rpartition(".")
         try:

@@ -4,6 +4,8 @@ On a micro-step without an update the gradients join the accumulators (a sum, as
 ``training.accumulate.Accumulator``, saved in ``state_dict``). On an update, in RETURNN's
 PyTorch order:
 
+0. ``log_grad_norm`` p: ``last_grad_norm`` = the p-norm of the (accumulated) gradients, before
+   noise and clipping, as RETURNN's torch updater records it;
 1. ``gradient_noise`` σ: ``g += trunc_normal(std=σ, a=-2σ, b=2σ)`` per gradient;
 2. ``gradient_clip`` c: ``clip_grad_value_(c)`` (so ±Inf becomes ±c, Q10);
 3. ``gradient_clip_global_norm``: ``clip_grad_norm_``, its norm measured here (without it,
@@ -31,19 +33,33 @@ __all__ = ["TorchClassStep"]
 _I64 = torch.int64
 
 
+def total_norm(grads: list[torch.Tensor], p: float) -> torch.Tensor:
+    """The p-norm of all ``grads`` together, as ``torch.nn.utils.get_total_norm`` (torch >=
+    2.6, which RETURNN calls) measures it; its definition on older torch."""
+    if hasattr(torch.nn.utils, "get_total_norm"):
+        return torch.nn.utils.get_total_norm(grads, norm_type=p)
+    if not grads:
+        return torch.tensor(0.0)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, p)
+                                                 for g in grads]), p)
+
+
 class TorchClassStep:
     """The training-step core of a ``torch.optim`` optimizer (the interface of
     ``training.step.TrainingStep`` the ``Updater`` uses)."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, params: list[torch.Tensor],
                  multipliers: list[float], *, noise: float, clip_value: float,
-                 clip_global_norm: float, max_invalid: int | None, advice: str) -> None:
+                 clip_global_norm: float, max_invalid: int | None, advice: str,
+                 log_norm_p: float | None = None) -> None:
         self.optimizer = optimizer
         self._params = params
         self._multipliers = multipliers
         self._noise, self._clip_value, self._clip_norm = noise, clip_value, clip_global_norm
         self._max_invalid = max_invalid
         self._advice = advice
+        self._log_norm_p = log_norm_p
+        self.last_grad_norm: torch.Tensor | None = None  # log_grad_norm: before noise and clip
         self._accumulator = Accumulator(params, None)
         self.global_step = torch.zeros((), dtype=_I64)
         self.micro_steps = 0
@@ -59,6 +75,21 @@ class TorchClassStep:
         self._accumulator.add([(p.grad, p) for p in self._params], None)
         for p in self._params:
             p.grad = None
+
+    def set_lr(self, learning_rate: float) -> None:
+        """Every group's ``lr`` = ``learning_rate`` x the group's multiplier (RETURNN's torch
+        updater does it whenever the learning rate or the step changes)."""
+        for group, multiplier in zip(self.optimizer.param_groups, self._multipliers,
+                                     strict=True):
+            group["lr"] = learning_rate * multiplier
+
+    def drop_pending(self) -> None:
+        """A new epoch (RETURNN's torch engine): the gradients of a partial accumulation
+        window are dropped and the invalid-gradient counter restarts."""
+        self._accumulator.reset()
+        for p in self._params:
+            p.grad = None
+        self.consecutive_invalid = 0
 
     def accumulate(self) -> StepResult:
         self._take_grads()
@@ -76,6 +107,8 @@ class TorchClassStep:
                 p.grad = g.clone()
             self._accumulator.reset()
         grads = [p.grad for p in self._params if p.grad is not None]
+        if self._log_norm_p is not None:
+            self.last_grad_norm = total_norm(grads, self._log_norm_p)
         with torch.no_grad():
             if self._noise:
                 for g in grads:
@@ -105,9 +138,7 @@ class TorchClassStep:
             else:
                 self.consecutive_invalid = 0
         if not invalid:
-            for group, multiplier in zip(self.optimizer.param_groups, self._multipliers,
-                                         strict=True):
-                group["lr"] = learning_rate * multiplier
+            self.set_lr(learning_rate)
             self.optimizer.step()
             self.global_step.add_(1)
         for p in self._params:

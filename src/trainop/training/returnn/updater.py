@@ -7,7 +7,10 @@
    needs it), as RETURNN's TF updater measures it: before accumulation, noise and clipping;
 3. ``accum_grad_multiple_step = N > 1``: ``acc += g``; the update runs when ``t mod N ==
    N - 1`` (``t``: ``global_train_step`` before this step), so the window is tied to the step
-   counter; the accumulators are saved in ``state_dict`` (RETURNN does not save them);
+   counter across epochs; the accumulators are saved in ``state_dict`` (RETURNN does not save
+   them). ``backend="torch"`` is RETURNN's torch updater instead (``torch_step``, for every
+   class): a window restarts after each update and at a new ``epoch``
+   (``set_current_train_step``), which drops a partial window; ``N`` may be a callable;
 4. on an update: decoupled L2 (``w *= 1 - 2*L2`` for parameters with
    ``param.RETURNN_constraint_L2``, when ``decouple_constraints``), then the ``GradientPipeline``
    in RETURNN's per-variable order: ``gradient_noise``, ``gradient_clip``,
@@ -18,7 +21,8 @@
 5. ``global_train_step += 1`` (micro-steps, as RETURNN counts them).
 
 ``docs/updater.md`` lists every option with RETURNN's TF and PyTorch semantics and trainop's
-choice.
+choice; ``spellings`` has the options whose accepted values differ between the backends
+(``dynamic_learning_rate``'s calling convention and ``log_grad_norm``'s norm too).
 """
 
 from __future__ import annotations
@@ -52,6 +56,15 @@ from trainop.training._params import as_parameters, check_count_tensor
 from trainop.training.distributed import reduce_grads_in_place, world_size
 from trainop.training.returnn.options import read_config
 from trainop.training.returnn.resolve import optimizer_spec, resolve_class
+from trainop.training.returnn.spellings import (
+    BACKENDS,
+    DYNAMIC_LR_CONVENTIONS,
+    accum_steps,
+    check_accum_value,
+    check_instance_params,
+    log_grad_norm_p,
+    optimizer_instance,
+)
 from trainop.training.returnn.summaries import updater_summaries
 from trainop.training.returnn.torch_classes import (
     GROUP_KEYS,
@@ -154,18 +167,23 @@ class _Step:
         for key in TF_ONLY:
             if o.get(key) not in (None, 0, 0.0, False, (), []):
                 raise ValueError(f"PyTorch updater: option {key} not supported currently "
-                                 f"(RETURNN's PyTorch backend, used for the torch.optim class "
-                                 f"{cls.__name__}); use a trainop optimizer for TF semantics")
+                                 f"(RETURNN's PyTorch backend, used for {cls.__name__} with "
+                                 f"backend='torch'); use backend='tf' (a trainop optimizer) "
+                                 f"for RETURNN's TF semantics")
         if o["decouple_constraints"] and any(getattr(p, "RETURNN_constraint_L2", 0)
                                              for p in self.params):
             raise ValueError("Expected no per-parameter `RETURNN_constraint_L2` with a "
                              f"torch.optim class ({cls.__name__}): its decay is the class's "
                              "`weight_decay` (RETURNN's PyTorch backend ignores the marks)")
         kwargs = dict(kwargs)
-        groups, multipliers = param_groups(updater._model, self.params, cls, kwargs,
-                                           group_options)
-        self.optimizer = cls(groups, lr=updater._host_lr() * multiplier, **kwargs)
-        self.n = _count(o, "accum_grad_multiple_step")
+        if updater._instance is not None:  # RETURNN: an optimizer instance is used as it is
+            self.optimizer = updater._instance
+            multipliers = [1.0] * len(self.optimizer.param_groups)
+        else:
+            groups, multipliers = param_groups(updater._model, self.params, cls, kwargs,
+                                               group_options)
+            self.optimizer = cls(groups, lr=updater._host_lr() * multiplier, **kwargs)
+        self.n = updater._accum
         self.tags, self.decay, self.pipeline = (), [], None
         self.clip_tag = self.zero_tag = self.zero_stage = None
         self.clip_norm_needed = self.zero_norm_needed = False
@@ -175,7 +193,8 @@ class _Step:
             noise=_number(o, "gradient_noise"), clip_value=_number(o, "gradient_clip"),
             clip_global_norm=_number(o, "gradient_clip_global_norm"),
             max_invalid=None if limit is None else _count(
-                o, "num_allowed_consec_invalid_gradient_steps"), advice=SEED_ADVICE)
+                o, "num_allowed_consec_invalid_gradient_steps"), advice=SEED_ADVICE,
+            log_norm_p=updater.log_grad_norm_p)
 
     def _init_pipeline(self, o: dict[str, Any], shared_norm: bool,
                        tags: tuple[str | None, str | None], maximize: bool) -> None:
@@ -270,9 +289,11 @@ class Updater:
         if options["debug_grad_summaries"] and summary_writer is None:
             raise ValueError("Expected a `summary_writer` (a SummaryWriter or a log directory) "
                              "with `debug_grad_summaries`: the summaries are written there")
-        if options["backend"] not in ("tf", "torch"):
-            raise ValueError(f"Expected `backend` to be one of ['tf', 'torch'], got "
+        if options["backend"] not in BACKENDS:
+            raise ValueError(f"Expected `backend` to be one of {sorted(BACKENDS)}, got "
                              f"{options['backend']!r}")
+        options["backend"] = BACKENDS[options["backend"]]
+        torch_backend = self._torch = options["backend"] == "torch"
         if options["use_horovod"] and options["horovod_reduce_type"] != "grad":
             raise ValueError(f"The Updater supports horovod_reduce_type='grad' (gradients "
                              f"reduced every step) only, got "
@@ -285,7 +306,9 @@ class Updater:
                              "`debug_add_check_numerics_on_output` (its outputs are checked), "
                              "got a list of parameters")
         self._options = options
-        self._log_grad_norm = _log_grad_norm(options["log_grad_norm"])
+        self.log_grad_norm_p = log_grad_norm_p(options["log_grad_norm"], torch_backend)
+        self._log_grad_norm = self.log_grad_norm_p is not None
+        self._instance = optimizer_instance(options, torch_backend)
         _norm_tag(options)
         self._maximize = check_real("maximize_grad_norm", _number(options, "maximize_grad_norm"),
                                     NON_NEGATIVE)
@@ -293,14 +316,18 @@ class Updater:
         self.unresolved = unresolved
         self._spec = optimizer_spec(options)  # validated now; the optimizer is built lazily
         for key in GROUP_KEYS:
-            if self._spec[3] is None and options[key] is not None:
-                raise ValueError(f"Expected no `{key}` with a trainop optimizer: the PyTorch "
-                                 f"backend's weight-decay groups are for torch.optim classes "
-                                 f"(e.g. {{'class': 'torch.optim.AdamW', 'weight_decay': 0.01}})")
-        for key in ("accum_grad_multiple_step", "num_allowed_consec_invalid_gradient_steps"):
-            _count(options, key)
+            if self._spec[3] is None and (options[key] is not None or key in self._spec[1]):
+                raise ValueError(f"Expected no `{key}` with a trainop optimizer and "
+                                 f"backend='tf' (TF decays every variable): the PyTorch "
+                                 f"backend's weight-decay groups need backend='torch' or a "
+                                 f"torch.optim class (e.g. {{'class': 'torch.optim.AdamW', "
+                                 f"'weight_decay': 0.01}})")
+        self._accum = accum_steps(options["accum_grad_multiple_step"], torch_backend)
+        _count(options, "num_allowed_consec_invalid_gradient_steps")
         self._model = model if isinstance(model, torch.nn.Module) else None
         self._trainable = _parameters(model)
+        if self._instance is not None:
+            check_instance_params(self._instance, self._trainable)
         self._overrides = _check_overrides(options["updater_opts"], self._model)
         for overrides in self._overrides.values():
             if "optimizer" in overrides:
@@ -314,6 +341,7 @@ class Updater:
         self._dynamic = self._dynamic_lr(options["dynamic_learning_rate"])
         self.global_train_step = torch.zeros((), dtype=_I64)
         self._step_count = 0  # host mirror of global_train_step (decides the update steps)
+        self.epoch, self.epoch_continuous = 1, 0.0  # RETURNN's initial values
         self._optimizer = None
         self._groups: list[_Step] | None = None
         self._groups_before: list[_Step] | None = None
@@ -330,12 +358,25 @@ class Updater:
             raise ValueError(f"`dynamic_learning_rate` is a function in the config ({dynamic}): "
                              f"pass it from Python (config dict)")
         if callable(dynamic):
-            params = inspect.signature(dynamic).parameters.values()
-            if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            params = inspect.signature(dynamic).parameters
+            if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
                 raise ValueError("Expected `dynamic_learning_rate` to accept **kwargs (RETURNN "
                                  "asserts it for future compatibility)")
+            backend = self._options["backend"]
+            refused, why, gets = DYNAMIC_LR_CONVENTIONS[backend]
+            if refused in params:
+                raise ValueError(f"Expected no `{refused}` argument of `dynamic_learning_rate` "
+                                 f"with backend='{backend}' ({why}); it gets {gets}")
+            if self._torch:  # RETURNN's torch backend: host numbers, the epoch
+                return lambda lr: dynamic(global_train_step=self._step_count, epoch=self.epoch,
+                                          epoch_continuous=self.epoch_continuous,
+                                          learning_rate=self._base_lr)
             return lambda lr: dynamic(network=self._model, global_train_step=self.global_train_step,
                                       learning_rate=lr)
+        if self._torch:
+            raise ValueError(f"Expected `dynamic_learning_rate` to be a callable with "
+                             f"backend='torch' (RETURNN's torch backend implements no other "
+                             f"kind), got {describe(dynamic)}")
         if isinstance(dynamic, dict):
             if set(dynamic) != {"interval", "decay"}:
                 raise ValueError(f"Expected `dynamic_learning_rate` as a dict to have exactly the "
@@ -374,10 +415,52 @@ class Updater:
         device tensor the optimizer reads is updated in place (no host read in a step)."""
         self._base_lr = check_real("value", value, NON_NEGATIVE)
         self._lr.fill_(self._base_lr)
+        self._sync_group_lr()
+
+    def _sync_group_lr(self) -> None:
+        """Backend torch: every group's ``lr`` follows the effective learning rate at once, as
+        RETURNN's torch updater writes it (so a saved ``state_dict`` shows it)."""
+        if self._torch and self._groups is not None:
+            lr = self._host_lr()
+            for g in self._groups:
+                g.core.set_lr(lr)
 
     def get_current_step_learning_rate(self) -> torch.Tensor:
         """The effective learning rate for the current ``global_train_step``."""
+        if self._torch:
+            return torch.tensor(self._host_lr(), dtype=torch.float64)
         return self._lr_fn(1.0)()
+
+    def get_effective_learning_rate(self) -> float:
+        """The effective learning rate as a host float (RETURNN's torch ``Updater`` method)."""
+        return self._host_lr()
+
+    def set_current_train_step(self, *, global_train_step: int | None = None, epoch: int,
+                               epoch_continuous: float | None = None) -> None:
+        """Where the training stands (RETURNN's ``set_current_train_step``, which its engine
+        calls at every epoch start and after every micro-step): ``global_train_step``, when
+        given, becomes the Updater's step counter; ``epoch`` (1 for the first) and
+        ``epoch_continuous`` go to a ``dynamic_learning_rate`` (backend torch). When ``epoch``
+        changes, backend torch starts a new accumulation window: the gradients of a partial
+        window are dropped and the invalid-gradient counter restarts, as RETURNN's torch engine
+        does; backend tf keeps its windows by ``global_train_step`` (RETURNN's TF rule)."""
+        if global_train_step is not None and (isinstance(global_train_step, bool) or not isinstance(
+                global_train_step, (int, torch.Tensor)) or int(global_train_step) < 0):
+            raise ValueError(f"Expected `global_train_step` to be an int >= 0, got "
+                             f"{describe(global_train_step)}")
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"Expected `epoch` to be an int >= 0 (RETURNN counts from 1), got "
+                             f"{describe(epoch)}")
+        if epoch_continuous is not None:
+            check_real("epoch_continuous", epoch_continuous, NON_NEGATIVE)
+        if epoch != self.epoch and self._torch and self._groups is not None:
+            for g in self._groups:
+                g.core.drop_pending()
+        self.epoch, self.epoch_continuous = epoch, epoch_continuous
+        if global_train_step is not None:
+            self._step_count = int(global_train_step)
+            self.global_train_step.fill_(self._step_count)
+        self._sync_group_lr()
 
     # ------------------------------------------------------------------ the update op
     @staticmethod
@@ -495,18 +578,46 @@ class Updater:
         self.reset_optim_op()
         self._trainable = params
 
-    def step(self, loss: torch.Tensor) -> StepResult:
+    def step(self, loss: torch.Tensor | None = None, *, update: bool | None = None
+             ) -> StepResult:
         """One micro-step: backward of ``loss``, accumulation, and on update steps the
-        post-processing and the update (see the module doc)."""
-        if not isinstance(loss, torch.Tensor) or loss.dim() != 0 or not loss.requires_grad:
+        post-processing and the update (see the module doc). ``loss=None``: the gradients are
+        already in ``.grad`` (the caller ran the backward, as RETURNN's engine does).
+        ``update``: ``None`` lets the accumulation rule decide; ``True``/``False`` is the
+        caller's decision (RETURNN's torch engine decides it itself)."""
+        if loss is not None and (not isinstance(loss, torch.Tensor) or loss.dim() != 0
+                                 or not loss.requires_grad):
             raise TypeError(f"Expected `loss` to be a 0-dim tensor that requires grad, got "
                             f"{describe(loss)}")
-        return self.get_optim_op()(loss)
+        if loss is None and self._maximize:
+            raise ValueError("Expected a `loss` with `maximize_grad_norm` (its second backprop "
+                             "runs through the loss), got None")
+        if update not in (None, True, False):
+            raise TypeError(f"Expected `update` to be None, True or False, got {describe(update)}")
+        return self.get_optim_op()(loss, update)
 
-    def _run(self, loss: torch.Tensor) -> StepResult:
+    def _decide(self, groups: list[_Step], t: int, update: bool | None) -> list[bool]:
+        """Per group, whether this micro-step updates: the caller's ``update``; else backend
+        torch's window (restarted after each update and at each epoch change; an update when
+        it holds ``N`` micro-steps, ``N`` from a callable evaluated now) or backend tf's
+        ``t mod N == N - 1`` (``t``: ``global_train_step``)."""
+        if update is not None:
+            return [update] * len(groups)
+        if self._torch:
+            n = self._accum
+            if callable(n):
+                n = check_accum_value(n(epoch=self.epoch, epoch_continuous=self.epoch_continuous,
+                                        global_train_step=t))
+            return [groups[0].core.accumulated_micro_steps + 1 >= n] * len(groups)
+        return [g.n <= 1 or t % g.n == g.n - 1 for g in groups]
+
+    def _run(self, loss: torch.Tensor | None, update: bool | None = None) -> StepResult:
         groups = self._groups
         t = self._step_count
-        raw_norm = self._backward_maximizing(loss) if self._maximize else loss.backward()
+        decisions = self._decide(groups, t, update)
+        raw_norm = None
+        if loss is not None:
+            raw_norm = self._backward_maximizing(loss) if self._maximize else loss.backward()
         if groups[0].reduce:
             reduce_grads_in_place(self._trainable, average=groups[0].average)
         norms: dict[str | None, torch.Tensor] = {} if raw_norm is None else {None: raw_norm}
@@ -522,13 +633,13 @@ class Updater:
                     (), device=self._lr.device)
             return norms[tag]
 
-        update_now = any(g.n <= 1 or t % g.n == g.n - 1 for g in groups)
+        update_now = any(decisions)
         summary = (self._writer is not None and update_now
                    and self._updates % self._summary_frequency == 0
                    and (self._options["debug_grad_summaries"] or self._log_grad_norm))
-        if self._log_grad_norm:  # a tensor: read it (a host sync) only when logging
+        if self._log_grad_norm and not self._torch:  # a tensor: read only when logging
             self.last_grad_norm = g_of(None)
-        if summary:
+        if summary and not self._torch:
             self._summaries(g_of(None))
         for g in groups:  # measured before any group's update changes its gradients
             if g.clip_norm_needed:
@@ -538,13 +649,18 @@ class Updater:
         if update_now:
             self._updates += 1
         results = []
-        for g in groups:
-            update = g.n <= 1 or t % g.n == g.n - 1
+        for g, update in zip(groups, decisions, strict=True):
             if not update:
                 results.append(g.core.accumulate())
                 continue
             if g.torch_class:  # RETURNN's PyTorch backend: torch.optim takes host floats
                 results.append(g.core.update(self._host_lr(), t))
+                if self._log_grad_norm:  # the norm of the accumulated gradients (torch)
+                    self.last_grad_norm = g.core.last_grad_norm
+                    if summary:
+                        updater_summaries([], self.last_grad_norm, debug=False,
+                                          log_grad_norm=True, p=self.log_grad_norm_p).write(
+                            self._writer, self._step_count)
                 continue
             with torch.no_grad():
                 for p, l2 in g.decay:
@@ -676,19 +792,6 @@ def _check_tags(options: dict[str, Any], overrides: dict[str, dict[str, Any]]) -
             raise ValueError(f"Expected `{key}` to be one of the updater_opts tags "
                              f"{sorted(declared)}, got {tag!r} (no parameter carries it)")
     return any(tag is not None for _, tag in used)
-
-
-def _log_grad_norm(value: Any) -> bool:
-    """``log_grad_norm``: off (False/None/0/"false"/"none") or the 2-norm (True/2/"true");
-    RETURNN allows p = 2 only."""
-    if isinstance(value, str) and value.lower() in ("true", "false", "none"):
-        return value.lower() == "true"
-    if value is None or value is False or value is True:
-        return bool(value)
-    if isinstance(value, (int, float)) and value in (0, 2):
-        return value == 2
-    raise ValueError(f"Expected `log_grad_norm` to be one of [False, True, 2, 'true', 'false', "
-                     f"'none'] (only the 2-norm, as RETURNN), got {value!r}")
 
 
 def _check_overrides(updater_opts: Any, model: Any) -> dict[str, dict[str, Any]]:
