@@ -133,11 +133,12 @@ ERRORS: list[Row] = [
         r"got 'x{76}\.\.\. \(str\)$"),
     Row("gd-lr-tensor-negative", lambda: GradientDescentOptimizer(torch.tensor(-1.0)),
         ValueError, lr()),
-    Row("gd-lr-tensor-1d", lambda: GradientDescentOptimizer(torch.tensor([0.1])), TypeError,
-        r"Expected `learning_rate` to be a 0-dim floating-point tensor, got a tensor of "
-        r"shape \(1,\) and dtype torch\.float32"),
+    Row("gd-lr-tensor-2-elements", lambda: GradientDescentOptimizer(torch.tensor([0.1, 0.2])),
+        ValueError, r"Expected `learning_rate` to be a 1-element tensor \(a 0-dim one, or of "
+        r"shape \(1,\) or \(1, 1\)\), got a tensor of shape \(2,\)$"),
     Row("gd-lr-tensor-int", lambda: GradientDescentOptimizer(torch.tensor(1)), TypeError,
-        r"`learning_rate` to be a 0-dim floating-point tensor.*dtype torch\.int64"),
+        r"`learning_rate` to be a floating-point tensor, got a tensor of shape \(\) and dtype "
+        r"torch\.int64$"),
     Row("momentum-lr-negative", lambda: MomentumOptimizer(-1.0, 0.9), ValueError, lr()),
     Row("adagrad-lr-negative", lambda: AdagradOptimizer(-1.0), ValueError, lr()),
     Row("adagradda-lr-negative", lambda: AdagradDAOptimizer(-1.0, None), ValueError, lr()),
@@ -151,12 +152,12 @@ ERRORS: list[Row] = [
     Row("novograd-lr-negative", lambda: NovoGrad(-1.0), ValueError, lr()),
     Row("proximalgd-lr-negative", lambda: ProximalGradientDescentOptimizer(-1.0), ValueError,
         lr()),
-    Row("ftrl-lr-zero", lambda: FtrlOptimizer(0.0), ValueError,
-        lr(interval=r"\(0, inf\)", value=r"0\.0")),
-    Row("ftrl-lr-tensor-zero", lambda: FtrlOptimizer(torch.tensor(0.0)), ValueError,
-        lr(interval=r"\(0, inf\)", value=r"0\.0")),
-    Row("proximaladagrad-lr-zero", lambda: ProximalAdagradOptimizer(0.0), ValueError,
-        lr(interval=r"\(0, inf\)", value=r"0\.0")),
+    # (lr = 0 is a step that leaves the parameters unchanged: tests/test_contract_lr.py)
+    Row("ftrl-lr-negative", lambda: FtrlOptimizer(-1.0), ValueError, lr()),
+    Row("ftrl-lr-tensor-negative", lambda: FtrlOptimizer(torch.tensor(-1.0)), ValueError,
+        lr()),
+    Row("proximaladagrad-lr-negative", lambda: ProximalAdagradOptimizer(-1.0), ValueError,
+        lr()),
     # ------------------------------------------------------------ other hyperparameters
     Row("momentum-negative", lambda: MomentumOptimizer(0.1, -0.5), ValueError,
         lr("momentum", value=r"-0\.5")),
@@ -326,9 +327,8 @@ ERRORS: list[Row] = [
         ValueError, lr("rho", r"\[0, 1\]", r"2\.0")),
     Row("add-param-group-l1", add_group(lambda: FtrlOptimizer(0.1, params=[w()]),
                                         l1=-1.0), ValueError, lr("l1_regularization_strength")),
-    Row("add-param-group-ftrl-lr-zero", add_group(lambda: FtrlOptimizer(0.1, params=[w()]),
-                                                  lr=0.0), ValueError,
-        lr(interval=r"\(0, inf\)", value=r"0\.0")),
+    Row("add-param-group-ftrl-lr-negative", add_group(
+        lambda: FtrlOptimizer(0.1, params=[w()]), lr=-1.0), ValueError, lr()),
     Row("add-param-group-second-moment", add_group(lambda: NovoGrad(params=[w()]),
                                                    second_moment="x"), ValueError,
         r"Expected `second_moment` to be one of"),
@@ -398,7 +398,7 @@ ERRORS: list[Row] = [
     # ------------------------------------------------------------ hyperparameters at apply time
     Row("callable-lr-returns-string", lambda: GradientDescentOptimizer(
         lambda: "fast").apply_gradients([(g(), w())]), TypeError,
-        r"Expected `learning_rate` to evaluate to a real number or a 0-dim floating-point "
+        r"Expected `learning_rate` to evaluate to a real number or a 1-element floating-point "
         r"tensor, got 'fast' \(str\)"),
     Row("callable-lr-returns-none", lambda: GradientDescentOptimizer(
         lambda: None).apply_gradients([(g(), w())]), TypeError,
@@ -406,10 +406,9 @@ ERRORS: list[Row] = [
     Row("callable-lr-returns-bool", lambda: GradientDescentOptimizer(
         lambda: True).apply_gradients([(g(), w())]), TypeError,
         r"`learning_rate` to evaluate to a real number.*got True \(bool\)"),
-    Row("callable-lr-returns-1d-tensor", lambda: GradientDescentOptimizer(
-        lambda: torch.tensor([0.1])).apply_gradients([(g(), w())]), TypeError,
-        r"`learning_rate` to evaluate to a real number or a 0-dim floating-point tensor, got "
-        r"a tensor of shape \(1,\) and dtype torch\.float32"),
+    Row("callable-lr-returns-2-element-tensor", lambda: GradientDescentOptimizer(
+        lambda: torch.tensor([0.1, 0.2])).apply_gradients([(g(), w())]), ValueError,
+        r"`learning_rate` to be a 1-element tensor .*got a tensor of shape \(2,\)"),
     Row("callable-lr-returns-int-tensor", lambda: GradientDescentOptimizer(
         lambda: torch.tensor(1)).apply_gradients([(g(), w())]), TypeError,
         r"got a tensor of shape \(\) and dtype torch\.int64"),
@@ -587,6 +586,8 @@ def test_validation_helpers_accept_valid_values():
     RMSPropOptimizer(0.1, decay=0.0)
     RMSPropOptimizer(0.1, decay=1.0)
     FtrlOptimizer(1e-9, learning_rate_power=0.0, initial_accumulator_value=0.0)
+    FtrlOptimizer(0.0)
+    ProximalAdagradOptimizer(0.0)
     MomentumOptimizer(0.1, 0.0)
     NovoGrad(second_moment="openseq2seq", grad_averaging=True)
     AdagradDAOptimizer(0.1, torch.tensor(0, dtype=torch.int32))

@@ -54,7 +54,9 @@ ERRORS: list[Row] = [
     Row("weight-decay-adam", build(Adam, lr=1e-3, weight_decay=0.01), TypeError,
         msg("AdamOptimizer", "weight_decay", "AdamOptimizer has no `weight_decay`",
             r"torch's weight_decay adds weight_decay \* param to the gradient .*use "
-            r"AdamWOptimizer or MomentumWOptimizer .*NOT scaled by the learning rate")),
+            r"AdamWOptimizer or MomentumWOptimizer \(decoupled: torch's var -= lr \* "
+            r"weight_decay \* var when built torch-style, contrib's var -= weight_decay \* var "
+            r"with TF's call shape\)")),
     Row("weight-decay-momentum", build(Momentum, lr=0.1, momentum=0.9, weight_decay=0.01),
         TypeError, msg("MomentumOptimizer", "weight_decay",
                        "MomentumOptimizer has no `weight_decay`", ".*MomentumWOptimizer")),
@@ -101,7 +103,8 @@ ERRORS: list[Row] = [
                        "torch NAdam's momentum schedule")),
     Row("decoupled-weight-decay", build(Adam, lr=1e-3, decoupled_weight_decay=True), TypeError,
         msg("AdamOptimizer", "decoupled_weight_decay", "AdamOptimizer has no such option",
-            "use AdamWOptimizer")),
+            r"use AdamWOptimizer \(decoupled decay; built torch-style its weight_decay is "
+            r"torch's, scaled by the learning rate\)")),
     Row("eps-tf-style", lambda: Adam(0.001, eps=1e-8), TypeError,
         msg("AdamOptimizer", "eps", "use `epsilon=`")),
     # ------------------------------------------------ lr and the parameters given twice
@@ -152,7 +155,8 @@ def test_own_tf_arguments_named_like_torch_are_accepted():
     assert opt.defaults["weight_decay"] == 0.01
     opt = trainop.MomentumOptimizer(_params(), lr=0.1, momentum=0.5)
     assert opt.defaults["momentum"] == 0.5
-    opt = trainop.AdamWOptimizer([{"params": _params(), "weight_decay": 0.0}], 0.01, lr=1e-3)
+    opt = trainop.AdamWOptimizer([{"params": _params(), "weight_decay": 0.0}], weight_decay=0.01,
+                                 lr=1e-3)
     assert opt.param_groups[0]["weight_decay"] == 0.0
 
 

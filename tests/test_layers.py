@@ -42,7 +42,7 @@ FILES = sorted(ROOT.rglob("*.py"))
 #: The design's layers as folders, and the thin public entry modules beside them.
 LAYER_FOLDERS = {"algorithms", "kernels", "contract", "optimizers", "processing", "schedules",
                  "training", "configs", "interfaces", "bench"}
-PUBLIC_ENTRY_MODULES: set[str] = {"returnn.py"}
+PUBLIC_ENTRY_MODULES: set[str] = {"checkpoints.py", "returnn.py"}
 
 #: layer (a package prefix) -> the trainop modules it may import (prefixes).
 ALLOWED = {

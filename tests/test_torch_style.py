@@ -36,6 +36,15 @@ def _torch_kwargs(name: str) -> tuple[float, dict]:
     return kwargs.pop("learning_rate"), kwargs
 
 
+def _tf_twin(name: str, **extra):
+    """The TF-style optimizer a torch-style ``name`` equals: the decoupled-decay variants get
+    torch's meaning of ``weight_decay`` from a torch-style call (``decay_scaled_by_lr``)."""
+    kwargs = {**kwargs_for(name), **extra}
+    if "weight_decay" in kwargs:
+        kwargs["decay_scaled_by_lr"] = True
+    return OPTIMIZER_CLASSES[name](**kwargs)
+
+
 def _train_torch_style(model, opt) -> None:
     for step in range(STEPS):
         opt.zero_grad()
@@ -62,7 +71,7 @@ def test_params_first_and_lr_equal_tf_style(name):
     assert opt.param_groups[0]["lr"] == lr
     assert len(opt.param_groups[0]["params"]) == 4
     _train_torch_style(torch_model, opt)
-    tf_opt = cls(**kwargs_for(name))
+    tf_opt = _tf_twin(name)
     _train_tf_style(tf_model, {id(p): tf_opt for p in tf_model.parameters()})
     for a, b in zip(torch_model.parameters(), tf_model.parameters(), strict=True):
         assert torch.equal(a, b), name
@@ -79,8 +88,8 @@ def test_param_groups_with_their_own_lr_equal_one_tf_optimizer_per_group(name):
               lr=lr, **rest)
     assert [g["lr"] for g in opt.param_groups] == [lr, lr / 2]
     _train_torch_style(torch_model, opt)
-    tf_first = cls(**kwargs_for(name))
-    tf_second = cls(**{**kwargs_for(name), "learning_rate": lr / 2})
+    tf_first = _tf_twin(name)
+    tf_second = _tf_twin(name, learning_rate=lr / 2)
     owners = {id(p): tf_first for p in tf_model[0].parameters()}
     owners.update({id(p): tf_second for p in tf_model[2].parameters()})
     _train_tf_style(tf_model, owners)
@@ -100,8 +109,11 @@ def test_what_the_first_positional_argument_is_read_as():
     # After the parameters, positional arguments bind to the TF signature in order.
     opt = trainop.AdamOptimizer(model.parameters(), 0.25, 0.5)
     assert (opt.defaults["lr"], opt.defaults["beta1"]) == (0.25, 0.5)
-    opt = trainop.AdamWOptimizer(model.parameters(), 0.01, lr=0.1)
+    # ...except where TF's first argument is not the learning rate (torch's AdamW reads lr):
+    # a TypeError (tests/test_errors_contract.py); by keyword it is torch's meaning.
+    opt = trainop.AdamWOptimizer(model.parameters(), weight_decay=0.01, lr=0.1)
     assert (opt.defaults["weight_decay"], opt.defaults["lr"]) == (0.01, 0.1)
+    assert opt.decay_scaled_by_lr
     # A learning rate: a float, a 0-dim tensor, a callable, a Policy (TF style, unchanged).
     lr_tensor = torch.tensor(0.5)
     policy = trainop.schedules.ExponentialDecay(0.5, decay_steps=10, decay_rate=0.5)

@@ -9,6 +9,8 @@ With ``t = global_step + 1`` (TF reads the step before it is incremented and add
     var   = -(ga * lr) / denom                                   otherwise
 
 The new value of ``var`` depends only on the accumulators, not on its previous value.
+At ``lr == 0`` (a schedule that reaches zero) the accumulators advance and ``var`` keeps its
+value (the closed form would set it to -0), as torch's optimizers do at a zero learning rate.
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ def adagrad_da(var: torch.Tensor, grad: torch.Tensor, gradient_accumulator: torc
     """One AdagradDA update, in place; ``step`` is ``global_step + 1`` in ``var``'s dtype."""
     gradient_accumulator.add_(grad)
     gradient_squared_accumulator.add_(grad * grad)
+    if not isinstance(lr, torch.Tensor) and lr == 0:
+        return
     denom = gradient_squared_accumulator.sqrt() + l2 * step * lr
     if l1 > 0:
         shrunk = (gradient_accumulator.abs() - l1 * step).clamp_(min=0)
-        var.copy_(gradient_accumulator.sign() * shrunk * (-lr) / denom)
+        new = gradient_accumulator.sign() * shrunk * (-lr) / denom
     else:
-        var.copy_(gradient_accumulator * lr * -1.0 / denom)
+        new = gradient_accumulator * lr * -1.0 / denom
+    var.copy_(torch.where(lr == 0, var, new) if isinstance(lr, torch.Tensor) else new)

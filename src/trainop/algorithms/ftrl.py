@@ -8,6 +8,11 @@
     accum     = new_accum
 
 ``p == -0.5`` uses ``sqrt`` exactly as TF's kernel does.
+
+At ``lr == 0`` (a schedule that reaches zero; TF's kernel rejects it) nothing changes: the
+``linear`` slot's update divides by ``lr``, so there is no state to advance, and ``var`` keeps
+its value as every trainop optimizer's does at a zero learning rate. A float ``lr`` of 0
+returns at once; a tensor ``lr`` selects the old values on its device (no host read).
 """
 
 from __future__ import annotations
@@ -23,11 +28,22 @@ def _power(t: torch.Tensor, lr_power) -> torch.Tensor:
 
 def ftrl(var: torch.Tensor, grad: torch.Tensor, accum: torch.Tensor, linear: torch.Tensor, *,
          lr, lr_power, l1, l2, l2_shrinkage) -> None:
-    """One FTRL update of ``var`` and its ``accum``/``linear`` slots, in place."""
+    """One FTRL update of ``var`` and its ``accum``/``linear`` slots, in place (none at
+    ``lr == 0``)."""
+    if not isinstance(lr, torch.Tensor) and lr == 0:
+        return
     grad_used = grad + var * (2 * l2_shrinkage) if l2_shrinkage > 0 else grad
     new_accum = accum + grad * grad
-    linear.add_(grad_used - (_power(new_accum, lr_power) - _power(accum, lr_power)) / lr * var)
+    new_linear = linear + (grad_used - (_power(new_accum, lr_power)
+                                        - _power(accum, lr_power)) / lr * var)
     quadratic = _power(new_accum, lr_power) / lr + 2 * l2
-    pre_shrink = (linear.sign() * l1 - linear) / quadratic
-    var.copy_(torch.where(linear.abs() > l1, pre_shrink, torch.zeros_like(var)))
+    pre_shrink = (new_linear.sign() * l1 - new_linear) / quadratic
+    new_var = torch.where(new_linear.abs() > l1, pre_shrink, torch.zeros_like(var))
+    if isinstance(lr, torch.Tensor):
+        keep = lr == 0
+        new_linear = torch.where(keep, linear, new_linear)
+        new_var = torch.where(keep, var, new_var)
+        new_accum = torch.where(keep, accum, new_accum)
+    linear.copy_(new_linear)
+    var.copy_(new_var)
     accum.copy_(new_accum)

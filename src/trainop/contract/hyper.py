@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainop.contract.validation import describe
+from trainop.contract.validation import check_hyper_tensor, describe
 
 __all__ = ["Prepared", "evaluate_hyper", "plain_snapshot", "tf_round"]
 
@@ -45,23 +45,23 @@ def evaluate_hyper(name: str, value: Any, step: torch.Tensor) -> float | torch.T
     """The current value of one hyperparameter: a float or a 0-dim floating tensor.
 
     Callables are called (with no argument), policies are called with ``step``. The result must be
-    a real number or a 0-dim floating-point tensor, else ``TypeError`` naming the hyperparameter.
+    a real number or a 1-element floating-point tensor (read as a 0-dim view, so a value
+    changed in place is seen), else ``TypeError`` naming the hyperparameter (``ValueError`` for
+    a tensor of several elements).
     """
     if _is_policy(value):
         value = value(step)
     elif callable(value) and not isinstance(value, torch.Tensor | numbers.Real):
         value = value()
     if isinstance(value, torch.Tensor):
-        if value.dim() != 0 or not value.is_floating_point():
-            raise TypeError(
-                f"Expected `{name}` to evaluate to a real number or a 0-dim floating-point "
-                f"tensor, got a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
-            )
-        return value.detach()
+        if value.dim() == 0 and value.is_floating_point():
+            return value.detach()
+        check_hyper_tensor(name, value)
+        return value.detach().reshape(())
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return float(value)
     raise TypeError(
-        f"Expected `{name}` to evaluate to a real number or a 0-dim floating-point tensor, "
+        f"Expected `{name}` to evaluate to a real number or a 1-element floating-point tensor, "
         f"got {describe(value)}"
     )
 

@@ -61,7 +61,7 @@ from trainop.contract.overlap import check_no_duplicates, check_no_overlap, chec
 from trainop.contract.slots import AggregationMethod, SlotSpec, check_slot, uniform_slots
 from trainop.contract.state import OptimizerState, SlotState, adopt
 from trainop.contract.step_plan import GroupsSnapshot, StepPlan, build_plan
-from trainop.contract.torch_style import check_group_keys, install
+from trainop.contract.torch_style import check_group_keys, install, is_required
 from trainop.contract.validation import (
     Interval,
     check_bool,
@@ -197,8 +197,8 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     # ------------------------------------------------------------------ validation
     def _validate_group_values(self, values: Mapping[str, Any]) -> None:
         for key, value in values.items():
-            if key in _GROUP_BOOKKEEPING:
-                continue
+            if key in _GROUP_BOOKKEEPING or is_required(value):
+                continue  # (required: a default every group gives, torch_style.py)
             arg = self._arg_names.get(key, key)
             if key in self._ranges:
                 check_hyper(arg, value, self._ranges[key])
@@ -212,6 +212,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         if not isinstance(param_group, dict):
             raise TypeError(f"Expected `param_group` to be a dict, got {describe(param_group)}")
         check_group_keys(type(self).__name__, param_group, self.defaults)
+        self._check_required(param_group, "the param group")
         self._validate_group_values({k: v for k, v in param_group.items() if k != "params"})
         params = param_group.get("params")
         if isinstance(params, torch.Tensor):
@@ -231,6 +232,16 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         group = self.param_groups[-1]
         group["non_slot"] = {"step": torch.zeros((), dtype=torch.int64)}
         self._invalidate()
+
+    def _check_required(self, group: Mapping[str, Any], where: str) -> None:
+        """A constructor argument left out because every param group gave it (torch's
+        ``required`` default, see ``torch_style``) must be in ``group`` too."""
+        for key, default in self.defaults.items():
+            if is_required(default) and is_required(group.get(key, default)):
+                arg = self._arg_names.get(key, key)
+                raise ValueError(
+                    f"Expected {where} to give `{key}`: {type(self).__name__} was built "
+                    f"without `{arg}` (every param group gave it), so it has no default")
 
     # ------------------------------------------------------------------ TF accessors
     def get_name(self) -> str:
@@ -603,6 +614,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         they change (``_step_hyper`` reuses the result); a 0-dim tensor is not read (no host
         synchronisation): see ``docs/design.md`` for a tensor learning rate holding NaN."""
         prepared = {}
+        self._check_required(values, "the param group of variables new to the optimizer")
         for key, value in values.items():
             if key in _GROUP_BOOKKEEPING:
                 continue
@@ -732,8 +744,8 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         now, without an update (TF creates them when the update op is built; trainop otherwise
         on a variable's first update). For loaders that expect a populated ``state`` before
         they load one, e.g. ``torch.distributed.checkpoint``'s ``set_optimizer_state_dict`` on
-        a fresh optimizer, which would otherwise step once with ``lr = 0`` (a rate some TF
-        optimizers reject: Ftrl, ProximalAdagrad, AdagradDA)."""
+        a fresh optimizer, which would otherwise step once with ``lr = 0`` (a step that leaves
+        the parameters as they are, but advances slots and counters)."""
         states = self._tracked_state()
         prepared = {gi: self._step_hyper(group) for gi, group in enumerate(self.param_groups)}
         for gi, group in enumerate(self.param_groups):

@@ -1,14 +1,20 @@
 """torch-style construction for every trainop optimizer, in one place.
 
-torch's wrappers (``ZeroRedundancyOptimizer``, Lightning, HF Transformers, timm factories) build
-optimizers as ``cls(params, **kwargs)`` with torch's spellings. Every trainop constructor keeps
-its TF signature (``learning_rate`` first) and additionally accepts:
+torch's wrappers (``ZeroRedundancyOptimizer``, Lightning, HF Transformers, timm factories,
+RETURNN's torch engine) build optimizers as ``cls(params, **kwargs)`` with torch's spellings.
+Every trainop constructor keeps its TF signature (``learning_rate`` first) and additionally
+accepts:
 
 - the parameters (an iterable of tensors, of ``(name, tensor)`` pairs or of param-group dicts)
   as the FIRST positional argument; the positional arguments after them bind to the TF
-  signature in order (``AdamOptimizer(params, 0.01)`` is ``learning_rate=0.01``;
-  ``AdamWOptimizer(params, 0.01)`` is ``weight_decay=0.01``, TF's first argument);
-- ``lr=`` as the torch spelling of ``learning_rate`` (giving both is a ``TypeError``).
+  signature in order (``AdamOptimizer(params, 0.01)`` is ``learning_rate=0.01``, as in torch);
+  for a class whose TF signature does not start with the learning rate (``AdamWOptimizer``,
+  ``MomentumWOptimizer``: ``weight_decay`` first, where torch's ``AdamW`` reads ``lr``) a
+  positional argument after the parameters is a ``TypeError``;
+- ``lr=`` as the torch spelling of ``learning_rate`` (giving both is a ``TypeError``);
+- a required argument that every param group gives (``MomentumOptimizer([{"params": a,
+  "momentum": 0.9}, ...], lr=0.1)``; ``lr`` only per group) may be left out: its default is
+  then torch's ``required`` marker, and a group added later without it is a ``ValueError``.
 
 The first positional argument counts as parameters when it is an iterable (not a tensor, a
 string or a number) whose items are all tensors, param-group dicts or ``(name, tensor)`` pairs,
@@ -20,10 +26,15 @@ TF class has none, ``amsgrad``, ``foreach``, ...; see ``TORCH_SPELLINGS``) raise
 naming the trainop argument to use and how the meaning differs, whether given to the
 constructor or as a key of a param group. A spelling that IS the class's own TF argument (e.g.
 ``weight_decay`` of ``AdamWOptimizer``, ``momentum`` of ``MomentumOptimizer``) is that argument.
+A class whose constructor has a ``decay_scaled_by_lr`` keyword (the decoupled weight decay
+variants) gets ``decay_scaled_by_lr=True`` from a torch-shaped call (the parameters first, or
+``lr=``) unless the caller gives it: ``weight_decay`` then means torch's ``w -= lr * wd * w``.
 
 ``Optimizer.__init_subclass__`` calls ``install`` for each subclass that defines ``__init__``
 with a ``params`` keyword, so every optimizer (and a user's subclass) gets this once, with no
 per-class code. TF-style calls (no iterable first, no torch spelling) pass through unchanged.
+The wrapper's ``__signature__`` is the TF signature plus the keyword-only ``lr``, so
+``inspect.signature`` and ``inspect.getfullargspec`` list the real arguments.
 
 Example:
     >>> import torch, trainop
@@ -31,6 +42,9 @@ Example:
     >>> opt = trainop.AdamOptimizer(model.parameters(), lr=1e-3)
     >>> opt.param_groups[0]["lr"]
     0.001
+    >>> import inspect
+    >>> "lr" in inspect.signature(trainop.AdamOptimizer).parameters
+    True
 """
 
 from __future__ import annotations
@@ -42,10 +56,20 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 import torch
+from torch.optim.optimizer import required as _torch_required
 
-__all__ = ["TORCH_SPELLINGS", "check_group_keys", "install"]
+__all__ = ["REQUIRED", "TORCH_SPELLINGS", "check_group_keys", "install", "is_required"]
 
 _WRAPPED = "__trainop_torch_style__"
+
+#: torch's marker for a constructor argument that every param group must give.
+REQUIRED = _torch_required
+_SCALED_DECAY = "decay_scaled_by_lr"
+
+
+def is_required(value: Any) -> bool:
+    """Whether ``value`` is torch's ``required`` marker (also a copy made by ``deepcopy``)."""
+    return isinstance(value, type(REQUIRED))
 
 
 class Spelling(NamedTuple):
@@ -69,8 +93,9 @@ TORCH_SPELLINGS: dict[str, Spelling] = {
     "weight_decay": Spelling(("weight_decay",), (
         "torch's weight_decay adds weight_decay * param to the gradient (L2; AdamW: "
         "p *= 1 - lr * wd); for a weight decay use AdamWOptimizer or MomentumWOptimizer "
-        "(contrib's decoupled decay var -= weight_decay * var, "
-        "NOT scaled by the learning rate) or add the L2 term to the loss")),
+        "(decoupled: torch's var -= lr * weight_decay * var when built torch-style, "
+        "contrib's var -= weight_decay * var with TF's call shape) or add the L2 term to the "
+        "loss")),
     "momentum": Spelling(("momentum",), (
         "for momentum use MomentumOptimizer(learning_rate, momentum) "
         "(accum = momentum * accum + g; var -= lr * accum: torch's SGD with dampening=0)")),
@@ -99,7 +124,8 @@ TORCH_SPELLINGS: dict[str, Spelling] = {
     "momentum_decay": Spelling((), (
         "torch NAdam's momentum schedule; contrib's NadamOptimizer has none")),
     "decoupled_weight_decay": Spelling((), (
-        "use AdamWOptimizer (contrib's decoupled decay, NOT scaled by the learning rate)")),
+        "use AdamWOptimizer (decoupled decay; built torch-style its weight_decay is torch's, "
+        "scaled by the learning rate)")),
 }
 
 
@@ -144,20 +170,53 @@ def _as_params(first: Any) -> tuple[bool, Any]:
     return False, first if isinstance(first, list | tuple) else items
 
 
-def _normalize(owner: str, signature: inspect.Signature, args: tuple, kwargs: dict):
+def _fill_from_groups(cls: type, signature: inspect.Signature, args: tuple,
+                      kwargs: dict) -> dict:
+    """``kwargs`` with torch's ``required`` marker for each required TF argument the call
+    leaves out that every param group gives (under its group key: ``lr`` for
+    ``learning_rate``)."""
+    groups = kwargs.get("params")
+    if not (isinstance(groups, list) and groups
+            and all(isinstance(g, Mapping) for g in groups)):
+        return kwargs
+    try:
+        bound = signature.bind_partial(None, *args, **kwargs).arguments
+    except TypeError:
+        return kwargs  # the call itself raises the right error
+    keys = {arg: key for key, arg in getattr(cls, "_arg_names", {}).items()}
+    filled = dict(kwargs)
+    for name, parameter in list(signature.parameters.items())[1:]:
+        if (parameter.default is inspect.Parameter.empty and name not in bound
+                and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                       inspect.Parameter.KEYWORD_ONLY)
+                and all(keys.get(name, name) in g for g in groups)):
+            filled[name] = REQUIRED
+    return filled
+
+
+def _normalize(cls: type, signature: inspect.Signature, args: tuple, kwargs: dict):
     """The TF-style ``(args, kwargs)`` for a torch-style call (see the module docstring)."""
+    owner = cls.__name__
     names = signature.parameters
     for key in kwargs:
         if key in TORCH_SPELLINGS and key not in names:
             raise _spelling_error(owner, key, names, "as an argument")
+    torch_shaped = "lr" in kwargs and "lr" not in names
     if args:
         is_params, first = _as_params(args[0])
         if is_params:
             if "params" in kwargs:
                 raise TypeError(f"{owner} got the parameters both as the first positional "
                                 f"argument and as `params=`; give them once")
+            first_arg = list(names)[1]
+            if len(args) > 1 and first_arg != "learning_rate" and "learning_rate" in names:
+                raise TypeError(
+                    f"{owner} got {len(args) - 1} positional argument(s) after the "
+                    f"parameters: torch reads the first as `lr`, {owner}'s TF signature as "
+                    f"`{first_arg}`; pass them by keyword (`lr=`, `{first_arg}=`)")
             kwargs = {**kwargs, "params": first}
             args = args[1:]
+            torch_shaped = True
         else:
             args = (first, *args[1:])
     if "lr" in kwargs and "lr" not in names and "learning_rate" in names:
@@ -169,7 +228,21 @@ def _normalize(owner: str, signature: inspect.Signature, args: tuple, kwargs: di
             raise TypeError(f"{owner} got both `lr` (torch's spelling) and `learning_rate`; "
                             f"give one of them")
         kwargs = {("learning_rate" if k == "lr" else k): v for k, v in kwargs.items()}
-    return args, kwargs
+    if torch_shaped and _SCALED_DECAY in names and _SCALED_DECAY not in kwargs:
+        kwargs = {**kwargs, _SCALED_DECAY: True}
+    return args, _fill_from_groups(cls, signature, args, kwargs)
+
+
+def _presented(signature: inspect.Signature) -> inspect.Signature:
+    """The signature ``inspect`` shows: the TF one plus the keyword-only ``lr`` (torch's
+    spelling of ``learning_rate``), placed after the other keyword-only arguments."""
+    parameters = list(signature.parameters.values())
+    if "learning_rate" not in signature.parameters or "lr" in signature.parameters:
+        return signature
+    lr = inspect.Parameter("lr", inspect.Parameter.KEYWORD_ONLY, default=None)
+    at = next((i for i, p in enumerate(parameters)
+               if p.kind is inspect.Parameter.VAR_KEYWORD), len(parameters))
+    return signature.replace(parameters=[*parameters[:at], lr, *parameters[at:]])
 
 
 def install(cls: type) -> None:
@@ -188,8 +261,9 @@ def install(cls: type) -> None:
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):  # noqa: N807 - replaces the class's constructor
-        args, kwargs = _normalize(type(self).__name__, signature, args, kwargs)
+        args, kwargs = _normalize(type(self), signature, args, kwargs)
         init(self, *args, **kwargs)
 
     setattr(__init__, _WRAPPED, True)
+    __init__.__signature__ = _presented(signature)  # what inspect (getfullargspec too) reads
     cls.__init__ = __init__

@@ -24,6 +24,7 @@ __all__ = [
     "check_bool",
     "check_choice",
     "check_hyper",
+    "check_hyper_tensor",
     "check_int",
     "check_name",
     "check_real",
@@ -147,23 +148,31 @@ def check_name(value: Any, arg: str = "name") -> str:
 
 
 def check_hyper(name: str, value: Any, interval: Interval | None = None) -> Any:
-    """Check a hyperparameter that may be a real number, a 0-dim float tensor or a callable.
+    """Check a hyperparameter that may be a real number, a 1-element float tensor or a callable.
 
     Real numbers and tensors are range-checked now (a tensor is read once, at construction);
     a callable (or a learning-rate policy) is checked for callability only, since its value is
-    only known when a step runs.
+    only known when a step runs. A tensor may have any shape with one element (``(1,)`` and
+    ``(1, 1)`` too, as torch accepts); it is kept as given and read as a 0-dim view.
     """
     if isinstance(value, torch.Tensor):
-        if value.dim() != 0 or not value.is_floating_point():
-            raise TypeError(
-                f"Expected `{name}` to be a 0-dim floating-point tensor, got a tensor of shape "
-                f"{tuple(value.shape)} and dtype {value.dtype}"
-            )
+        check_hyper_tensor(name, value)
         check_real(name, float(value), interval)
         return value
     if callable(value) and not _is_real(value):
         return value
     return check_real(name, value, interval)
+
+
+def check_hyper_tensor(name: str, value: torch.Tensor) -> None:
+    """A tensor hyperparameter is floating point (else ``TypeError``) with exactly one element
+    (else ``ValueError``, as torch raises for ``lr=tensor([a, b])``)."""
+    if not value.is_floating_point():
+        raise TypeError(f"Expected `{name}` to be a floating-point tensor, got a tensor of "
+                        f"shape {tuple(value.shape)} and dtype {value.dtype}")
+    if value.numel() != 1:
+        raise ValueError(f"Expected `{name}` to be a 1-element tensor (a 0-dim one, or of shape "
+                         f"(1,) or (1, 1)), got a tensor of shape {tuple(value.shape)}")
 
 
 def check_callable_or_none(name: str, value: Callable | None) -> Callable | None:

@@ -23,7 +23,8 @@ class AdagradDAOptimizer(Optimizer):
         var  = -lr * sign(ga) * max(|ga| - l1 * t, 0) / (l2 * t * lr + sqrt(gga))   (l1 > 0)
         var  = -lr * ga / (l2 * t * lr + sqrt(gga))                                  (l1 = 0)
 
-    Sparse: only touched rows change.
+    Sparse: only touched rows change. At ``learning_rate == 0`` the accumulators advance and
+    ``var`` keeps its value (TF's closed form would set it to -0).
 
     Args:
         learning_rate: float >= 0, tensor, callable or policy. Required.

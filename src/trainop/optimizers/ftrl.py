@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from trainop.algorithms.ftrl import ftrl
 from trainop.contract.optimizer import Optimizer, SlotSpec, uniform_slots
-from trainop.contract.ranges import NON_NEGATIVE, NON_POSITIVE, POSITIVE
+from trainop.contract.ranges import NON_NEGATIVE, NON_POSITIVE
 from trainop.contract.validation import check_name, check_real
 
 
@@ -21,10 +21,12 @@ class FtrlOptimizer(Optimizer):
                     if |linear| > l1 else 0
         accum     = new_accum
 
-    Sparse: only touched rows change (shrinkage included).
+    Sparse: only touched rows change (shrinkage included). At ``learning_rate == 0`` (which TF's
+    kernel rejects; a schedule may reach it) nothing changes, slots included: ``linear``'s
+    update divides by the learning rate.
 
     Args:
-        learning_rate: float > 0 (TF's kernel requires it), tensor, callable or policy.
+        learning_rate: float >= 0, tensor, callable or policy (0: a step that changes nothing).
         learning_rate_power: float <= 0, default -0.5.
         initial_accumulator_value: float >= 0, default 0.1.
         l1_regularization_strength, l2_regularization_strength,
@@ -42,7 +44,7 @@ class FtrlOptimizer(Optimizer):
     Reference: TF 1.15 ``ftrl.py``; McMahan et al., "Ad Click Prediction" (2013).
     """
 
-    _ranges = {"lr": POSITIVE, "lr_power": NON_POSITIVE, "l1": NON_NEGATIVE,
+    _ranges = {"lr": NON_NEGATIVE, "lr_power": NON_POSITIVE, "l1": NON_NEGATIVE,
                "l2": NON_NEGATIVE, "l2_shrinkage": NON_NEGATIVE}
     IMPLEMENTATIONS = ("reference", "foreach", "native")
     _arg_names = {"lr": "learning_rate", "lr_power": "learning_rate_power",

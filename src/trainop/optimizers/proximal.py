@@ -68,10 +68,11 @@ class ProximalAdagradOptimizer(Optimizer):
         var    = sign(prox) * max(|prox| - s * l1, 0) / (1 + s * l2)    (l1 > 0)
         var    = prox / (1 + s * l2)                                     (l1 = 0)
 
-    Sparse: only touched rows change.
+    Sparse: only touched rows change. At ``learning_rate == 0`` (which TF's kernel rejects; a
+    schedule may reach it) the accumulator advances and ``var`` keeps its value (``s = 0``).
 
     Args:
-        learning_rate: float > 0 (TF's kernel requires it), tensor, callable or policy.
+        learning_rate: float >= 0, tensor, callable or policy.
         initial_accumulator_value: float > 0, default 0.1.
         l1_regularization_strength, l2_regularization_strength: floats >= 0, default 0.
         use_locking: no effect. name: default ``"ProximalAdagrad"``.
@@ -86,7 +87,7 @@ class ProximalAdagradOptimizer(Optimizer):
     Reference: TF 1.15 ``proximal_adagrad.py``.
     """
 
-    _ranges = {"lr": POSITIVE, "l1": NON_NEGATIVE, "l2": NON_NEGATIVE}
+    _ranges = {"lr": NON_NEGATIVE, "l1": NON_NEGATIVE, "l2": NON_NEGATIVE}
     _arg_names = _L1L2_NAMES
     IMPLEMENTATIONS = ("reference", "foreach", "native")
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainop.contract.hyper import Prepared
 from trainop.contract.optimizer import Optimizer
 from trainop.contract.ranges import NON_NEGATIVE
-from trainop.contract.validation import describe
+from trainop.contract.validation import check_bool, describe
 from trainop.optimizers.adam import AdamOptimizer
 from trainop.optimizers.momentum import MomentumOptimizer
 
@@ -22,9 +23,20 @@ __all__ = [
 class DecoupledWeightDecayExtension:
     """Mixin: ``var -= weight_decay * var`` before the base optimizer's update of each variable.
 
-    As in ``tf.contrib.opt``: the decay is NOT multiplied by the learning rate (torch's AdamW
-    uses ``p *= 1 - lr * wd``; OpenSeq2Seq's ``"AdamW"`` string multiplies ``wd`` by lr itself),
-    and the base update does not read ``var``, so ``var_new = var - wd * var - base_step(g)``.
+    Two meanings of ``weight_decay``, chosen at construction by ``decay_scaled_by_lr``:
+
+    - ``False`` (TF's call shape, ``AdamWOptimizer(weight_decay, learning_rate=...)``): as in
+      ``tf.contrib.opt``, the decay is NOT multiplied by the learning rate (OpenSeq2Seq's
+      ``"AdamW"`` string multiplies ``wd`` by lr itself);
+    - ``True`` (torch's call shape, ``AdamWOptimizer(params, lr=..., weight_decay=...)``, as
+      ``ZeroRedundancyOptimizer``, Lightning or RETURNN's torch engine build it): torch's
+      meaning, ``var -= lr * weight_decay * var`` with the step's learning rate (a schedule's
+      too), so ``lr = 0`` leaves ``var`` as it is.
+
+    ``None`` (the default) is ``False``; the torch-style wrapper (``contract/torch_style.py``)
+    passes ``True`` for a call with the parameters first or ``lr=``. The base update does not
+    read ``var``, so ``var_new = var - d * var - base_step(g)`` with ``d = weight_decay`` or
+    ``lr * weight_decay``.
     Sparse gradients decay only the touched rows, then run the base sparse update (for Adam
     that still moves every row).
 
@@ -38,14 +50,32 @@ class DecoupledWeightDecayExtension:
     _exact_keys = ("weight_decay",)
     IMPLEMENTATIONS = ("reference", "foreach")
 
-    def __init__(self, weight_decay, *args, **kwargs) -> None:
+    def __init__(self, weight_decay, *args, decay_scaled_by_lr: bool | None = None,
+                 **kwargs) -> None:
         self._weight_decay_default = weight_decay
+        self._decay_scaled_by_lr = (False if decay_scaled_by_lr is None
+                                    else check_bool("decay_scaled_by_lr", decay_scaled_by_lr))
         self._decay_ids: set[int] | None = None
         self._in_sparse = False  # True while the base's sparse rule runs the dense rule on rows
         super().__init__(*args, **kwargs)
 
+    @property
+    def decay_scaled_by_lr(self) -> bool:
+        """Whether ``weight_decay`` has torch's meaning (``var -= lr * wd * var``) rather than
+        contrib's (``var -= wd * var``); fixed at construction."""
+        return self._decay_scaled_by_lr
+
     def _extra_defaults(self) -> dict[str, Any]:
         return {"weight_decay": self._weight_decay_default}
+
+    def _prepare(self, values, step) -> Prepared:
+        """The base's hyperparameters, with ``weight_decay`` the decay this step applies:
+        ``lr * weight_decay`` where the decay has torch's meaning."""
+        prepared = super()._prepare(values, step)
+        if not self._decay_scaled_by_lr:
+            return prepared
+        hp = prepared.values
+        return Prepared({**hp, "weight_decay": hp["lr"] * hp["weight_decay"]}, prepared.exact)
 
     def _decays(self, var) -> bool:
         return self._decay_ids is None or id(var) in self._decay_ids
@@ -128,12 +158,17 @@ def extend_with_decoupled_weight_decay(base: type) -> type:
 class AdamWOptimizer(DecoupledWeightDecayExtension, AdamOptimizer):
     """AdamW, as ``tf.contrib.opt.AdamWOptimizer``: Adam plus decoupled weight decay.
 
-    Update rule: ``var -= weight_decay * var`` (not scaled by lr), then the Adam update.
+    Update rule: ``var -= weight_decay * var`` (contrib's, not scaled by lr; TF's call shape)
+    or ``var -= lr * weight_decay * var`` (torch's ``AdamW``; torch's call shape), then the
+    Adam update (TF's, epsilon hat: not torch's).
 
     Args:
         weight_decay: float >= 0, tensor or callable. Required.
         learning_rate, beta1, beta2, epsilon: as ``AdamOptimizer``.
         use_locking: no effect. name: default ``"AdamW"``. params: torch style parameters.
+        decay_scaled_by_lr: ``True``: torch's meaning of ``weight_decay``; ``False``:
+            contrib's; ``None`` (default): torch's for a torch-style call (parameters first or
+            ``lr=``), else contrib's (see ``DecoupledWeightDecayExtension``).
 
     Example:
         >>> import torch, trainop
@@ -156,21 +191,25 @@ class AdamWOptimizer(DecoupledWeightDecayExtension, AdamOptimizer):
 
     def __init__(self, weight_decay, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  use_locking: bool = False, name: str = "AdamW", *, params=None,
-                 implementation: str | None = None) -> None:
+                 implementation: str | None = None,
+                 decay_scaled_by_lr: bool | None = None) -> None:
         super().__init__(weight_decay, learning_rate=learning_rate, beta1=beta1, beta2=beta2,
                          epsilon=epsilon, use_locking=use_locking, name=name, params=params,
-                         implementation=implementation)
+                         implementation=implementation, decay_scaled_by_lr=decay_scaled_by_lr)
 
 
 class MomentumWOptimizer(DecoupledWeightDecayExtension, MomentumOptimizer):
     """MomentumW, as ``tf.contrib.opt.MomentumWOptimizer``: Momentum plus decoupled decay.
 
-    Update rule: ``var -= weight_decay * var`` (not scaled by lr), then the Momentum update.
+    Update rule: ``var -= weight_decay * var`` (contrib's, not scaled by lr; TF's call shape)
+    or ``var -= lr * weight_decay * var`` (torch's meaning; torch's call shape), then the
+    Momentum update.
 
     Args:
         weight_decay: float >= 0, tensor or callable. Required.
         learning_rate, momentum, use_nesterov: as ``MomentumOptimizer``.
         use_locking: no effect. name: default ``"MomentumW"``. params: torch style parameters.
+        decay_scaled_by_lr: as ``AdamWOptimizer``.
 
     Example:
         >>> import trainop
@@ -185,7 +224,9 @@ class MomentumWOptimizer(DecoupledWeightDecayExtension, MomentumOptimizer):
 
     def __init__(self, weight_decay, learning_rate, momentum, use_locking: bool = False,
                  name: str = "MomentumW", use_nesterov: bool = False, *, params=None,
-                 implementation: str | None = None) -> None:
+                 implementation: str | None = None,
+                 decay_scaled_by_lr: bool | None = None) -> None:
         super().__init__(weight_decay, learning_rate=learning_rate, momentum=momentum,
                          use_locking=use_locking, name=name, use_nesterov=use_nesterov,
-                         params=params, implementation=implementation)
+                         params=params, implementation=implementation,
+                         decay_scaled_by_lr=decay_scaled_by_lr)

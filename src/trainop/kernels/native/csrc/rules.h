@@ -57,6 +57,13 @@ RANGE(adagrad_da) {
     const real t = (real)hyper[3], mult = (real)multiplier;
     const real l2_term = l2 * t * lr, l1_t = l1 * t, neg_lr = -lr;
     const int shrink = l1 > 0;  /* loop-invariant: the compiler splits the loop on it */
+    if (lr == (real)0) {  /* lr = 0: the accumulators advance, var keeps its value */
+        for (int64_t i = 0; i < n; ++i) {
+            const real g = grad[i] * mult;
+            ga[i] = ga[i] + g; gga[i] = gga[i] + g * g;
+        }
+        return;
+    }
     for (int64_t i = 0; i < n; ++i) {
         const real g = grad[i] * mult;
         const real a = ga[i] + g, s = gga[i] + g * g;
@@ -194,6 +201,7 @@ RANGE(ftrl) {
     const real lr = (real)hyper[0], neg_power = (real)-hyper[1], l1 = (real)hyper[2];
     const real two_l2 = (real)2 * (real)hyper[3], shrink = (real)hyper[4];
     const real two_shrink = (real)(2 * hyper[4]), mult = (real)multiplier;
+    if (lr == (real)0) return;  /* lr = 0: linear's update divides by lr; nothing changes */
     if (hyper[1] == -0.5) {
         FTRL_LOOP(FTRL_SQRT)
     } else {

@@ -1,0 +1,147 @@
+"""``from_torch_optim`` / ``to_torch_optim``: move a running experiment between
+``torch.optim`` and trainop, moments included (the pairs and what differs: ``torch_rules``).
+
+Parameters are matched by position (group by group, as ``load_state_dict`` does) and must
+have the same shapes. From torch: each parameter's state maps to trainop's slots, torch's
+per-parameter ``step`` becomes the group's step count, and for Adam the beta powers become
+``beta^step`` as TF and trainop hold them (float32, multiplied step by step). The new
+``state_dict`` goes through the optimizer's own ``load_state_dict`` (validated before
+anything changes). To torch: the same maps reversed, ``step`` from the group's count, loaded
+with the torch optimizer's ``load_state_dict``. Both return the notes of ``torch_rules`` that
+apply (where the update rules differ), so they are stated, not hidden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainop.contract.validation import describe
+from trainop.interfaces.checkpoints.torch_rules import Rule, rule_for
+
+__all__ = ["from_torch_optim", "to_torch_optim"]
+
+
+def _torch_state_dict(value: Any) -> dict:
+    if isinstance(value, torch.optim.Optimizer):
+        return value.state_dict()
+    if isinstance(value, Mapping) and "state" in value and "param_groups" in value:
+        return dict(value)
+    raise TypeError(f"Expected `torch_optimizer_or_state_dict` to be a torch.optim optimizer or "
+                    f"its state_dict, got {describe(value)}")
+
+
+def _check_groups(rule: Rule, torch_groups: list, optimizer: Any, torch_name: str) -> None:
+    own = optimizer.param_groups
+    if len(torch_groups) != len(own) or any(
+            len(t["params"]) != len(o["params"]) for t, o in zip(torch_groups, own, strict=True)):
+        raise ValueError(f"Expected the torch optimizer to have the trainop optimizer's groups "
+                         f"({[len(g['params']) for g in own]} parameters), got "
+                         f"{[len(g['params']) for g in torch_groups]}")
+    for gi, group in enumerate(torch_groups):
+        for option, allowed in rule.refused.items():
+            if option in group and group[option] != allowed and group[option] is not None:
+                raise ValueError(f"Cannot map torch.optim.{rule.torch_name} with {option}="
+                                 f"{group[option]!r} (group {gi}) to "
+                                 f"{type(optimizer).__name__}: TF's rule has no counterpart "
+                                 f"(only {option}={allowed!r} maps)")
+        if rule.torch_name == "SGD" and not group.get("momentum", 0) > 0:
+            raise ValueError(f"Cannot map torch.optim.SGD with momentum={group.get('momentum')} "
+                             f"(group {gi}) to MomentumOptimizer: it keeps no momentum buffer")
+    if torch_name and torch_name != rule.torch_name and not (
+            rule.torch_name == "AdamW" and torch_name == "Adam"):
+        raise TypeError(f"Expected a torch.optim.{rule.torch_name} for "
+                        f"{type(optimizer).__name__}, got torch.optim.{torch_name}")
+
+
+def _power(beta: float, step: int) -> torch.Tensor:
+    """``beta^step`` as TF accumulates it: a float32 product, one multiplication per step."""
+    factor = np.float32(beta)
+    value = np.float32(1.0)
+    for _ in range(step):
+        value = np.float32(value * factor)
+    return torch.tensor(value, dtype=torch.float32)
+
+
+def _group_step(entries: list[dict], gi: int) -> int | None:
+    steps = {int(e["step"]) for e in entries if "step" in e}
+    if len(steps) > 1:
+        raise ValueError(f"Cannot map group {gi}: its parameters are at different steps "
+                         f"{sorted(steps)} (torch counts per parameter; trainop and TF keep one "
+                         f"count per group)")
+    return steps.pop() if steps else None
+
+
+def from_torch_optim(torch_optimizer_or_state_dict: Any, optimizer: Any) -> list[str]:
+    """Load a ``torch.optim`` optimizer's state (or its ``state_dict``) into the trainop
+    ``optimizer`` over the same parameters. Returns the notes on what differs."""
+    rule = rule_for(optimizer)
+    torch_name = (type(torch_optimizer_or_state_dict).__name__
+                  if isinstance(torch_optimizer_or_state_dict, torch.optim.Optimizer) else "")
+    source = _torch_state_dict(torch_optimizer_or_state_dict)
+    _check_groups(rule, source["param_groups"], optimizer, torch_name)
+    sd = optimizer.state_dict()
+    sd["param_groups"] = [dict(g) for g in sd["param_groups"]]
+    state = dict(sd["state"])
+    index = 0
+    for gi, (tgroup, group) in enumerate(zip(source["param_groups"], optimizer.param_groups,
+                                             strict=True)):
+        entries = []
+        for tid, param in zip(tgroup["params"], group["params"], strict=True):
+            entry = source["state"].get(tid)
+            if entry:
+                missing = [k for k in rule.keys(tgroup) if k not in entry]
+                if missing:
+                    raise ValueError(f"Expected the torch state of parameter {index} to hold "
+                                     f"{list(rule.keys(tgroup))}, it lacks {missing}")
+                slots = {k: v.detach().to(device=param.device, dtype=param.dtype).clone()
+                         for k, v in rule.to_trainop(entry, tgroup).items()}
+                for k, v in slots.items():
+                    if v.shape != param.shape:
+                        raise ValueError(f"Expected the torch state {k!r} of parameter {index} "
+                                         f"to have shape {tuple(param.shape)}, got "
+                                         f"{tuple(v.shape)}")
+                state[index] = slots
+                entries.append(entry)
+            index += 1
+        step = _group_step(entries, gi)
+        if step is None:
+            continue
+        non_slot = {k: v.detach().clone() for k, v in group["non_slot"].items()}
+        non_slot["step"] = torch.tensor(step, dtype=torch.int64)
+        if rule.beta_powers:
+            beta1, beta2 = tgroup["betas"]
+            non_slot["beta1_power"] = _power(beta1, step + 1)
+            non_slot["beta2_power"] = _power(beta2, step + 1)
+        sd["param_groups"][gi]["non_slot"] = non_slot
+    sd["state"] = state
+    optimizer.load_state_dict(sd)
+    return list(rule.notes)
+
+
+def to_torch_optim(optimizer: Any, torch_optimizer: torch.optim.Optimizer) -> list[str]:
+    """Load the trainop ``optimizer``'s state into ``torch_optimizer`` (a ``torch.optim``
+    optimizer over the same parameters). Returns the notes on what differs."""
+    rule = rule_for(optimizer)
+    if not isinstance(torch_optimizer, torch.optim.Optimizer):
+        raise TypeError(f"Expected `torch_optimizer` to be a torch.optim optimizer, got "
+                        f"{describe(torch_optimizer)}")
+    target = torch_optimizer.state_dict()
+    _check_groups(rule, target["param_groups"], optimizer, type(torch_optimizer).__name__)
+    state = {}
+    for tgroup, group in zip(target["param_groups"], optimizer.param_groups, strict=True):
+        step = int(group["non_slot"]["step"])
+        for tid, param in zip(tgroup["params"], group["params"], strict=True):
+            slots = optimizer.state.get(param)
+            if not slots:
+                continue
+            entry = {k: v.detach().clone() for k, v in rule.to_torch(slots, tgroup).items()}
+            if rule.steps:
+                entry["step"] = torch.tensor(float(step), dtype=torch.float32)
+            state[tid] = entry
+    target["state"] = state
+    torch_optimizer.load_state_dict(target)
+    return list(rule.notes)
