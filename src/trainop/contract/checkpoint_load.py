@@ -10,7 +10,9 @@ What is loaded:
 
 - groups: the saved hyperparameters (deep-copied, as torch does), the loading optimizer's own
   parameters (matched by position), its ``param_names`` where the checkpoint has none, its own
-  value for a callable saved as the "not saved" marker; ``non_slot`` copied, ``step`` as int64;
+  value for a callable saved as the "not saved" marker; ``non_slot`` copied to the CPU (where
+  trainop keeps its counters and beta powers, so reading them costs no device sync, also after
+  ``torch.load(map_location="cuda")``), ``step`` as int64;
 - state: each parameter's slots copied to the parameter's device, in the dtype the optimizer
   creates the slot in (``slot_dtype``: the parameter's dtype, so a checkpoint of a float32 model
   loads into ``model.double()`` as torch casts its state; fixed-dtype slots keep theirs);
@@ -51,7 +53,7 @@ def _loaded_group(saved: Mapping, own: Mapping, unsaved: str) -> dict[str, Any]:
     if "param_names" in own and "param_names" not in group:
         group["param_names"] = own["param_names"]
     group["non_slot"] = {
-        k: t.detach().to(dtype=torch.int64, copy=True) if k == "step" else t.detach().clone()
+        k: t.detach().to(device="cpu", dtype=torch.int64 if k == "step" else t.dtype, copy=True)
         for k, t in saved["non_slot"].items()}
     if "step" not in group["non_slot"]:
         group["non_slot"]["step"] = torch.zeros((), dtype=torch.int64)
