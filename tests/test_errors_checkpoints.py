@@ -97,8 +97,8 @@ def negate_slot(name):
     return lambda sd: sd["state"][0].__setitem__(name, -sd["state"][0][name] - 1.0)
 
 
-FOREIGN = (r"Convert it with trainop\.checkpoints\.from_torch_optim, or load it into the "
-           r"torch\.optim class that saved it")
+FOREIGN = (r"Convert it with trainop\.checkpoints\.from_torch_optim\(state_dict, optimizer\), "
+           r"or load it into the torch\.optim class that saved it")
 
 # id: (build (optimizer, checkpoint), exception, message)
 CASES = {

@@ -62,5 +62,5 @@ def check_not_foreign(opt: Any, state_dict: Any) -> None:
         f"Invalid optimizer checkpoint: this is a torch.optim optimizer's checkpoint ({marks}), "
         f"not one of trainop's {type(opt).__name__}; trainop keeps TF's state (slots under TF's "
         f"names, per-group `non_slot` counters such as Adam's beta powers), which torch's state "
-        f"does not hold. Convert it with trainop.checkpoints.from_torch_optim, or load it into "
-        f"the torch.optim class that saved it")
+        f"does not hold. Convert it with trainop.checkpoints.from_torch_optim(state_dict, "
+        f"optimizer), or load it into the torch.optim class that saved it")
