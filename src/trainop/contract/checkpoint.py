@@ -53,7 +53,7 @@ from trainop.contract.checkpoint_foreign import check_not_foreign
 from trainop.contract.state import STEP_LIMIT
 from trainop.contract.validation import describe
 
-__all__ = ["LR_SCHEDULER_KEYS", "is_parameter_key", "slot_dtype", "validate_loadable",
+__all__ = ["LR_SCHEDULER_KEYS", "slot_dtype", "validate_loadable",
            "validate_optimizer_state"]
 
 #: Group keys torch's LR schedulers add (``OneCycleLR``, ``CyclicLR``; ``initial_lr`` is
@@ -77,7 +77,7 @@ def _check_finite_tensor(where: str, key: str, value: Any) -> None:
         _fail(ValueError, where, f"Expected `{key}` to be finite, it holds NaN or inf")
 
 
-def is_parameter_key(key: Any, listed: set) -> bool:
+def _is_parameter_key(key: Any, listed: set) -> bool:
     """Whether a ``state`` key of a checkpoint is a parameter's entry: one a group lists, or any
     integer (torch's parameter ids). Other keys (``"note"``) are non-parameter entries."""
     return key in listed or (isinstance(key, int) and not isinstance(key, bool))
@@ -114,7 +114,7 @@ def _check_structure(opt: Any, state_dict: Any) -> list[tuple[int, Mapping, dict
                                          f"or name (str) not used before, got {describe(pid)}")
             seen.add(pid)
         triples.append((g, saved, own))
-    extra = [k for k in state if k not in seen and is_parameter_key(k, seen)]
+    extra = [k for k in state if k not in seen and _is_parameter_key(k, seen)]
     if extra:
         raise ValueError(f"Invalid optimizer checkpoint: `state` has entries for ids {extra[:5]} "
                          f"that no group lists")
