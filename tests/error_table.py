@@ -21,6 +21,16 @@ def ids(rows: list[Row]) -> list[str]:
     return names
 
 
+def load_row(name: str, build: Callable[[], tuple], exc: type[Exception], match: str) -> Row:
+    """A row that loads a checkpoint: ``build()`` gives ``(object, its state_dict)``."""
+
+    def call():
+        obj, state_dict = build()
+        obj.load_state_dict(state_dict)
+
+    return Row(name, call, exc, match)
+
+
 def check(row: Row) -> None:
     with pytest.raises(row.exc, match=row.match):
         row.call()

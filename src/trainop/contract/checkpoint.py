@@ -3,19 +3,37 @@
 ``validate_optimizer_state(opt, state_dict)`` reads the whole checkpoint and raises a
 ``ValueError``/``TypeError`` naming the group, the parameter index and the key of the first
 problem; it never mutates ``opt`` or ``state_dict``. ``Optimizer.load_state_dict`` calls it
-first, so a rejected checkpoint leaves the optimizer bit-identical. It checks:
+(after torch's load pre-hooks, before anything is loaded), so a rejected checkpoint leaves the
+optimizer bit-identical. It checks:
 
+- format: a ``torch.optim`` checkpoint (groups without trainop's ``non_slot`` counters and with
+  torch's keys such as ``betas``/``amsgrad``/``momentum``/``foreach``, or state entries such as
+  ``exp_avg``/``step``/``momentum_buffer``) is recognised and rejected with a message naming
+  ``trainop.checkpoints.from_torch_optim`` (see ``checkpoint_foreign``);
 - structure: ``state`` and ``param_groups`` present, as many groups and parameters per group as
-  the optimizer has, integer parameter ids without repeats, ``state`` keyed by those ids only;
+  the optimizer has, integer parameter ids (or names) without repeats; ``state`` entries under a
+  key no group lists are kept as non-parameter entries (``opt.state["note"] = {...}``, as torch
+  does), except integer keys, which can only be a parameter's state that no group lists;
+- group keys: every hyperparameter of the loading optimizer's group present, no key it does not
+  have (``amsgrad``, ``betas`` in an Adam group are rejected, not carried along unused); the
+  bookkeeping keys ``params``/``param_names``/``initial_lr`` and the keys torch's LR schedulers
+  write are allowed;
 - hyperparameters: with the constructor's own ranges and choices (``lr`` NaN or negative,
   ``beta1`` 1.5, ``epsilon`` inf are rejected); values saved as "callable not saved" markers are
   allowed (the loading optimizer keeps its own);
-- non-slot variables: 0-dim tensors, finite; the ``step`` counter an integer dtype and >= 0; a
-  group whose parameters have slots must carry every non-slot variable (e.g. ``beta1_power``) —
-  nothing is silently re-initialised;
-- slots: exactly the algorithm's slot names (no missing, no extra), each a dense tensor of the
-  parameter's shape (0-dim for scalar slots), of the dtype the optimizer would create
-  (the parameter's, or the slot's fixed dtype), and finite.
+- non-slot variables: ``non_slot`` a dict holding only ``step`` and the algorithm's own
+  variables; each a finite 0-dim tensor; ``step`` an integer dtype in [0, 2**62] (loaded as
+  int64; the bound leaves 2**62 updates before int64 would wrap, so stepping never checks);
+  the algorithm's variables float32 (TF's kernels read them so) and inside their declared range
+  (Adam's beta powers in [0, 1): a power of 1 divides by zero at the next step); a group whose
+  parameters have slots must carry every one of them and ``step`` (nothing is silently
+  re-initialised);
+- slots: exactly the algorithm's slot names (no missing, no extra), each a dense real
+  floating-point tensor of the parameter's shape (0-dim for scalar slots), finite, and >= 0 for
+  the slots whose rule takes their root (``SlotSpec.nonnegative``: Adam's ``v``, Adagrad's
+  accumulator, RMSProp's ``rms``, ...). A slot of another floating dtype is cast on load to the
+  dtype the optimizer would create (the parameter's, as torch casts its state after
+  ``model.double()``, or the slot's fixed dtype); it must be finite in that dtype.
 
 Example::
 
@@ -31,9 +49,17 @@ from typing import Any
 
 import torch
 
+from trainop.contract.checkpoint_foreign import check_not_foreign
+from trainop.contract.state import STEP_LIMIT
 from trainop.contract.validation import describe
 
-__all__ = ["validate_optimizer_state"]
+__all__ = ["LR_SCHEDULER_KEYS", "slot_dtype", "validate_loadable",
+           "validate_optimizer_state"]
+
+#: Group keys torch's LR schedulers add (``OneCycleLR``, ``CyclicLR``; ``initial_lr`` is
+#: bookkeeping): allowed in a checkpoint's group even where the loading optimizer has none yet.
+LR_SCHEDULER_KEYS = frozenset({"initial_lr", "max_lr", "min_lr", "base_lr", "max_momentum",
+                               "base_momentum"})
 
 
 def _fail(kind: type[Exception], where: str, message: str) -> None:
@@ -51,7 +77,13 @@ def _check_finite_tensor(where: str, key: str, value: Any) -> None:
         _fail(ValueError, where, f"Expected `{key}` to be finite, it holds NaN or inf")
 
 
-def _check_structure(opt: Any, state_dict: Any) -> list[tuple[int, torch.Tensor, dict]]:
+def _is_parameter_key(key: Any, listed: set) -> bool:
+    """Whether a ``state`` key of a checkpoint is a parameter's entry: one a group lists, or any
+    integer (torch's parameter ids). Other keys (``"note"``) are non-parameter entries."""
+    return key in listed or (isinstance(key, int) and not isinstance(key, bool))
+
+
+def _check_structure(opt: Any, state_dict: Any) -> list[tuple[int, Mapping, dict]]:
     if not isinstance(state_dict, Mapping):
         raise TypeError(f"Expected `state_dict` to be a dict, got {describe(state_dict)}")
     for key in ("state", "param_groups"):
@@ -82,11 +114,26 @@ def _check_structure(opt: Any, state_dict: Any) -> list[tuple[int, torch.Tensor,
                                          f"or name (str) not used before, got {describe(pid)}")
             seen.add(pid)
         triples.append((g, saved, own))
-    extra = [k for k in state if k not in seen]
+    extra = [k for k in state if k not in seen and _is_parameter_key(k, seen)]
     if extra:
         raise ValueError(f"Invalid optimizer checkpoint: `state` has entries for ids {extra[:5]} "
                          f"that no group lists")
     return triples
+
+
+def _check_group_keys(where: str, saved: Mapping, own: Mapping,
+                      bookkeeping: tuple[str, ...]) -> None:
+    required = [k for k in own if k not in bookkeeping and k not in LR_SCHEDULER_KEYS]
+    missing = [k for k in [*required, "non_slot"] if k not in saved]
+    unknown = sorted((k for k in saved if k not in own and k not in bookkeeping
+                      and k not in LR_SCHEDULER_KEYS), key=str)
+    if missing:
+        _fail(ValueError, where, f"Expected the group keys {sorted([*required, 'non_slot'])}, "
+                                 f"missing {missing}")
+    if unknown:
+        _fail(ValueError, where, f"Expected only the group keys of this optimizer "
+                                 f"{sorted([*required, 'non_slot'])}, got unknown {unknown} "
+                                 f"(they would be carried along unused)")
 
 
 def _check_hyperparameters(opt: Any, where: str, saved: Mapping, unsaved: str,
@@ -99,27 +146,52 @@ def _check_hyperparameters(opt: Any, where: str, saved: Mapping, unsaved: str,
         raise type(err)(f"Invalid optimizer checkpoint, {where}: {err}") from None
 
 
+def _check_step(where: str, step: torch.Tensor) -> None:
+    if step.is_floating_point() or step.is_complex() or step.dtype == torch.bool:
+        _fail(TypeError, where, f"Expected the step counter `non_slot['step']` to have an "
+                                f"integer dtype, got {step.dtype}")
+    if int(step) < 0:
+        _fail(ValueError, where, f"Expected the step counter `non_slot['step']` >= 0, got "
+                                 f"{int(step)}")
+    if int(step) > STEP_LIMIT:
+        _fail(ValueError, where, f"Expected the step counter `non_slot['step']` <= 2**62 (the "
+                                 f"int64 counter must not wrap negative as training goes on), "
+                                 f"got {int(step)}")
+
+
 def _check_non_slot(opt: Any, where: str, saved: Mapping, has_slots: bool) -> None:
-    non_slot = saved.get("non_slot", {})
+    non_slot = saved["non_slot"]
     if not isinstance(non_slot, Mapping):
         _fail(TypeError, where, f"Expected `non_slot` to be a dict, got {describe(non_slot)}")
+    known = ("step", *opt._non_slot_names)
+    unknown = sorted((k for k in non_slot if k not in known), key=str)
+    if unknown:
+        _fail(ValueError, where, f"Expected the non-slot variables to be among {list(known)}, "
+                                 f"got unknown {unknown}")
     for key, value in non_slot.items():
         _check_finite_tensor(where, f"non_slot[{key!r}]", value)
         if value.dim() != 0:
             _fail(ValueError, where, f"Expected `non_slot[{key!r}]` to be 0-dim, got shape "
                                      f"{tuple(value.shape)}")
-    step = non_slot.get("step")
-    if step is not None:
-        if step.is_floating_point() or step.is_complex() or step.dtype == torch.bool:
-            _fail(TypeError, where, f"Expected the step counter `non_slot['step']` to have an "
-                                    f"integer dtype, got {step.dtype}")
-        if int(step) < 0:
-            _fail(ValueError, where, f"Expected the step counter `non_slot['step']` >= 0, got "
-                                     f"{int(step)}")
-    missing = [n for n in opt._non_slot_names if n not in non_slot]
+        if key == "step":
+            _check_step(where, value)
+            continue
+        if value.dtype != torch.float32:
+            _fail(TypeError, where, f"Expected `non_slot[{key!r}]` to be float32 (TF's "
+                                    f"kernels read it so), got {value.dtype}")
+        allowed = opt._non_slot_ranges.get(key)
+        if allowed is not None and float(value) not in allowed:
+            _fail(ValueError, where, f"Expected `non_slot[{key!r}]` in {allowed}, got "
+                                     f"{float(value)!r}")
+    missing = [n for n in ("step", *opt._non_slot_names) if n not in non_slot]
     if has_slots and missing:
         _fail(ValueError, where, f"Expected the non-slot variables {missing} (saved after "
                                  f"a step); they are missing and would be re-initialised")
+
+
+def slot_dtype(spec: Any, param: torch.Tensor) -> torch.dtype:
+    """The dtype a slot is loaded (and created) in: its fixed dtype, else the parameter's."""
+    return spec.dtype or param.dtype
 
 
 def _check_slots(opt: Any, where: str, group: Mapping, param: torch.Tensor, saved: Any) -> None:
@@ -138,10 +210,44 @@ def _check_slots(opt: Any, where: str, group: Mapping, param: torch.Tensor, save
         if tuple(tensor.shape) != shape:
             _fail(ValueError, where, f"Expected slot `{name}` of shape {shape}, got "
                                      f"{tuple(tensor.shape)}")
-        dtype = spec.dtype or param.dtype
-        if tensor.dtype != dtype:
+        dtype = slot_dtype(spec, param)
+        if not tensor.is_floating_point() and tensor.dtype != dtype:
             _fail(TypeError, where, f"Expected slot `{name}` of dtype {dtype}, got "
-                                    f"{tensor.dtype}")
+                                    f"{tensor.dtype} (a floating dtype would be cast on load)")
+        if tensor.dtype != dtype and not bool(torch.isfinite(tensor.to(dtype)).all()):
+            _fail(ValueError, where, f"Expected slot `{name}` to be finite in {dtype} (it is "
+                                     f"cast to the parameter's dtype on load), it overflows")
+        if spec.nonnegative and bool((tensor < 0).any()):
+            _fail(ValueError, where, f"Expected slot `{name}` >= 0 (the update takes its "
+                                     f"square root), it holds {float(tensor.min())!r}")
+    broken = opt._slot_invariant(group, {name: saved[name].to(slot_dtype(spec, param))
+                                         for name, spec in specs.items()})
+    if broken:
+        _fail(ValueError, where, broken)
+
+
+def validate_loadable(obj: Any, state_dict: Any) -> None:
+    """Raise if ``obj.load_state_dict(state_dict)`` would fail, changing nothing: trainop's
+    objects check themselves (``validate_state_dict``); for another ``torch.optim`` optimizer
+    (the Updater's torch backend) the checks torch makes before it changes anything (keys, the
+    number of groups and of parameters per group) are made here, so that a composite (the
+    Updater's groups) can check every part before loading the first."""
+    validate = getattr(obj, "validate_state_dict", None)
+    if validate is not None:
+        validate(state_dict)
+        return
+    if not isinstance(obj, torch.optim.Optimizer):
+        return
+    if not isinstance(state_dict, Mapping) or not {"state", "param_groups"} <= set(state_dict):
+        raise ValueError(f"Expected a {type(obj).__name__} state_dict with the keys 'state' and "
+                         f"'param_groups', got {describe(state_dict)}")
+    groups = state_dict["param_groups"]
+    if not isinstance(groups, list | tuple) or [
+            len(g.get("params", ())) if isinstance(g, Mapping) else None for g in groups] != [
+            len(g["params"]) for g in obj.param_groups]:
+        raise ValueError(f"Expected the param groups of the {type(obj).__name__} checkpoint to "
+                         f"hold {[len(g['params']) for g in obj.param_groups]} parameters, got "
+                         f"{describe(groups)}")
 
 
 def validate_optimizer_state(opt: Any, state_dict: Any, *, unsaved: str,
@@ -152,11 +258,13 @@ def validate_optimizer_state(opt: Any, state_dict: Any, *, unsaved: str,
     ``unsaved`` is the marker ``state_dict`` writes for a callable hyperparameter;
     ``bookkeeping`` the group keys that are not hyperparameters.
     """
+    check_not_foreign(opt, state_dict)
     triples = _check_structure(opt, state_dict)
     state = state_dict["state"]
     index = 0
     for g, saved, own in triples:
         where = f"group {g}"
+        _check_group_keys(where, saved, own, bookkeeping)
         _check_hyperparameters(opt, where, saved, unsaved, bookkeeping)
         merged = {**own, **{k: v for k, v in saved.items()
                             if not (isinstance(v, str) and v == unsaved)}}
@@ -167,4 +275,3 @@ def validate_optimizer_state(opt: Any, state_dict: Any, *, unsaved: str,
                 _check_slots(opt, f"{where}, parameter index {index} (id {pid})", merged, param,
                              state[pid])
             index += 1
-

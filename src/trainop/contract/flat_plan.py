@@ -61,7 +61,10 @@ class FlatPlan(StepPlan):
         self.flat_views = [v for b in whole for v in b.grad_views]
         self.flat_ptrs = [ptr for b in whole for ptr in b.data_ptrs]
         self.spans = [(b.grad_buffer, offset) for b in whole for offset in b.offsets]
-        self.view_ptrs = pointers([self.flat_views])
+        # where each view belongs in its buffer (not where it is now: a ``p.grad.data = t``
+        # before the first step must be noticed too)
+        self.view_ptrs = np.array([buf.data_ptr() + offset * buf.element_size()
+                                   for buf, offset in self.spans], dtype=np.uint64)
         whole_ids = {id(p) for p in self.flat_params}
         self.loose = [p for p in plan.params if id(p) not in whole_ids]
         buckets, params = [], []

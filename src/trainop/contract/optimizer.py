@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import itertools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -53,11 +52,12 @@ from trainop.contract.arguments import (
     describe_var,
 )
 from trainop.contract.checkpoint import validate_optimizer_state
+from trainop.contract.checkpoint_load import load_optimizer_state
 from trainop.contract.flat_plan import FlatLayout, flat_plan, reattach, relink, zero_flat_grads
 from trainop.contract.gate import NO_GATE, Gate, make_gate
 from trainop.contract.hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop.contract.implementations import Implementations
-from trainop.contract.overlap import check_no_overlap, check_written_apart
+from trainop.contract.overlap import check_no_duplicates, check_no_overlap, check_written_apart
 from trainop.contract.slots import AggregationMethod, SlotSpec, check_slot, uniform_slots
 from trainop.contract.state import OptimizerState, SlotState, adopt
 from trainop.contract.step_plan import GroupsSnapshot, StepPlan, build_plan
@@ -93,6 +93,9 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     - ``_choices``: option key -> allowed strings; boolean options are recognised from defaults;
     - ``_arg_names``: group key -> constructor argument name for messages (``lr`` ->
       ``learning_rate``);
+    - ``_non_slot_names`` and ``_non_slot_ranges``: the group's non-slot variables (float32, as
+      TF) and their allowed ranges, checked when a checkpoint is loaded (Adam's beta powers in
+      [0, 1));
     - ``_slot_specs(group)``, ``_init_non_slot(group_state, hp)``, ``_apply_dense``,
       optionally ``_apply_sparse`` (default: the dense rule on the touched rows only; on the
       native path ``_native_sparse_rule`` names the C rule that does the same in one call
@@ -109,6 +112,8 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     _arg_names: ClassVar[dict[str, str]] = {"lr": "learning_rate"}
     _exact_keys: ClassVar[tuple[str, ...]] = ()
     _non_slot_names: ClassVar[tuple[str, ...]] = ()
+    #: Allowed ranges of non-slot variables (checked when a checkpoint is loaded).
+    _non_slot_ranges: ClassVar[dict[str, Interval]] = {}
     #: The implementations this class offers (see ``_choose_implementation``).
     IMPLEMENTATIONS: ClassVar[tuple[str, ...]] = ("reference", "foreach")
     #: Whether the update is elementwise, so the foreach path may cut tensors into pieces.
@@ -174,6 +179,12 @@ class Optimizer(Implementations, torch.optim.Optimizer):
                       hp: Any, non_slot: dict[str, torch.Tensor]) -> None:
         """Default sparse rule: the dense rule on the touched rows only (TF's rows-only rule)."""
         update_rows(lambda v, g, s: self._apply_dense(v, g, s, hp, non_slot), var, rows, slots)
+
+    def _slot_invariant(self, group: Mapping[str, Any], slots: Mapping[str, torch.Tensor]
+                        ) -> str | None:
+        """Checked when a checkpoint is loaded: why one parameter's slots break a relation
+        the rule needs between them (the next step would give NaN), or ``None``."""
+        return None
 
     def _finish(self, non_slot: dict[str, torch.Tensor], hp: Prepared,
                 applied: torch.Tensor | None) -> None:
@@ -325,6 +336,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             if not v.requires_grad:
                 raise TypeError(f"Expected var_list[{i}] to require grad: a tensor that does not "
                                 f"require grad cannot be optimized ({describe_var(v)})")
+        check_no_duplicates(variables, "var_list")
         return variables
 
     # torch's step hooks (``register_step_pre_hook``/``post_hook``) run around an update given
@@ -826,8 +838,11 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         # Plain dicts (not the tracked entries), and with flat buffers per-parameter tensors
         # rather than views of the buffers.
         copy = self._flat is not None
+        # Non-parameter entries (``opt.state["note"] = ...``) are saved as they are, as torch
+        # saves them.
         sd["state"] = {k: {n: (t.clone() if copy and isinstance(t, torch.Tensor) else t)
-                           for n, t in st.items()} for k, st in sd["state"].items()}
+                           for n, t in st.items()} if isinstance(st, Mapping) else st
+                       for k, st in sd["state"].items()}
         for group in sd["param_groups"]:
             for key, value in group.items():
                 if key != "params" and callable(value) and not isinstance(value, torch.Tensor):
@@ -842,29 +857,15 @@ class Optimizer(Implementations, torch.optim.Optimizer):
                                  bookkeeping=_GROUP_BOOKKEEPING)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """torch's ``load_state_dict``, copying every tensor; the whole checkpoint is validated
-        first (``trainop.contract.checkpoint``), so a rejected one changes nothing."""
-        self.validate_state_dict(state_dict)
-        current = [dict(g) for g in self.param_groups]
-        saved_state = state_dict.get("state", {})
-        super().load_state_dict(state_dict)
-        for group, old in zip(self.param_groups, current, strict=True):
-            for key, value in group.items():
-                if isinstance(value, str) and value == _UNSAVED:
-                    group[key] = old.get(key)
-            group["non_slot"] = {
-                k: t.detach().clone() for k, t in group.get("non_slot", {}).items()
-            }
-            group["non_slot"].setdefault("step", torch.zeros((), dtype=torch.int64))
-        params = itertools.chain.from_iterable(g["params"] for g in self.param_groups)
-        for idx, p in enumerate(params):
-            saved = saved_state.get(idx)
-            if saved is None:
-                continue
-            self.state[p] = {
-                k: (t.detach().to(device=p.device).clone() if isinstance(t, torch.Tensor) else t)
-                for k, t in saved.items()
-            }
+        """torch's ``load_state_dict`` (pre-hooks, load, post-hooks), copying every tensor and
+        casting slots to their parameter's dtype as torch does; the whole checkpoint is
+        validated after the pre-hooks and before anything changes
+        (``trainop.contract.checkpoint``), so a rejected one changes nothing."""
+        load_optimizer_state(self, state_dict, unsaved=_UNSAVED, bookkeeping=_GROUP_BOOKKEEPING)
+
+    def _after_load(self) -> None:
+        """Re-derive what depends on the loaded groups and state (tracked state, flat buffers,
+        the TF-style group, the caches)."""
         self.state = adopt(self.state)
         if self._flat is not None:
             reattach(self._flat, self)

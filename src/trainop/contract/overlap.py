@@ -16,9 +16,22 @@ from collections.abc import Iterable
 
 import torch
 
-__all__ = ["check_no_overlap", "check_written_apart", "own_elements_overlap"]
+__all__ = ["check_no_duplicates", "check_no_overlap", "check_written_apart",
+           "own_elements_overlap"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def check_no_duplicates(tensors: list[torch.Tensor], arg: str) -> None:
+    """``ValueError`` naming both positions if one tensor is listed twice in ``arg`` (the
+    simplest overlap, reported as what it is)."""
+    first: dict[int, int] = {}
+    for i, t in enumerate(tensors):
+        j = first.setdefault(id(t), i)
+        if j != i:
+            raise ValueError(f"Expected `{arg}` without duplicates, got the same tensor (shape "
+                             f"{tuple(t.shape)}) at {arg}[{j}] and {arg}[{i}] (a duplicate "
+                             f"entry); list each variable once")
 
 
 def _byte_range(p: torch.Tensor) -> tuple[int, int, int] | None:

@@ -28,12 +28,15 @@ class AggregationMethod:
 
 
 class SlotSpec(NamedTuple):
-    """One slot of an algorithm: its TF name, initial fill value, and optional fixed dtype/shape."""
+    """One slot of an algorithm: its TF name, initial fill value, optional fixed dtype/shape,
+    and whether its rule needs it non-negative (second moments, accumulators: a checkpoint with
+    a negative entry is rejected, since the next step would take its square root)."""
 
     name: str
     fill: float = 0.0
     dtype: torch.dtype | None = None  # None: the variable's dtype
     scalar: bool = False  # True: a 0-dim slot instead of the variable's shape
+    nonnegative: bool = False
 
 
 def uniform_slots(slot_specs: Callable) -> Callable:

@@ -23,7 +23,13 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["OptimizerState", "SlotState", "adopt"]
+__all__ = ["STEP_LIMIT", "STEP_MAX", "OptimizerState", "SlotState", "adopt"]
+
+#: The largest int64 value.
+STEP_MAX = 2**63 - 1
+#: The largest step counter a checkpoint may hold: it leaves 2**62 (4.6e18) updates before the
+#: int64 counter would wrap negative, so the per-step increment needs no check (no host read).
+STEP_LIMIT = 2**62
 
 
 class _Counted:
@@ -108,6 +114,8 @@ class OptimizerState(_Counted, defaultdict):
         """Make every entry a ``SlotState`` of this object (plain dicts are copied into one),
         without counting a change: the entries keep their contents."""
         for key, entry in self.items():
+            if not isinstance(entry, Mapping):  # a non-parameter entry (opt.state["n"] = 1)
+                continue
             if type(entry) is not SlotState or entry._owner is not self:
                 dict.__setitem__(self, key, SlotState(self, entry))
 
@@ -120,3 +128,4 @@ def adopt(state: Mapping) -> OptimizerState:
     adopted = OptimizerState(dict, state)
     adopted.wrap_entries()
     return adopted
+

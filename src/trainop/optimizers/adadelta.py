@@ -45,7 +45,8 @@ class AdadeltaOptimizer(Optimizer):
 
     @uniform_slots
     def _slot_specs(self, group):
-        return (SlotSpec("accum"), SlotSpec("accum_update"))
+        return (SlotSpec("accum", nonnegative=True),
+                SlotSpec("accum_update", nonnegative=True))
 
     def _native_rule(self, vars_, slots, hp, non_slot):
         return "adadelta", [slots["accum"], slots["accum_update"]], [

@@ -48,7 +48,7 @@ class AdagradOptimizer(Optimizer):
 
     @uniform_slots
     def _slot_specs(self, group):
-        return (SlotSpec("accumulator", self._initial_accumulator_value),)
+        return (SlotSpec("accumulator", self._initial_accumulator_value, nonnegative=True),)
 
     def _fused_supported(self, dtype, device, hp) -> bool:
         return (dtype in self._fused_dtypes and device.type == "cpu"

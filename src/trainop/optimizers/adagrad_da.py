@@ -73,7 +73,8 @@ class AdagradDAOptimizer(Optimizer):
     @uniform_slots
     def _slot_specs(self, group):
         return (SlotSpec("gradient_accumulator"),
-                SlotSpec("gradient_squared_accumulator", self._initial_gga))
+                SlotSpec("gradient_squared_accumulator", self._initial_gga,
+                         nonnegative=True))
 
     def _step(self, non_slot) -> torch.Tensor:
         return non_slot["step"] if self._global_step is None else self._global_step

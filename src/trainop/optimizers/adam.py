@@ -63,6 +63,7 @@ class AdamOptimizer(Optimizer):
     _ranges = {"lr": NON_NEGATIVE, "beta1": UNIT_OPEN_RIGHT, "beta2": UNIT_OPEN_RIGHT,
                "epsilon": NON_NEGATIVE}
     _non_slot_names = ("beta1_power", "beta2_power")
+    _non_slot_ranges = {"beta1_power": UNIT_OPEN_RIGHT, "beta2_power": UNIT_OPEN_RIGHT}
     _use_nesterov = False
     IMPLEMENTATIONS = ("reference", "foreach", "fused", "native")
 
@@ -75,7 +76,7 @@ class AdamOptimizer(Optimizer):
 
     @uniform_slots
     def _slot_specs(self, group):
-        return (SlotSpec("m"), SlotSpec("v"))
+        return (SlotSpec("m"), SlotSpec("v", nonnegative=True))
 
     def _init_non_slot(self, non_slot, hp, device) -> None:
         non_slot["beta1_power"] = _as_float32(hp.values["beta1"])

@@ -71,7 +71,8 @@ class FtrlOptimizer(Optimizer):
 
     @uniform_slots
     def _slot_specs(self, group):
-        return (SlotSpec("accum", self._initial_accumulator_value), SlotSpec("linear"))
+        return (SlotSpec("accum", self._initial_accumulator_value, nonnegative=True),
+                SlotSpec("linear"))
 
     def _native_rule(self, vars_, slots, hp, non_slot):
         return "ftrl", [slots["accum"], slots["linear"]], [

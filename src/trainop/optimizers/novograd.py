@@ -71,7 +71,8 @@ class NovoGrad(Optimizer):
 
     def _slot_specs(self, group):
         return (SlotSpec("momentum"),
-                SlotSpec("grad_norm_ema", dtype=torch.float32, scalar=True))
+                SlotSpec("grad_norm_ema", dtype=torch.float32, scalar=True,
+                         nonnegative=True))
 
     def _denominator(self, grad, grad_norm_ema, hp):
         return novograd_denominator(grad, grad_norm_ema, beta2=hp.beta2, epsilon=hp.epsilon,

@@ -105,7 +105,7 @@ class ProximalAdagradOptimizer(Optimizer):
 
     @uniform_slots
     def _slot_specs(self, group):
-        return (SlotSpec("accumulator", self._initial_accumulator_value),)
+        return (SlotSpec("accumulator", self._initial_accumulator_value, nonnegative=True),)
 
     def _native_rule(self, vars_, slots, hp, non_slot):
         return "proximal_adagrad", [slots["accumulator"]], [

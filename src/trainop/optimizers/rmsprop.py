@@ -54,8 +54,20 @@ class RMSPropOptimizer(Optimizer):
     @uniform_slots
     def _slot_specs(self, group):
         if group["centered"]:
-            return (SlotSpec("rms", 1.0), SlotSpec("mg"), SlotSpec("momentum"))
-        return (SlotSpec("rms", 1.0), SlotSpec("momentum"))
+            return (SlotSpec("rms", 1.0, nonnegative=True), SlotSpec("mg"),
+                    SlotSpec("momentum"))
+        return (SlotSpec("rms", 1.0, nonnegative=True), SlotSpec("momentum"))
+
+    def _slot_invariant(self, group, slots):
+        """Centered: ``rms >= mg^2`` (up to ``epsilon``), which every update keeps (rms - mg^2
+        becomes decay * (rms - mg^2) + decay * (1 - decay) * (mg - g)^2) and the root needs."""
+        if "mg" not in slots:
+            return None
+        epsilon = group["epsilon"] if isinstance(group["epsilon"], float | int) else 0.0
+        if bool((slots["rms"] - slots["mg"] * slots["mg"] < -epsilon).any()):
+            return ("Expected slot `rms` >= `mg`^2 (centered RMSProp takes the root of "
+                    "rms - mg^2 + epsilon), it is smaller")
+        return None
 
     def _rmsprop(self, var, grad, slots, hp, blend_form: bool) -> None:
         rmsprop(var, grad, slots["rms"], slots["momentum"], slots.get("mg"), lr=hp.lr,

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from trainop.contract.checkpoint import validate_loadable
 from trainop.contract.validation import describe
 
 __all__ = ["check_masters", "check_state_values", "validate_pipeline_state",
@@ -98,9 +99,6 @@ def validate_pipeline_state(stages: list[tuple[str, Any]], state_dict: dict[str,
 def validate_wrapper_state(wrapper: Any, state_dict: dict[str, Any]) -> None:
     """The mixed-precision wrapper's inner optimizer checkpoint, masters and loss scaler, all
     checked before any is loaded (keys and the number of masters already checked)."""
-    inner = wrapper._inner
-    validate = getattr(inner, "validate_state_dict", None)
-    if validate is not None:
-        validate(state_dict["optimizer"])
+    validate_loadable(wrapper._inner, state_dict["optimizer"])
     check_masters([m for _, m in wrapper._masters.values()], state_dict["masters"])
     _check_processor(wrapper.loss_scaler, state_dict["loss_scaler"], "loss_scaler")

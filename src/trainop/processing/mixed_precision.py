@@ -282,15 +282,21 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
                 "masters": [m.clone() for _, m in self._masters.values()],
                 "loss_scaler": self.loss_scaler.state_dict()}
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Load a ``state_dict`` of a wrapper with the same variables; the half variables are
-        set from the loaded masters."""
+    def validate_state_dict(self, state_dict: Any) -> None:
+        """Raise ``ValueError``/``TypeError`` if ``load_state_dict(state_dict)`` would not load
+        (keys, the inner optimizer's checkpoint, masters, loss scaler); reads only."""
         check_state_keys(state_dict, ("optimizer", "masters", "loss_scaler"))
         masters = state_dict["masters"]
         if not isinstance(masters, list) or len(masters) != len(self._masters):
             raise ValueError(f"Expected {len(self._masters)} master copies in `state_dict`, got "
                              f"{describe(masters)}")
         validate_wrapper_state(self, state_dict)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a ``state_dict`` of a wrapper with the same variables; the half variables are
+        set from the loaded masters (validated whole first: a rejected one changes nothing)."""
+        self.validate_state_dict(state_dict)
+        masters = state_dict["masters"]
         self._inner.load_state_dict(state_dict["optimizer"])
         self.loss_scaler.load_state_dict(state_dict["loss_scaler"])
         with torch.no_grad():

@@ -195,14 +195,21 @@ class GradientPipeline:
                 "consecutive_skips": self.consecutive_skips.clone(),
                 "stages": {stage: proc.state_dict() for stage, proc in self._stages}}
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Load a ``state_dict`` of a pipeline with the same stages."""
+    def validate_state_dict(self, state_dict: Any) -> None:
+        """Raise ``ValueError``/``TypeError`` if ``load_state_dict(state_dict)`` would not load
+        (keys, stages, counters, every stage's state); reads only."""
         check_state_keys(state_dict, ("skipped_steps", "consecutive_skips", "stages"))
         stages = state_dict["stages"]
         if not isinstance(stages, dict) or set(stages) != set(self.order):
             raise ValueError(f"Expected state for the stages {list(self.order)}, got "
                              f"{describe(stages)}")
         validate_pipeline_state(self._stages, state_dict)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load a ``state_dict`` of a pipeline with the same stages (validated whole first:
+        a rejected one changes nothing)."""
+        self.validate_state_dict(state_dict)
+        stages = state_dict["stages"]
         for stage, proc in self._stages:
             proc.load_state_dict(stages[stage])
         self.skipped_steps.copy_(torch.as_tensor(state_dict["skipped_steps"]))

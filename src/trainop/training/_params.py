@@ -6,6 +6,8 @@ from typing import Any
 
 import torch
 
+from trainop.contract.overlap import check_no_duplicates
+from trainop.contract.state import STEP_LIMIT
 from trainop.contract.validation import describe
 
 __all__ = ["as_parameters", "check_count_tensor"]
@@ -28,13 +30,18 @@ def as_parameters(params: Any, arg: str, *, trainable: bool = True) -> list[torc
         if not isinstance(p, torch.Tensor) or (trainable and not p.requires_grad):
             need = "a tensor that requires grad" if trainable else "a tensor"
             raise TypeError(f"Expected {arg}[{i}] to be {need}, got {describe(p)}")
+    check_no_duplicates(out, arg)
     return out
 
 
 def check_count_tensor(name: str, value: Any) -> torch.Tensor:
-    """A saved step counter: a 0-dim int64 tensor >= 0."""
+    """A saved step counter: a 0-dim int64 tensor in [0, 2**62] (``STEP_LIMIT``: room for
+    2**62 more steps before int64 would wrap)."""
     if not isinstance(value, torch.Tensor) or value.dtype != torch.int64 or value.dim() != 0 \
             or value < 0:
         raise ValueError(f"Expected `{name}` to be a 0-dim int64 tensor >= 0, got "
                          f"{describe(value)}")
+    if int(value) > STEP_LIMIT:
+        raise ValueError(f"Expected `{name}` <= 2**62 (the int64 counter must not wrap "
+                         f"negative as training goes on), got {int(value)}")
     return value

@@ -29,8 +29,10 @@ from typing import Any
 
 import torch
 
+from trainop.contract.checkpoint import validate_loadable
 from trainop.contract.optimizer import Optimizer
 from trainop.contract.ranges import POSITIVE
+from trainop.contract.state import STEP_MAX
 from trainop.contract.validation import Interval, check_bool, check_real, describe
 from trainop.processing import (
     AutomaticLossScaler,
@@ -315,6 +317,7 @@ class TrainOp:
             raise ValueError(f"Expected a TrainOp state_dict with keys ['optimizer', 'step'], "
                              f"got {describe(state_dict)}")
         accumulator = self._core.check_state_dict(state_dict["step"])  # nothing changed yet
+        validate_loadable(self.optimizer, state_dict["optimizer"])
         self.optimizer.load_state_dict(state_dict["optimizer"])
         self._core.load_state_dict(state_dict["step"], accumulator)
 
@@ -467,6 +470,8 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
 def _check_iter_size(iter_size: Any) -> int:
     if isinstance(iter_size, bool) or not isinstance(iter_size, int) or iter_size < 1:
         raise ValueError(f"Expected `iter_size` to be an int >= 1, got {iter_size!r}")
+    if iter_size > STEP_MAX:  # gradients are divided by it as an int64 scalar
+        raise ValueError(f"Expected `iter_size` in [1, 2**63 - 1], got {iter_size!r}")
     return iter_size
 
 

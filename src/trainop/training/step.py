@@ -159,8 +159,10 @@ class TrainingStep:
     def check_state_dict(self, state: Any) -> Accumulator:
         """Validate ``state`` without changing anything; returns the loaded accumulators (to
         be installed by ``load_state_dict``)."""
-        return check_step_state(state, {"global_step", "micro_steps", "update_steps",
-                                        "accumulator", "pipeline"}, self._accumulator)
+        accumulator = check_step_state(state, {"global_step", "micro_steps", "update_steps",
+                                               "accumulator", "pipeline"}, self._accumulator)
+        self.pipeline.validate_state_dict(state["pipeline"])
+        return accumulator
 
     def load_state_dict(self, state: dict[str, Any],
                         accumulator: Accumulator | None = None) -> None:

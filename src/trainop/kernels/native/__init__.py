@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from trainop.kernels.native import boundary
+from trainop.kernels.native import boundary, fork
 from trainop.kernels.native._binding import (
     DTYPES,
     SUFFIXES,
@@ -105,7 +105,7 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[floa
     status = kernel(len(variables), numel.ctypes.data, addresses.ctypes.data, doubles(hyper),
                       None if multiplier is None else multiplier.data_ptr(),
                       None if found_inf is None else found_inf.data_ptr(),
-                      torch.get_num_threads())
+                      fork.threads())
     if status != 0:
         raise MemoryError(f"trainop's native {rule} kernel could not allocate its work plan")
     return True
@@ -129,7 +129,7 @@ def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
     kernel = function(f"trainop_square_sums_{SUFFIXES[dtype]}", _SQUARE_SUMS_ARGS)
     sums = torch.empty(len(tensors), dtype=torch.float64)
     if kernel(len(tensors), numel.ctypes.data, addresses.ctypes.data, sums.data_ptr(),
-                torch.get_num_threads()) != 0:
+                fork.threads()) != 0:
         raise MemoryError("trainop's native norm kernel could not allocate its work plan")
     return sums.sqrt_().to(torch.float32)
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import torch
 
-from trainop.kernels.native import boundary, metadata
+from trainop.kernels.native import boundary, fork, metadata
 from trainop.kernels.native._binding import SUFFIXES, doubles, function, supports
 from trainop.kernels.row_slices import RowSlices
 
@@ -108,7 +108,7 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
         _MISSING.add(name)
         return False
     status = kernel(indices.numel(), math.prod(var.shape[1:]), var.shape[0], indices.data_ptr(),
-                    values.data_ptr(), table_pointers, doubles(hyper), torch.get_num_threads())
+                    values.data_ptr(), table_pointers, doubles(hyper), fork.threads())
     if status == -2:
         raise MemoryError(f"trainop's native sparse {rule} kernel could not allocate its row "
                           "tables")

@@ -8,7 +8,9 @@ PyTorch order:
    noise and clipping, as RETURNN's torch updater records it;
 1. ``gradient_noise`` σ: ``g += trunc_normal(std=σ, a=-2σ, b=2σ)`` per gradient;
 2. ``gradient_clip`` c: ``clip_grad_value_(c)`` (so ±Inf becomes ±c, Q10);
-3. ``gradient_clip_global_norm``: ``clip_grad_norm_``, its norm measured here;
+3. ``gradient_clip_global_norm``: ``clip_grad_norm_``, its norm measured here (without it,
+   the gradients' total norm is measured at this point all the same, on the device, and is
+   ``StepResult.global_norm``);
 4. ``num_allowed_consec_invalid_gradient_steps`` K: the norm (step 3's, else the gradients'
    total norm) read on the host; non-finite skips the update, more than K in a row raises;
 5. every group's ``lr`` = effective learning rate x the group's multiplier, then
@@ -114,16 +116,15 @@ class TorchClassStep:
                                                        a=-2 * self._noise, b=2 * self._noise))
             if self._clip_value:
                 torch.nn.utils.clip_grad_value_(self._params, self._clip_value)
-        norm = None
         if self._clip_norm:
             norm = torch.nn.utils.clip_grad_norm_(self._params, self._clip_norm)
+        else:  # measured on the device (no host read), for StepResult.global_norm
+            # (torch.nn.utils.get_total_norm needs torch >= 2.6; trainop supports 2.4)
+            norm = torch.linalg.vector_norm(torch.stack([
+                torch.linalg.vector_norm(g, dtype=torch.float32) for g in grads
+            ])) if grads else torch.zeros(())
         invalid = False
         if self._max_invalid is not None:
-            if norm is None:
-                # (torch.nn.utils.get_total_norm needs torch >= 2.6; trainop supports 2.4)
-                norm = torch.linalg.vector_norm(torch.stack([
-                    torch.linalg.vector_norm(g, dtype=torch.float32) for g in grads
-                ])) if grads else torch.zeros(())
             invalid = not bool(torch.isfinite(norm))  # the documented host read
             if invalid:
                 self.consecutive_invalid += 1

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from trainop.configs import Unresolved, check_keys
+from trainop.contract.checkpoint import validate_loadable
 from trainop.contract.ranges import NON_NEGATIVE
 from trainop.contract.validation import check_real, describe
 from trainop.processing import (
@@ -753,8 +754,10 @@ class Updater:
                              f"in the Updater state_dict, got {describe(saved)}")
         t = check_count_tensor("global_train_step", state["global_train_step"])
         lr = check_real("learning_rate", state["learning_rate"], NON_NEGATIVE)
-        accumulators = [g.core.check_state_dict(s["step"])
-                        for g, s in zip(self._groups, saved, strict=True)]
+        accumulators = []
+        for g, s in zip(self._groups, saved, strict=True):  # every group checked, then loaded
+            accumulators.append(g.core.check_state_dict(s["step"]))
+            validate_loadable(g.optimizer, s["optimizer"])
         for g, s, acc in zip(self._groups, saved, accumulators, strict=True):
             g.optimizer.load_state_dict(s["optimizer"])
             g.core.load_state_dict(s["step"], acc)
