@@ -93,8 +93,8 @@ def test_replay_names_what_tensorflow_cannot_replay():
     from trainop.interfaces.train.replay_plan import tf_plan
 
     model = LSTMCellModel()
-    with pytest.raises(ValueError, match="NovoGrad has no TensorFlow 1 counterpart"):
-        tf_plan(_op(model, "NovoGrad", {}))
+    with pytest.raises(ValueError, match="AdamWOptimizer has no TensorFlow 1 counterpart"):
+        tf_plan(_op(model, "AdamW", {"weight_decay": 0.01}))
     noisy = trainop.Updater({"optimizer": {"class": "adam"}, "learning_rate": 0.01,
                              "gradient_noise": 0.1}, model)
     with pytest.raises(ValueError, match="^gradient_noise adds random draws"):

@@ -43,7 +43,7 @@ base_params = {{
 """
 #: one float16 ulp of a weight near the largest one is 2**-11 = 4.9e-4 of it; the weights are
 #: the float16 casts of float32 masters whose gradients went through float16 backward passes
-FLOAT16_TOLERANCE = 1e-2
+FLOAT16_TOLERANCE = 2e-2
 
 
 @pytest.mark.parametrize(("scaling", "params", "min_skips"), [
@@ -57,7 +57,7 @@ def test_mixed_precision_with_overflows_replays_within_float16_rounding(
     assert status == 0, out + err
     assert _skipped(out) >= min_skips  # overflows happened, and TF skipped the same steps
     assert 0 < _largest(out) <= FLOAT16_TOLERANCE
-    assert "tolerance 1e-02" in out
+    assert "tolerance 2e-02" in out
 
 
 def test_accumulation_with_nadam_and_clip_replays_within_float32_rounding(tmp_path, capsys):
@@ -84,6 +84,21 @@ base_params = {
 }
 """
     status, out, err = _train(tmp_path, capsys, text, "larc.py", "--steps", "6")
+    assert status == 0, out + err
+    assert 0 < _largest(out) <= 1e-5
+
+
+@pytest.mark.parametrize("second_moment", ["persistent", "openseq2seq"])
+def test_novograd_replays_as_openseq2seq_tf_code(tmp_path, capsys, second_moment):
+    text = f"""
+base_params = {{
+    "max_steps": 100, "optimizer": "NovoGrad",
+    "optimizer_params": {{"beta1": 0.95, "beta2": 0.98, "weight_decay": 0.001,
+                          "second_moment": {second_moment!r}}},
+    "lr_policy": "poly_decay", "lr_policy_params": {{"learning_rate": 0.02, "power": 2.0}},
+}}
+"""
+    status, out, err = _train(tmp_path, capsys, text, "novograd.py", "--steps", "6")
     assert status == 0, out + err
     assert 0 < _largest(out) <= 1e-5
 

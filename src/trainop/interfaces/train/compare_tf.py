@@ -24,7 +24,8 @@ fed as a float (the schedules' parity with TF's decay functions is tested on the
   update in TF ops (Backoff: halve on overflow, double every ``step_window`` calls after the
   last; LogMax: the moments of ``log2 max |g|``), the update skipped on overflow; then
   ``tf.compat.v1.train.<Name>Optimizer.apply_gradients`` (Nadam: ``ResourceApplyAdam`` with
-  ``use_nesterov``, as ``tf.contrib.opt.NadamOptimizer``), and the accumulators zeroed.
+  ``use_nesterov``, as ``tf.contrib.opt.NadamOptimizer``; NovoGrad: OpenSeq2Seq's per-layer
+  rescaling, then ``MomentumOptimizer(momentum=beta1)``), and the accumulators zeroed.
 """
 
 from __future__ import annotations
@@ -67,7 +68,35 @@ def _lstm(tf, weights, x, hidden: int):
     return tf.stack(outputs, axis=1)
 
 
+def _novograd(tf, kwargs, grads, variables):
+    """OpenSeq2Seq's NovoGrad before its Momentum update: per variable, with ``n2 =
+    sum(g^2)``, ``g / (sqrt(v) + eps)`` with ``v`` the stored moving average of ``n2``
+    (``second_moment="persistent"``) or ``g / sqrt(n2 + eps)`` (``"openseq2seq"``, the shipped
+    code, whose average is never stored); ``+ weight_decay * w``; ``* (1 - beta1)`` with
+    ``grad_averaging``."""
+    out, moments = [], []
+    for k, (g, w) in enumerate(zip(grads, variables, strict=True)):
+        n2 = tf.reduce_sum(tf.square(g))
+        if kwargs["second_moment"] == "persistent":
+            ema = tf.compat.v1.get_variable(f"nvgrad2_ema{k}", initializer=0.0,
+                                            use_resource=True, trainable=False)
+            v = tf.where(tf.equal(ema, 0.0), n2,
+                         ema * kwargs["beta2"] + n2 * (1.0 - kwargs["beta2"]))
+            moments.append(ema.assign(v))
+            d = g / (tf.sqrt(v) + kwargs["epsilon"])
+        else:
+            d = g / tf.sqrt(n2 + kwargs["epsilon"])
+        if kwargs["weight_decay"] > 0:
+            d = d + w * kwargs["weight_decay"]
+        if kwargs["grad_averaging"]:
+            d = d * (1.0 - kwargs["beta1"])
+        out.append(d)
+    return out, moments
+
+
 def _optimizer(tf, plan: ReplayPlan, lr):
+    if plan.tf_class == "NovoGrad":
+        return tf.compat.v1.train.MomentumOptimizer(lr, momentum=plan.kwargs["beta1"])
     if plan.tf_class == "NadamOptimizer":
         class Nadam(tf.compat.v1.train.AdamOptimizer):
             """TF's Adam kernel with ``use_nesterov`` (``tf.contrib.opt.NadamOptimizer``)."""
@@ -257,8 +286,12 @@ def _replay(initial: LSTMCellModel, plan: ReplayPlan,
             check = tf.identity(overflow)
         update_scale = scaler.update(overflow, amax)
         optimizer = _optimizer(tf, plan, lr * plan.lr_multiplier)
-        apply = optimizer.apply_gradients(
-            [(k.read_value(), v) for k, v in zip(kept, variables, strict=True)])
+        final = [k.read_value() for k in kept]
+        moments = []
+        if plan.tf_class == "NovoGrad":
+            final, moments = _novograd(tf, plan.kwargs, final, variables)
+        with tf.control_dependencies(moments):
+            apply = optimizer.apply_gradients(list(zip(final, variables, strict=True)))
         reset = tf.group(*[a.assign(tf.zeros_like(a)) for a in accumulators])
         nothing = tf.no_op()
         init = tf.compat.v1.global_variables_initializer()

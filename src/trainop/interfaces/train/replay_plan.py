@@ -5,8 +5,9 @@ TensorFlow import: the plan is made (and a recipe refused) before training.
 Replayable:
 
 - the update: a TF1 optimizer class (GradientDescent, Momentum, Adam, LazyAdam on dense
-  gradients, Adagrad, Adadelta, RMSProp, Ftrl, ProximalGradientDescent, ProximalAdagrad) or
-  contrib's Nadam (TF's Adam kernel with ``use_nesterov``), with constant hyperparameters but
+  gradients, Adagrad, Adadelta, RMSProp, Ftrl, ProximalGradientDescent, ProximalAdagrad),
+  contrib's Nadam (TF's Adam kernel with ``use_nesterov``) or OpenSeq2Seq's NovoGrad (its TF
+  code: per-layer rescaled gradients into TF's Momentum), with constant hyperparameters but
   the learning rate, one parameter group;
 - OpenSeq2Seq's ``optimize_loss``: ``dtype`` float32 or ``'mixed'`` (float16 weights cast from
   float32 masters, OpenSeq2Seq's wrapper), a static, ``Backoff`` or ``LogMax`` loss scale,
@@ -51,6 +52,8 @@ TF_CLASSES = {name: name for name in (
     "ProximalGradientDescentOptimizer", "ProximalAdagradOptimizer")}
 TF_CLASSES["LazyAdamOptimizer"] = "AdamOptimizer"
 TF_CLASSES["NadamOptimizer"] = "NadamOptimizer"
+#: OpenSeq2Seq's NovoGrad is TF code: per-layer rescaled gradients into TF's Momentum kernel.
+TF_CLASSES["NovoGrad"] = "NovoGrad"
 
 #: RETURNN's per-gradient steps the replay has (processor class -> its stage's name).
 _RETURNN_STEPS = (ClipByValue, ClipByNorm, ClipByAverageNorm, ClipByGlobalNorm, NanInfFilter,
