@@ -16,6 +16,8 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
+from trainop.bench.quiet import stderr_to
+
 __all__ = ["tf_logs_dropped"]
 
 _TF_LOG_LINE = re.compile(r"^([IWE]\d{4} \d\d:\d\d:|WARNING: All log messages before absl|"
@@ -27,16 +29,11 @@ def tf_logs_dropped() -> Iterator[None]:
     """Run the block with stderr (the descriptor) captured; then write back all but
     TensorFlow's log lines. ``TF_CPP_MIN_LOG_LEVEL`` defaults to 2 for what it does silence."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.stderr.flush()
-    saved = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as captured:
-        os.dup2(captured.fileno(), 2)
         try:
-            yield
+            with stderr_to(captured.fileno()):
+                yield
         finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
             captured.seek(0)
             kept = [line for line in captured.read().decode(errors="replace").splitlines()
                     if not _TF_LOG_LINE.match(line)]
