@@ -42,7 +42,8 @@ class History:
     def summary(self) -> str:
         """One paragraph: steps, the loss of the first and the last step (and the means of the
         first and last five when there are ten or more), the learning rate of the first and
-        the last step (and per epoch under RETURNN's control), skips, loss scale, time."""
+        the last step (and per epoch under RETURNN's control, when the epochs' rates differ),
+        skips, loss scale, time."""
         n = len(self.loss)
         if not n:
             return "No steps were run."
@@ -59,7 +60,7 @@ class History:
         low, high = min(lr), max(lr)
         if (low, high) != tuple(sorted((lr[0], lr[-1]))):
             text += f", between {low:.4g} and {high:.4g}"
-        if self.epoch_rates:
+        if len(set(self.epoch_rates.values())) > 1:
             shown = list(self.epoch_rates.items())
             rates = ", ".join(f"{e}: {r:.4g}" for e, r in shown[:6])
             if len(shown) > 6:
