@@ -140,3 +140,19 @@ def test_import_trainop_leaves_dynamo_and_dtensor_to_those_who_use_them():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_newbob_reads_each_epoch_mean_training_loss():
+    model = LSTMCellModel()
+    config = {"optimizer": {"class": "adam"}, "learning_rate": 0.01,
+              "learning_rate_control": "newbob_rel", "newbob_relative_error_threshold": -1.0,
+              "newbob_learning_rate_decay": 0.5}
+    built = trainop.Updater(config, model)
+    control = trainop.LearningRateControl(config)
+    history = train_model(built, model, make_batches(9), control=control, steps_per_epoch=3)
+    for epoch in (1, 2):
+        want = sum(history.loss[3 * (epoch - 1):3 * epoch]) / 3
+        assert control.epoch_data[epoch].error == {"train_score": pytest.approx(want, rel=1e-12)}
+    # threshold -1: any relative change above it decays; epoch 3 compares epochs 1 and 2
+    assert history.epoch_rates == {1: 0.01, 2: 0.01, 3: 0.005}
+    assert history.learning_rate == [pytest.approx(0.01)] * 6 + [pytest.approx(0.005)] * 3
