@@ -158,3 +158,18 @@ def test_newbob_reads_each_epoch_mean_training_loss():
     # threshold -1: any relative change above it decays; epoch 3 compares epochs 1 and 2
     assert history.epoch_rates == {1: 0.01, 2: 0.01, 3: 0.005}
     assert history.learning_rate == [pytest.approx(0.01)] * 6 + [pytest.approx(0.005)] * 3
+
+
+def test_a_recipe_with_debug_grad_summaries_writes_them_with_the_run(tmp_path, capsys):
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator")
+    recipe = tmp_path / "summaries.config"
+    recipe.write_text("#!rnn.py\nlearning_rate = 0.01\noptimizer = {'class': 'adam'}\n"
+                      "optimizer_epsilon = 1e-8\ndebug_grad_summaries = True\n")
+    status, out, err = _run(capsys, "train", str(recipe), "--out", str(tmp_path / "run"),
+                            "--steps", "2", "--no-progress")
+    assert status == 0, err
+    acc = event_accumulator.EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"train/loss", "global_grad_norm", "grads/weight_ih/grad_of_weight_ih_l2"} <= tags

@@ -162,8 +162,16 @@ def run(args: argparse.Namespace) -> int:
     # The built-in model is tiny: one thread is fastest, and spares a busy machine the
     # oversubscription that made a step 50x slower with 2 threads beside other work.
     torch.set_num_threads(1)
+    out = Path(args.out)
+    writer, notes = None, []
     try:
         recipe = load_recipe(args.file)
+        if recipe.builds == "Updater" and recipe.options.get("debug_grad_summaries"):
+            writer = _writer(out)  # the recipe's summaries are written with the run's
+            if writer is None:
+                recipe.options = dict(recipe.options, debug_grad_summaries=False)
+                notes.append("debug_grad_summaries: not written: the tensorboard package is "
+                             "missing (pip install 'trainop[tensorboard]')")
         half = _half_dtype(recipe)
         model = LSTMCellModel(seed=args.seed)
         batches = make_batches(args.steps, seed=args.seed + 1)
@@ -175,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             return torch.nn.functional.mse_loss(model(x), y)
 
-        built = recipe.build(model, loss, **_run_length(recipe, args))
+        built = recipe.build(model, loss, summary_writer=writer, **_run_length(recipe, args))
         control = recipe.learning_rate_control() if recipe.builds == "Updater" else None
     except Exception as error:  # noqa: BLE001 - the recipe's errors in one line, others raise
         if not _load_error(error):
@@ -189,9 +197,9 @@ def run(args: argparse.Namespace) -> int:
             plan = tf_plan(built)
         except ValueError as error:
             return _fail(f"--compare-tf cannot replay {args.file}: {error}")
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    writer = _writer(out)
+    if writer is None:
+        writer = _writer(out)
     snapshots: list[dict] = []
     draw, bar = _progress(args.steps, not args.no_progress)
 
@@ -210,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
                           control=control, steps_per_epoch=args.steps_per_epoch)
     if bar is not None:
         bar.close()
+    for note in notes:
+        print(note)
     if writer is not None:
         writer.close()
         print(f"TensorBoard event files: {out / 'tensorboard'}")
