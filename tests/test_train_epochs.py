@@ -97,3 +97,14 @@ def test_linspace_warmup_epoch_one_at_epoch_one_rate(tmp_path):
                     "evaluator's part)")
     for blocked in (False, True):
         _check_epoch_rates(_train(tmp_path, recipe, blocked=blocked), 0.0003)
+
+
+def test_compare_tf_without_tensorflow_is_refused_before_training(tmp_path):
+    recipe = tmp_path / "lrs.config"
+    recipe.write_text(LITERAL)
+    out = _train(tmp_path, recipe, "--compare-tf", blocked=True)
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr == ("trainop train: --compare-tf needs TensorFlow, which cannot be "
+                          "imported (No module named 'tensorflow'; pip install 'trainop[test]' "
+                          "has tensorflow-cpu)\n")
+    assert not (tmp_path / "run").exists()

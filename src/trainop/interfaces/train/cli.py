@@ -116,11 +116,14 @@ def _check_args(args: argparse.Namespace) -> str | None:
     if out.exists() and not out.is_dir():
         return f"expected --out to be a directory (new or existing), got the file {out}"
     if args.compare_tf:
-        import importlib.util
+        from trainop.interfaces.train.quiet import tf_logs_dropped
 
-        if importlib.util.find_spec("tensorflow") is None:
-            return ("--compare-tf needs TensorFlow, which is not installed (pip install "
-                    "'trainop[test]' has tensorflow-cpu)")
+        try:  # imported here, before training, and its start-up lines dropped
+            with tf_logs_dropped():
+                import tensorflow  # noqa: F401
+        except ImportError as error:
+            return (f"--compare-tf needs TensorFlow, which cannot be imported ({error}; pip "
+                    f"install 'trainop[test]' has tensorflow-cpu)")
     return None
 
 
