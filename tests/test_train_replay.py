@@ -88,6 +88,24 @@ base_params = {
     assert 0 < _largest(out) <= 1e-5
 
 
+@pytest.mark.parametrize(("dtype", "kind", "tolerance"), [
+    ("float32", "l2_regularizer", 1e-5), ("float32", "l1_regularizer", 1e-5),
+    ("mixed", "l2_regularizer", FLOAT16_TOLERANCE)])
+def test_regularizer_replays_in_the_loss_or_on_the_masters(tmp_path, capsys, dtype, kind,
+                                                           tolerance):
+    text = f"""
+base_params = {{
+    "max_steps": 40, "dtype": {dtype!r}, "optimizer": "Momentum",
+    "optimizer_params": {{"momentum": 0.9}}, "lr_policy": "poly_decay",
+    "lr_policy_params": {{"learning_rate": 0.05, "power": 1.0}},
+    "regularizer": {kind!r}, "regularizer_params": {{"scale": 0.05}},
+}}
+"""
+    status, out, err = _train(tmp_path, capsys, text, "reg.py", "--steps", "5")
+    assert status == 0, out + err
+    assert 0 < _largest(out) <= tolerance
+
+
 @pytest.mark.parametrize("second_moment", ["persistent", "openseq2seq"])
 def test_novograd_replays_as_openseq2seq_tf_code(tmp_path, capsys, second_moment):
     text = f"""

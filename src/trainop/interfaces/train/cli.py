@@ -143,6 +143,14 @@ def _run_length(recipe, args: argparse.Namespace) -> dict[str, int | None]:
     return {"steps_per_epoch": per_epoch}
 
 
+def _regularizer(recipe):
+    """The OpenSeq2Seq recipe's regularizer object (``l2_regularizer(scale)``), or None."""
+    o = recipe.options
+    if recipe.builds != "TrainOp" or o["regularizer"] is None:
+        return None
+    return o["regularizer"](**o["regularizer_params"])
+
+
 def _half_dtype(recipe):
     import torch
 
@@ -197,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
         from trainop.interfaces.train.replay_plan import tf_plan
 
         try:  # refused here, before training, where TensorFlow 1 cannot replay the recipe
-            plan = tf_plan(built)
+            plan = tf_plan(built, _regularizer(recipe))
         except ValueError as error:
             return _fail(f"--compare-tf cannot replay {args.file}: {error}")
     out.mkdir(parents=True, exist_ok=True)

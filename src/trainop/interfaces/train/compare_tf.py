@@ -10,6 +10,8 @@ fed as a float (the schedules' parity with TF's decay functions is tested on the
 - Variables: float32 resource variables (the masters); in mixed precision the model reads
   ``tf.cast(master, float16)``, as OpenSeq2Seq's mixed-precision variable getter, and the loss
   ``float32(mean((y_hat - y)^2))`` is multiplied by the loss scale ``S`` before ``tf.gradients``.
+  A regularizer's terms of the weights (2 or more dimensions) are in the loss, or in mixed
+  precision their gradient is added to the masters' (``mp_regularizer_wrapper``).
 - A micro-step: the gradients (float16 ones cast to float32, times ``1/S``) are added to
   float32 accumulators, divided by ``iter_size`` (OpenSeq2Seq) or summed (RETURNN); RETURNN's
   ``G`` (the micro-step's raw global norm) is kept for its global-norm steps.
@@ -121,6 +123,13 @@ def _optimizer(tf, plan: ReplayPlan, lr):
     if unknown:
         raise ValueError(f"tf.compat.v1.train.{plan.tf_class} has no argument {unknown}")
     return cls(learning_rate=lr, **plan.kwargs)
+
+
+def _penalty(tf, regularizer, w):
+    """``tf.contrib.layers.l2_regularizer(scale)(w)`` (``scale * l2_loss(w)``) or
+    ``l1_regularizer`` (``scale * sum(|w|)``)."""
+    kind, scale = regularizer
+    return scale * (tf.nn.l2_loss(w) if kind == "l2" else tf.reduce_sum(tf.abs(w)))
 
 
 def _global_norm(tf, grads):
@@ -252,9 +261,18 @@ def _replay(initial: LSTMCellModel, plan: ReplayPlan,
         lr = tf.compat.v1.placeholder(tf.float32, [])
         loss = tf.cast(tf.reduce_mean(tf.square(_lstm(tf, model, x, initial.hidden) - y)),
                        tf.float32)
+        regularized = [n for n, w in weights.items() if w.ndim >= 2] if plan.regularizer else []
+        if regularized and half is None:  # in the loss, as OpenSeq2Seq's Model adds it
+            loss = loss + tf.add_n([_penalty(tf, plan.regularizer, model[n])
+                                    for n in regularized])
         scaler = _Scaler(tf, plan.scaler if plan.half is not None else None)
         raw = tf.gradients(loss * scaler.scale, list(model.values()))
         raw = [tf.cast(g, tf.float32) * (1.0 / scaler.scale) for g in raw]
+        if regularized and half is not None:  # on the float32 masters (mp_regularizer_wrapper)
+            for i, n in enumerate(weights):
+                if n in regularized:
+                    raw[i] = raw[i] + tf.gradients(_penalty(tf, plan.regularizer, masters[n]),
+                                                   masters[n])[0]
         accumulators = [tf.compat.v1.get_variable(f"acc_{n}", initializer=tf.zeros_like(w),
                                                   use_resource=True, trainable=False)
                         for n, w in weights.items()]

@@ -11,7 +11,8 @@ Replayable:
   the learning rate, one parameter group;
 - OpenSeq2Seq's ``optimize_loss``: ``dtype`` float32 or ``'mixed'`` (float16 weights cast from
   float32 masters, OpenSeq2Seq's wrapper), a static, ``Backoff`` or ``LogMax`` loss scale,
-  ``iter_size`` accumulation, ``max_grad_norm``, LARC;
+  ``iter_size`` accumulation, ``max_grad_norm``, LARC, the l1/l2 ``regularizer`` on the weights
+  (in the loss; in mixed precision on the float32 masters);
 - RETURNN's Updater: ``accum_grad_multiple_step``, ``gradient_clip``, ``gradient_clip_norm``,
   ``gradient_clip_avg_norm``, ``gradient_clip_global_norm`` and ``grad_norm_to_clip_to_zero``
   (by the micro-step's raw norm where RETURNN measures it there), ``gradient_nan_inf_filter``.
@@ -72,7 +73,8 @@ class ReplayPlan:
     ``"static"``, ``"backoff"`` or ``"logmax"``, or ``None``; ``clip``: OpenSeq2Seq's
     ``max_grad_norm``; ``larc``: LARC's arguments; ``steps``: RETURNN's per-gradient steps in
     order, ``(stage, arguments)``; ``lr_multiplier``: the optimizer's rate over the recorded
-    one (RETURNN's ``learning_rate_multiplier``)."""
+    one (RETURNN's ``learning_rate_multiplier``); ``regularizer``: ``("l2" | "l1", scale)`` on the
+    weights (2 or more dimensions), OpenSeq2Seq's ``regularizer``."""
 
     front: str
     tf_class: str
@@ -85,6 +87,7 @@ class ReplayPlan:
     larc: dict[str, Any] | None = None
     steps: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     lr_multiplier: float = 1.0
+    regularizer: tuple[str, float] | None = None
 
 
 def _scaler(scaler: Any) -> tuple[str, dict[str, Any]]:
@@ -127,7 +130,17 @@ def _optimizer(optimizer: Any) -> tuple[str, dict[str, Any]]:
     return TF_CLASSES[name], kwargs
 
 
-def _openseq2seq(built: TrainOp) -> ReplayPlan:
+def _regularizer(regularizer: Any) -> tuple[str, float] | None:
+    if regularizer is None:
+        return None
+    kind, scale = getattr(regularizer, "kind", None), getattr(regularizer, "scale", None)
+    if kind not in ("l1", "l2"):
+        raise ValueError(f"the regularizer {regularizer!r} has no replay (l1_regularizer and "
+                         f"l2_regularizer have)")
+    return kind, float(scale)
+
+
+def _openseq2seq(built: TrainOp, regularizer: Any) -> ReplayPlan:
     front = built.optimizer
     half = None
     inner = front
@@ -154,7 +167,7 @@ def _openseq2seq(built: TrainOp) -> ReplayPlan:
             raise ValueError(f"the gradient step {type(processor).__name__} has no replay")
     return ReplayPlan("openseq2seq", tf_class, kwargs, accumulate=built._iter_size,
                       accumulate_first=built._accumulate_first, half=half, scaler=scaler,
-                      clip=clip, larc=larc)
+                      clip=clip, larc=larc, regularizer=_regularizer(regularizer))
 
 
 def _returnn(built: Updater) -> ReplayPlan:
@@ -186,11 +199,13 @@ def _returnn(built: Updater) -> ReplayPlan:
                       lr_multiplier=rate / base if base else 1.0)
 
 
-def tf_plan(built: TrainOp | Updater) -> ReplayPlan:
+def tf_plan(built: TrainOp | Updater, regularizer: Any = None) -> ReplayPlan:
     """The ``ReplayPlan`` of a built training object, or ``ValueError`` saying why TensorFlow 1
-    cannot replay it (the message names the piece; no prefix)."""
+    cannot replay it (the message names the piece; no prefix). ``regularizer``: the
+    OpenSeq2Seq recipe's regularizer (``l2_regularizer(scale)``; a ``TrainOp`` has it inside
+    its loss, where the plan cannot see it)."""
     if isinstance(built, Updater):
         return _returnn(built)
     if isinstance(built, TrainOp):
-        return _openseq2seq(built)
+        return _openseq2seq(built, regularizer)
     raise TypeError(f"Expected a TrainOp or an Updater, got {type(built).__name__}")
