@@ -14,7 +14,7 @@ bash scripts/setup.sh
 .venv/bin/python examples/quickstart.py
 echo
 .venv/bin/python -m trainop train examples/openseq2seq_transformer.py --steps 60 \
-  --out runs/openseq2seq --compare-tf --no-progress 2>/dev/null
+  --out runs/openseq2seq --compare-tf --no-progress
 echo
 .venv/bin/python -m trainop train examples/returnn_lstm.config --steps 60 --out runs/returnn \
   --no-progress

@@ -73,6 +73,7 @@ def test_driver_records_every_step_and_writes_tensorboard(tmp_path, front):
 def test_tensorflow_replay_agrees_within_1e5(name, params):
     pytest.importorskip("tensorflow")
     from trainop.interfaces.train.compare_tf import deviations, replay_in_tf
+    from trainop.interfaces.train.replay_plan import tf_plan
 
     model = LSTMCellModel()
     initial = copy.deepcopy(model)
@@ -81,24 +82,23 @@ def test_tensorflow_replay_agrees_within_1e5(name, params):
     snapshots = []
     history = train_model(op, model, batches, progress=lambda k, h: snapshots.append(
         {n: p.detach().numpy().copy() for n, p in model.named_parameters()}))
-    worst = deviations(snapshots, replay_in_tf(initial, op, batches, history.learning_rate))
+    worst = deviations(snapshots, replay_in_tf(initial, tf_plan(op), batches,
+                                               history.learning_rate))
     assert len(worst) == 15
     assert max(worst) <= 1e-5
     assert max(worst) > 0  # two implementations, not one run compared with itself
 
 
 def test_replay_names_what_tensorflow_cannot_replay():
-    pytest.importorskip("tensorflow")
-    from trainop.interfaces.train.compare_tf import tf_plan
+    from trainop.interfaces.train.replay_plan import tf_plan
 
     model = LSTMCellModel()
-    with pytest.raises(ValueError, match="NovoGrad has no TensorFlow 1 counterpart"):
-        tf_plan(_op(model, "NovoGrad", {}))
-    larc = trainop.optimize_loss(
-        lambda x, y: torch.nn.functional.mse_loss(model(x), y), "Momentum", {"momentum": 0.9},
-        0.01, model=model, larc_params={"larc_eta": 0.001})
-    with pytest.raises(ValueError, match="global-norm clip only, the recipe also has LARC"):
-        tf_plan(larc)
+    with pytest.raises(ValueError, match="AdamWOptimizer has no TensorFlow 1 counterpart"):
+        tf_plan(_op(model, "AdamW", {"weight_decay": 0.01}))
+    noisy = trainop.Updater({"optimizer": {"class": "adam"}, "learning_rate": 0.01,
+                             "gradient_noise": 0.1}, model)
+    with pytest.raises(ValueError, match="^gradient_noise adds random draws"):
+        tf_plan(noisy)
 
 
 def _cli(*args: str, cwd=None):

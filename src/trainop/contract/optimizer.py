@@ -422,7 +422,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
 
     # torch.compile: the update runs eagerly (one graph break per step), on real tensors; the
     # cached plans, flat buffers and C kernels never see fake/functional tensors (docs/dropin.md).
-    @torch.compiler.disable
+    @torch._disable_dynamo  # = torch.compiler.disable, importing torch._dynamo at the first call
     def _step_pairs(self) -> None:
         plan = self._current_plan()
         prepared = None
@@ -736,7 +736,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
 
     # apply_gradients' entry to the update: eager under torch.compile, as _step_pairs (which
     # calls _apply_pairs itself, already outside any trace).
-    _apply_pairs_eagerly = torch.compiler.disable(_apply_pairs)
+    _apply_pairs_eagerly = torch._disable_dynamo(_apply_pairs)
 
     @torch.no_grad()
     def create_slots(self) -> None:

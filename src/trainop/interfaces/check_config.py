@@ -47,9 +47,12 @@ def run(args: argparse.Namespace) -> int:
         _report(recipe, args)
     except BrokenPipeError:  # the reader stopped (`| head`): not the recipe's fault
         raise
-    except (ValueError, TypeError, SyntaxError, OSError) as exc:
-        sys.stderr.write(f"trainop check-config: invalid recipe {args.file}: "
-                         f"{type(exc).__name__}: {exc}\n")
+    except Exception as exc:  # noqa: BLE001 - the recipe's errors in one line, others raise
+        if not (isinstance(exc, ValueError | TypeError | SyntaxError | OSError)
+                or type(exc).__module__.split(".")[0] == "yaml"):
+            raise
+        text = " ".join(f"{type(exc).__name__}: {exc}".split())
+        sys.stderr.write(f"trainop check-config: invalid recipe {args.file}: {text}\n")
         return 1
     return 0
 
@@ -65,7 +68,7 @@ def _report(recipe, args: argparse.Namespace) -> None:
     out(f"recipe: {args.file} (format: {recipe.format}; builds: {recipe.builds})\n")
     given = o["optimizer_params"] if recipe.builds == "TrainOp" else (
         o["optimizer"] if isinstance(o["optimizer"], dict) else {})
-    hyper = hyperparameters(cls, given)
+    hyper = _built_torch_hyperparameters(recipe) or hyperparameters(cls, given)
     out(f"optimizer: {cls.__module__}.{cls.__name__}\n")
     out("  " + ", ".join(f"{k}={_short(v)}" for k, v in hyper.items()) + "\n")
     if cls.__name__ in TF_NOTES:
@@ -77,8 +80,8 @@ def _report(recipe, args: argparse.Namespace) -> None:
     for note in schedule_.notes:
         out(f"  note: {note}\n")
     out(f"  {schedule_.unit:>8s}  learning rate\n")
-    for x, lr in schedule_.rows:
-        out(f"  {x:>8d}  {lr:.6g}\n")
+    for row in _summarised(schedule_.rows):
+        out(f"  {row[0]:>8d}  {row[1]:.6g}\n" if row[0] is not None else f"  {row[1]}\n")
     if not args.no_plot:
         path = args.plot or os.path.splitext(os.path.basename(args.file))[0] + ".lr.png"
         try:
@@ -93,6 +96,41 @@ def _report(recipe, args: argparse.Namespace) -> None:
             out(f"  {key}: {where}\n")
     for warning in warnings_for(recipe):
         out(f"warning: {warning}\n")
+
+
+def _built_torch_hyperparameters(recipe) -> dict | None:
+    """For a ``torch.optim`` class (RETURNN's PyTorch backend), the hyperparameters of the
+    optimizer the recipe builds (a stand-in parameter): RETURNN maps its own names
+    (``epsilon`` -> ``eps``), so the config's dict is not what the optimizer has."""
+    cls = recipe.optimizer_class
+    if recipe.builds != "Updater" or not (isinstance(cls, type)
+                                          and cls.__module__.startswith("torch.optim")):
+        return None
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # loading warned already
+        updater = recipe.build(torch.nn.Linear(1, 1))
+        updater.get_optim_op()
+    defaults = dict(updater._groups[0].optimizer.defaults)
+    defaults.pop("lr", None)
+    return defaults
+
+
+#: Rows shown in full; a longer table (a 600-epoch ``learning_rates`` list) shows its first and
+#: last ``_EDGE`` rows around one line with the count.
+_FULL_TABLE, _EDGE = 24, 8
+
+
+def _summarised(rows: list) -> list:
+    """``rows``, or their first and last ``_EDGE`` with a ``(None, "... N more ...")`` line."""
+    if len(rows) <= _FULL_TABLE:
+        return rows
+    hidden = len(rows) - 2 * _EDGE
+    return [*rows[:_EDGE], (None, f"     ... {hidden} more rows ({len(rows)} in all; the plot "
+                                  f"shows every one) ..."), *rows[-_EDGE:]]
 
 
 def _short(value) -> str:

@@ -12,21 +12,25 @@ DTensor path, where torch's sharding rules apply.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import torch
 
 __all__ = ["is_sharded", "local_shards"]
 
-try:
-    from torch.distributed.tensor import DTensor
-except ImportError:  # pragma: no cover - torch built without distributed
-    DTensor = None
+
+def _dtensor_class() -> type | None:
+    """``DTensor`` once ``torch.distributed.tensor`` is imported (no DTensor exists before;
+    importing it here would cost ``import trainop`` ~0.6 s), else ``None``."""
+    module = sys.modules.get("torch.distributed.tensor")
+    return getattr(module, "DTensor", None)
 
 
 def is_sharded(tensor: torch.Tensor) -> bool:
     """Whether ``tensor`` is a DTensor."""
-    return DTensor is not None and isinstance(tensor, DTensor)
+    cls = _dtensor_class()
+    return cls is not None and isinstance(tensor, cls)
 
 
 def local_shards(vs: Sequence[torch.Tensor], gs: Sequence[torch.Tensor],
@@ -34,6 +38,7 @@ def local_shards(vs: Sequence[torch.Tensor], gs: Sequence[torch.Tensor],
                  ) -> tuple[list, list, dict[str, list]] | None:
     """The local shards of ``vs``, ``gs`` and every slot list, or ``None`` where the bucket is
     not made of DTensors sharded alike (see the module doc)."""
+    DTensor = _dtensor_class()  # noqa: N806 - the class
     if DTensor is None or not isinstance(vs[0], DTensor):
         return None
     lists = [vs, gs, *slot_lists.values()]

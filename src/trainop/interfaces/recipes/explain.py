@@ -135,7 +135,7 @@ def schedule(recipe: Recipe, num_steps: int | None = None,
     last = length.get("num_steps") or length["num_epochs"] * length["steps_per_epoch"]
     filled = dict(o["lr_policy_params"])
     if openseq2seq._needs_run_length(o["lr_policy"], filled, "num_epochs" in length):
-        filled = openseq2seq.fill_policy_params(o["lr_policy"], filled, **length)
+        filled = openseq2seq.fill_for_run(o["lr_policy"], filled, length)
         added = {k: v for k, v in filled.items() if k not in o["lr_policy_params"]
                  or o["lr_policy_params"][k] != v}
         notes.append(f"filled from the run length as OpenSeq2Seq does: {added}")

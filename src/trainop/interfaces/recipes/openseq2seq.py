@@ -60,8 +60,8 @@ from trainop.schedules import fill_policy_params, policy
 from trainop.training.optimize_loss import TrainOp, optimize_loss
 from trainop.training.summaries import check_summaries
 
-__all__ = ["DEFAULTS", "build", "filled_policy_params", "learning_rate_fn", "options_from",
-           "optimizer_class", "run_length"]
+__all__ = ["DEFAULTS", "build", "fill_for_run", "filled_policy_params", "learning_rate_fn",
+           "options_from", "optimizer_class", "run_length"]
 
 DEFAULTS: dict[str, Any] = {
     "optimizer": None, "optimizer_params": {}, "lr_policy": None, "lr_policy_params": {},
@@ -296,7 +296,26 @@ def filled_policy_params(options: Mapping[str, Any], num_steps: int | None,
                 f"{options['num_epochs']})") if epochs else "`num_steps` (or max_steps)"
         raise ValueError(f"Expected {what}: {getattr(fn, '__name__', fn)} needs the run length "
                          f"to fill `lr_policy_params` as OpenSeq2Seq does")
-    return fill_policy_params(fn, params, **length)
+    return fill_for_run(fn, params, length)
+
+
+def fill_for_run(fn: Callable[..., Any], params: Mapping[str, Any],
+                 length: Mapping[str, int]) -> dict[str, Any]:
+    """``fill_policy_params(fn, params, **length)``; where the run is too short to fill (the
+    decay would start after the last step), the error says which length to pass."""
+    try:
+        return fill_policy_params(fn, params, **length)
+    except ValueError as error:
+        if "num_epochs" in length:
+            epochs, per_epoch = length["num_epochs"], length["steps_per_epoch"]
+            run = (f"the run is num_epochs {epochs} x {per_epoch} step(s) per epoch = "
+                   f"{epochs * per_epoch} steps; pass the steps per epoch (--steps-per-epoch, "
+                   f"build(steps_per_epoch=)) or the run length (--num-steps, "
+                   f"build(num_steps=))")
+        else:
+            run = (f"the run is {length['num_steps']} steps; pass a longer run length "
+                   f"(--num-steps, build(num_steps=))")
+        raise ValueError(f"{error}: {run}") from None
 
 
 def learning_rate_fn(fn: Callable[..., Any], params: Mapping[str, Any]) -> Callable[[Any], Any]:

@@ -3,14 +3,23 @@
 The recipe (an OpenSeq2Seq config, a RETURNN config, or trainop's YAML/JSON: see
 ``trainop.load_recipe``) builds its training object around the built-in model
 (``model.LSTMCellModel``: a one-layer LSTM on generated sine-wave sequences; nothing is
-downloaded), which trains for ``--steps`` micro-steps with a progress bar (loss, learning rate,
-loss scale, skipped updates). Written to ``--out``: TensorBoard event files (``tensorboard/``,
-when the ``tensorboard`` package is installed) and ``dashboard.png`` (loss, learning rate,
-global gradient norm, loss scale, skipped updates); then a one-paragraph summary.
+downloaded; float16 weights when the recipe's dtype is 'mixed' or float16), which trains for
+``--steps`` micro-steps with a progress bar (loss, learning rate, loss scale, skipped updates).
+Written to ``--out``: TensorBoard event files (``tensorboard/``, when the ``tensorboard``
+package is installed) and ``dashboard.png`` (loss, learning rate, global gradient norm, loss
+scale, skipped updates; when matplotlib is installed); then a one-paragraph summary.
+
+The recipe's own rates: a RETURNN recipe runs in epochs of ``--steps-per-epoch`` micro-steps
+(default 10) under RETURNN's learning-rate control (``learning_rates`` per epoch, newbob on
+each epoch's mean training loss): epoch 1 trains at epoch 1's rate. An OpenSeq2Seq recipe's
+schedule spans its run (``max_steps``, or ``num_epochs`` x (``--steps-per-epoch`` //
+``iter_size``) steps, as OpenSeq2Seq counts them; ``--num-steps`` overrides), which fills
+``decay_steps``/``begin_decay_at``/``steps_per_epoch`` as OpenSeq2Seq does.
 
 ``--compare-tf``: the same run replayed with TensorFlow's own ops in TF1 compat graph mode
 (``compare_tf``), printing the largest relative deviation of the parameters per step; exit
-status 1 above ``--tolerance`` (default 1e-5).
+status 1 above ``--tolerance`` (default 1e-5; 2e-2 for float16 weights). A recipe TensorFlow 1
+cannot express is refused before training.
 """
 
 from __future__ import annotations
@@ -20,9 +29,10 @@ import copy
 import sys
 from pathlib import Path
 
-import torch
-
 __all__ = ["add_parser", "run"]
+
+PROG = "trainop train"
+DEFAULT_STEPS_PER_EPOCH = 10
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -33,17 +43,30 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("file", help="recipe: OpenSeq2Seq config (.py), RETURNN config "
                                 "(.config/.py) or trainop YAML/JSON")
     p.add_argument("--steps", type=int, default=60, help="micro-steps (default: 60)")
+    p.add_argument("--steps-per-epoch", type=int, default=DEFAULT_STEPS_PER_EPOCH,
+                   help="micro-steps per epoch: RETURNN's per-epoch learning rates, "
+                        "OpenSeq2Seq's num_epochs (default: %(default)s)")
+    p.add_argument("--num-steps", type=int, default=None,
+                   help="OpenSeq2Seq: the schedule's run length in steps (default: the "
+                        "config's max_steps, else num_epochs x steps per epoch, else --steps)")
     p.add_argument("--out", default="trainop-run", help="output directory (default: "
                                                          "./trainop-run)")
     p.add_argument("--seed", type=int, default=0, help="model and data seed (default: 0)")
     p.add_argument("--compare-tf", action="store_true",
                    help="replay the run with TensorFlow's own ops and print the largest "
                         "deviation per step (needs tensorflow)")
-    p.add_argument("--tolerance", type=float, default=1e-5,
-                   help="--compare-tf: largest relative deviation allowed (default: 1e-5)")
+    p.add_argument("--tolerance", type=float, default=None,
+                   help="--compare-tf: largest relative deviation allowed (default: 1e-5; "
+                        "2e-2 with float16 weights)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
     return p
+
+
+def _fail(message: str) -> int:
+    """``message`` on one line of stderr, exit status 1."""
+    print(f"{PROG}: " + " ".join(str(message).split()), file=sys.stderr)
+    return 1
 
 
 def _progress(total: int, enabled: bool):
@@ -66,81 +89,184 @@ def _progress(total: int, enabled: bool):
 
 
 def _writer(out: Path):
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
+    """A TensorBoard ``SummaryWriter`` in ``out/tensorboard``, or None without tensorboard
+    (TensorBoard imports TensorFlow where it is installed: its log lines are dropped)."""
+    from trainop.interfaces.train.quiet import tf_logs_dropped
+
+    with tf_logs_dropped():
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            return None
+        return SummaryWriter(str(out / "tensorboard"))
+
+
+def _load_error(error: BaseException) -> bool:
+    """Whether ``error`` is the recipe's fault (printed in one line), not trainop's."""
+    return isinstance(error, ValueError | TypeError | OSError | SyntaxError) or \
+        type(error).__module__.split(".")[0] == "yaml"
+
+
+def _check_args(args: argparse.Namespace) -> str | None:
+    for name in ("steps", "steps_per_epoch", "num_steps"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            return f"expected --{name.replace('_', '-')} >= 1, got {value}"
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        return f"expected --out to be a directory (new or existing), got the file {out}"
+    if args.compare_tf:
+        from trainop.interfaces.train.quiet import tf_logs_dropped
+
+        try:  # imported here, before training, and its start-up lines dropped
+            with tf_logs_dropped():
+                import tensorflow  # noqa: F401
+        except ImportError as error:
+            return (f"--compare-tf needs TensorFlow, which cannot be imported ({error}; pip "
+                    f"install 'trainop[test]' has tensorflow-cpu)")
+    return None
+
+
+def _run_length(recipe, args: argparse.Namespace) -> dict[str, int | None]:
+    """``build``'s ``num_steps``/``steps_per_epoch`` for this run (see the module doc)."""
+    if recipe.builds != "TrainOp":
+        return {}
+    o = recipe.options
+    if args.num_steps is not None or (o["max_steps"] is None and o["num_epochs"] is None):
+        return {"num_steps": args.num_steps or args.steps}
+    if o["max_steps"] is not None:
+        return {}
+    per_epoch = args.steps_per_epoch // o["iter_size"]  # OpenSeq2Seq: steps_in_epoch //= iter_size
+    if per_epoch < 1:
+        raise ValueError(f"Expected --steps-per-epoch >= iter_size {o['iter_size']} (an "
+                         f"epoch of at least one update), got {args.steps_per_epoch}")
+    return {"steps_per_epoch": per_epoch}
+
+
+def _regularizer(recipe):
+    """The OpenSeq2Seq recipe's regularizer object (``l2_regularizer(scale)``), or None."""
+    o = recipe.options
+    if recipe.builds != "TrainOp" or o["regularizer"] is None:
         return None
-    return SummaryWriter(str(out / "tensorboard"))
+    return o["regularizer"](**o["regularizer_params"])
+
+
+def _half_dtype(recipe):
+    import torch
+
+    dtype = recipe.options.get("dtype") if recipe.builds == "TrainOp" else None
+    if dtype == "mixed":
+        return torch.float16
+    return dtype if dtype in (torch.float16, torch.bfloat16) else None
 
 
 def run(args: argparse.Namespace) -> int:
+    problem = _check_args(args)
+    if problem:
+        return _fail(problem)
+    import torch
+
     from trainop.interfaces.recipes import load_recipe
-    from trainop.interfaces.train.compare_tf import deviations, replay_in_tf
-    from trainop.interfaces.train.dashboard import write_dashboard
     from trainop.interfaces.train.loop import train_model
     from trainop.interfaces.train.model import LSTMCellModel, make_batches
 
-    if args.steps < 1:
-        print(f"trainop train: expected --steps >= 1, got {args.steps}", file=sys.stderr)
-        return 2
     # The built-in model is tiny: one thread is fastest, and spares a busy machine the
     # oversubscription that made a step 50x slower with 2 threads beside other work.
     torch.set_num_threads(1)
+    out = Path(args.out)
+    writer, notes = None, []
     try:
         recipe = load_recipe(args.file)
+        if recipe.builds == "Updater" and recipe.options.get("debug_grad_summaries"):
+            writer = _writer(out)  # the recipe's summaries are written with the run's
+            if writer is None:
+                recipe.options = dict(recipe.options, debug_grad_summaries=False)
+                notes.append("debug_grad_summaries: not written: the tensorboard package is "
+                             "missing (pip install 'trainop[tensorboard]')")
+        half = _half_dtype(recipe)
         model = LSTMCellModel(seed=args.seed)
-        initial = copy.deepcopy(model)
         batches = make_batches(args.steps, seed=args.seed + 1)
+        if half is not None:
+            model = model.to(half)
+            batches = [(x.to(half), y.to(half)) for x, y in batches]
+        initial = copy.deepcopy(model)
 
         def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             return torch.nn.functional.mse_loss(model(x), y)
 
-        built = recipe.build(model, loss, num_steps=args.steps)
-    except (ValueError, TypeError, OSError) as error:
-        print(f"trainop train: {error}", file=sys.stderr)
-        return 1
-    out = Path(args.out)
+        built = recipe.build(model, loss, summary_writer=writer, **_run_length(recipe, args))
+        control = recipe.learning_rate_control() if recipe.builds == "Updater" else None
+    except Exception as error:  # noqa: BLE001 - the recipe's errors in one line, others raise
+        if not _load_error(error):
+            raise
+        return _fail(f"invalid recipe {args.file}: {error}")
+    plan = None
+    if args.compare_tf:
+        from trainop.interfaces.train.replay_plan import tf_plan
+
+        try:  # refused here, before training, where TensorFlow 1 cannot replay the recipe
+            plan = tf_plan(built, _regularizer(recipe))
+        except ValueError as error:
+            return _fail(f"--compare-tf cannot replay {args.file}: {error}")
     out.mkdir(parents=True, exist_ok=True)
-    writer = _writer(out)
+    if writer is None:
+        writer = _writer(out)
     snapshots: list[dict] = []
     draw, bar = _progress(args.steps, not args.no_progress)
 
     def after_step(k, history) -> None:
-        if args.compare_tf:
-            snapshots.append({n: p.detach().numpy().copy() for n, p in model.named_parameters()})
+        if plan is not None:
+            snapshots.append({n: p.detach().float().numpy().copy()
+                              for n, p in model.named_parameters()})
         if draw is not None:
             draw(k, history)
 
-    print(f"trainop train: {args.file} ({recipe.format}), {type(built).__name__} with "
-          f"{recipe.optimizer_class.__name__}, {args.steps} micro-steps")
-    history = train_model(built, model, batches, writer=writer, progress=after_step)
+    epochs = (f", epochs of {args.steps_per_epoch} micro-steps under RETURNN's learning-rate "
+              f"control" if control is not None else "")
+    print(f"{PROG}: {args.file} ({recipe.format}), {type(built).__name__} with "
+          f"{recipe.optimizer_class.__name__}, {args.steps} micro-steps{epochs}")
+    history = train_model(built, model, batches, writer=writer, progress=after_step,
+                          control=control, steps_per_epoch=args.steps_per_epoch)
     if bar is not None:
         bar.close()
+    for note in notes:
+        print(note)
     if writer is not None:
         writer.close()
         print(f"TensorBoard event files: {out / 'tensorboard'}")
-    dashboard = write_dashboard(history, out / "dashboard.png",
-                                f"{Path(args.file).name}: {recipe.optimizer_class.__name__}")
-    print(f"dashboard: {dashboard}")
-    print(history.summary())
-    if not args.compare_tf:
-        return 0
+    else:
+        print("TensorBoard event files: not written: the tensorboard package is missing "
+              "(pip install 'trainop[tensorboard]')")
     try:
-        theirs = replay_in_tf(initial, built, batches, history.learning_rate)
+        from trainop.interfaces.train.dashboard import write_dashboard
+
+        dashboard = write_dashboard(history, out / "dashboard.png",
+                                    f"{Path(args.file).name}: {recipe.optimizer_class.__name__}")
+        print(f"dashboard: {dashboard}")
     except ImportError:
-        print("trainop train --compare-tf: TensorFlow is not installed (pip install "
-              "'trainop[test]' has tensorflow-cpu)", file=sys.stderr)
-        return 1
+        print("dashboard: not written: matplotlib is missing (pip install 'trainop[plot]')")
+    print(history.summary())
+    if plan is None:
+        return 0
+    return _compare(args, plan, initial, batches, history, snapshots, half)
+
+
+def _compare(args, plan, initial, batches, history, snapshots, half) -> int:
+    from trainop.interfaces.train.compare_tf import deviations, replay_in_tf
+
+    try:
+        theirs = replay_in_tf(initial, plan, batches, history.learning_rate)
     except ValueError as error:
-        print(f"trainop train --compare-tf: {error}", file=sys.stderr)
-        return 1
+        return _fail(f"--compare-tf cannot replay {args.file}: {error}")
     worst = deviations(snapshots, theirs)
+    tolerance = args.tolerance if args.tolerance is not None else (
+        1e-5 if half is None else 2e-2)
     print("largest relative deviation of the parameters from TensorFlow's, per step:")
     for k, value in enumerate(worst):
         if k < 5 or k == len(worst) - 1 or k % 10 == 9:
             print(f"  step {k + 1:4d}: {value:.2e}")
     top = max(worst)
-    verdict = "PASS" if top <= args.tolerance else "FAIL"
-    print(f"largest over {len(worst)} steps: {top:.2e} (tolerance {args.tolerance:.0e}): "
+    verdict = "PASS" if top <= tolerance else "FAIL"
+    print(f"largest over {len(worst)} steps: {top:.2e} (tolerance {tolerance:.0e}): "
           f"{verdict}")
     return 0 if verdict == "PASS" else 1

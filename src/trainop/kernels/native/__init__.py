@@ -67,7 +67,9 @@ _READ_ONLY = {"adam_apply": frozenset({1, 2})}
 _SCALAR_F32 = {"novograd": frozenset({3})}
 
 
-@torch.compiler.disable  # under torch.compile: a graph break, the C call runs eagerly
+# torch._disable_dynamo is torch.compiler.disable that imports torch._dynamo at the first call,
+# not at `import trainop` (~0.9 s).
+@torch._disable_dynamo  # under torch.compile: a graph break, the C call runs eagerly
 def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[float], *,
         multiplier: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
         cache: Any = None, read: tuple[np.ndarray, np.ndarray] | None = None) -> bool:
@@ -111,7 +113,7 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[floa
     return True
 
 
-@torch.compiler.disable  # never traced: no fake/functional tensor reaches C
+@torch._disable_dynamo  # never traced: no fake/functional tensor reaches C
 def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
     """Per float32 tensor, its L2 norm as a 1-D float32 tensor (squares summed in double, over
     every thread: one read pass at memory speed), or ``None`` where the kernels cannot read the

@@ -42,7 +42,7 @@ def first_outside(indices: torch.Tensor, limit: int) -> int | None:
     return None if reader is None else reader.first_outside(indices, limit, boundary.PLAIN_TYPES)
 
 
-@torch.compiler.disable  # never traced by torch.compile: real tensors only
+@torch._disable_dynamo  # never traced by torch.compile: real tensors only
 def unique_rows(grad: torch.Tensor) -> RowSlices | None:
     """The distinct rows of a sparse COO gradient with one sparse dimension, in order of first
     occurrence, and each row's values summed in the order given (TF's order); ``None`` where
@@ -81,7 +81,7 @@ def unique_rows(grad: torch.Tensor) -> RowSlices | None:
     return RowSlices(indices.index_select(0, first_of), summed)
 
 
-@torch.compiler.disable  # never traced by torch.compile: real tensors only
+@torch._disable_dynamo  # never traced by torch.compile: real tensors only
 def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
                 indices: torch.Tensor, values: torch.Tensor, hyper: Sequence[float]) -> bool:
     """The native ``rule`` (``csrc/rules.h``, one with a sparse-row export) applied to the rows

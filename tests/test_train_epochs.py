@@ -1,0 +1,110 @@
+"""``trainop train`` trains a RETURNN recipe at its own per-epoch rates (``learning_rates``,
+then RETURNN's learning-rate control), epoch 1 at epoch 1's rate, shown in the summary; tested
+as subprocesses, also where matplotlib, TensorBoard and TensorFlow cannot be imported (the run
+writes the rest and says in one line how to get each)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import trainop
+from trainop.configs import Unresolved
+
+SRC = Path(trainop.__file__).resolve().parents[1]
+
+#: packages that cannot be imported, as after a plain `pip install trainop` without the extras:
+#: a stub first on the path whose import raises ModuleNotFoundError (a meta-path finder that
+#: raised would also break `importlib.util.find_spec`, which torch calls for these names)
+BLOCKED = ("matplotlib", "tensorboard", "tensorflow")
+
+
+def _blocking_site(site: Path) -> Path:
+    for name in BLOCKED:
+        (site / name).mkdir(parents=True, exist_ok=True)
+        (site / name / "__init__.py").write_text(
+            f"raise ModuleNotFoundError(\"No module named {name!r}\", name={name!r})\n")
+    return site
+
+
+LITERAL = """#!rnn.py
+# learning_rate unset: RETURNN's default 1.0 is not what epoch 1 trains at
+learning_rates = [0.0003, 0.0006, 0.001]
+optimizer = {"class": "adam"}
+optimizer_epsilon = 1e-8
+"""
+
+LINSPACE = """#!rnn.py
+import numpy
+learning_rate = 0.001
+learning_rates = list(numpy.linspace(0.0003, learning_rate, num=3))
+optimizer = {"class": "adam"}
+optimizer_epsilon = 1e-8
+"""
+
+
+def _train(tmp_path: Path, recipe: Path, *args: str, blocked: bool = False):
+    path = [str(_blocking_site(tmp_path / "site"))] if blocked else []
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(SRC)]))
+    return subprocess.run(
+        [sys.executable, "-m", "trainop", "train", str(recipe), "--out", str(tmp_path / "run"),
+         "--no-progress", "--steps", "6", "--steps-per-epoch", "2", *args],
+        capture_output=True, text=True, timeout=300, env=env)
+
+
+def _check_epoch_rates(out: subprocess.CompletedProcess, first: float) -> None:
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+    assert "epochs of 2 micro-steps under RETURNN's learning-rate control" in out.stdout
+    summary = out.stdout.strip().splitlines()[-1]
+    assert f"learning rate {first:.4g} (step 1) -> 0.001 (step 6)" in summary
+    assert "per epoch, RETURNN's learning-rate control: 1: 0.0003, 2: 0.00065, 3: 0.001" \
+        in summary or "1: 0.0003, 2: 0.0006, 3: 0.001" in summary
+    last = float(re.search(r"-> ([0-9.e+-]+) \(step 6\)", summary).group(1))
+    assert last < 1.0  # trained at 3e-4..1e-3, not at RETURNN's default 1.0 (loss 50)
+
+
+@pytest.mark.parametrize("blocked", [False, True], ids=["installed", "no-optional-packages"])
+def test_literal_learning_rates_epoch_one_at_epoch_one_rate(tmp_path, blocked):
+    recipe = tmp_path / "lrs.config"
+    recipe.write_text(LITERAL)
+    out = _train(tmp_path, recipe, blocked=blocked)
+    _check_epoch_rates(out, 0.0003)
+    if blocked:
+        assert "dashboard: not written: matplotlib is missing (pip install 'trainop[plot]')" \
+            in out.stdout
+        assert "TensorBoard event files: not written: the tensorboard package is missing " \
+               "(pip install 'trainop[tensorboard]')" in out.stdout
+        assert not (tmp_path / "run" / "dashboard.png").exists()
+    else:
+        assert (tmp_path / "run" / "dashboard.png").stat().st_size > 10_000
+    # TensorFlow (imported by TensorBoard where installed) prints no start-up lines
+    assert not re.search(r"^[IW]\d{4} |oneDNN|absl::InitializeLog", out.stderr, re.M)
+
+
+def test_linspace_warmup_epoch_one_at_epoch_one_rate(tmp_path):
+    recipe = tmp_path / "linspace.config"
+    recipe.write_text(LINSPACE)
+    loaded = trainop.load_recipe(recipe)
+    if "learning_rates" in loaded.unresolved or isinstance(
+            loaded.options.get("learning_rates"), Unresolved):
+        pytest.skip("numpy.linspace is not resolved by this evaluator yet (issue #24, the "
+                    "evaluator's part)")
+    for blocked in (False, True):
+        _check_epoch_rates(_train(tmp_path, recipe, blocked=blocked), 0.0003)
+
+
+def test_compare_tf_without_tensorflow_is_refused_before_training(tmp_path):
+    recipe = tmp_path / "lrs.config"
+    recipe.write_text(LITERAL)
+    out = _train(tmp_path, recipe, "--compare-tf", blocked=True)
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr == ("trainop train: --compare-tf needs TensorFlow, which cannot be "
+                          "imported (No module named 'tensorflow'; pip install 'trainop[test]' "
+                          "has tensorflow-cpu)\n")
+    assert not (tmp_path / "run").exists()
