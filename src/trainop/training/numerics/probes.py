@@ -1,24 +1,31 @@
 """The cheap half of the check: one device-side reduction per checked tensor, read once a step.
 
-A probe of a tensor is its sum (accumulated in float32 for 16-bit tensors). The sum of a tensor
-is NaN or infinite whenever one of its elements is: NaN propagates, an infinity survives
-addition of finite values, and ``inf + -inf`` is NaN. It is one read pass with no temporary,
-10-30x cheaper than ``torch.isfinite(t).all()`` on the CPU. The only false alarm is a sum that
-overflows although every element is finite; the locating pass (``locate.py``) looks at the
-tensors themselves and drops such an alarm.
+A probe of a tensor is its sum (accumulated in float32 for 16-bit tensors), taken when the
+tensor is produced (a snapshot: later in-place changes do not move it). The sum of a tensor is
+NaN or infinite whenever one of its elements is: NaN propagates, an infinity survives addition
+of finite values, and ``inf + -inf`` is NaN. It is one read pass with no temporary, 10-30x
+cheaper than ``torch.isfinite(t).all()`` on the CPU.
+
+A sum can also be non-finite while every element is finite: it overflowed (``inf``), or two
+partial sums overflowed with opposite signs (``inf - inf = NaN``). So the log keeps a reference
+to each probed tensor until it is read, and a non-finite probe is confirmed on the tensor itself
+(``torch.isnan``/``torch.isinf``, only for the probes that read non-finite): an overflow-only sum
+is skipped, a confirmed one is never dropped. A tensor changed in place after its probe cannot
+be confirmed so; its probe counts as confirmed (the sum of a snapshot, ``Bad.confirmed`` false).
 
 Probes stay on the device. ``ProbeLog.first_bad()`` stacks them per dtype and reads one boolean
-(one host synchronisation per check, whatever the number of probes); only when it is set are
-the probes read individually to find the first one in execution order.
+(one host synchronisation per read, whatever the number of probes); only when it is set are
+the probes read individually to find the first confirmed one in execution order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Probe", "ProbeLog"]
+__all__ = ["Bad", "Probe", "ProbeLog"]
 
 _WIDEN = (torch.float16, torch.bfloat16)
 
@@ -27,7 +34,8 @@ _WIDEN = (torch.float16, torch.bfloat16)
 class Probe:
     """Where a probed tensor came from. ``name`` is the module's qualified name (``"<input>"``
     for the model's input data), ``detail`` the argument or parameter name, ``call`` the index of
-    the model call within the step (gradient accumulation calls the model several times)."""
+    the model call within the step (gradient accumulation calls the model several times),
+    ``seq`` a number identifying the module output whose gradient a backward probe saw."""
 
     phase: str
     name: str
@@ -35,18 +43,34 @@ class Probe:
     call: int = 0
     detail: str | None = None
     slot: str | None = None
+    seq: int = -1
+
+
+@dataclass(frozen=True)
+class Bad:
+    """The first confirmed non-finite probe of a read: the probe, the kinds of values its
+    tensor holds (``{"nan"}``, ``{"inf"}`` or both), the tensor (``None`` if it was changed in
+    place since: then ``kinds`` comes from the probe's sum), whether the tensor confirmed it,
+    and the probes read before it (in execution order)."""
+
+    probe: Probe
+    kinds: frozenset[str]
+    tensor: torch.Tensor | None
+    confirmed: bool
+    before: tuple[Probe, ...]
 
 
 class ProbeLog:
     """Probes in execution order, kept on the device until ``first_bad`` reads them.
 
     Each entry's description is kept as the tuple of ``Probe``'s fields (a ``Probe`` is only
-    built for the entry that is reported): ``add`` runs a hundred times a step.
+    built for the entries that are looked at): ``add`` runs a hundred times a step.
     """
 
     def __init__(self) -> None:
         self._values: list[torch.Tensor] = []
         self._probes: list[tuple] = []
+        self._tensors: list[tuple[torch.Tensor, int]] = []
 
     def __len__(self) -> int:
         return len(self._probes)
@@ -62,6 +86,7 @@ class ProbeLog:
         self._values.append(tensor.sum(dtype=torch.float32) if tensor.dtype in _WIDEN
                             else tensor.sum())
         self._probes.append(probe)
+        self._tensors.append((tensor, tensor._version))
 
     def insert(self, index: int, tensor: torch.Tensor, probe: tuple) -> None:
         """Record a probe at position ``index`` (keyword inputs, known only after the call, go
@@ -69,28 +94,50 @@ class ProbeLog:
         n = len(self._probes)
         self.add(tensor, probe)
         if len(self._probes) > n:
-            self._values.insert(index, self._values.pop())
-            self._probes.insert(index, self._probes.pop())
+            for entries in (self._values, self._probes, self._tensors):
+                entries.insert(index, entries.pop())
 
     def clear(self) -> None:
         self._values.clear()
         self._probes.clear()
+        self._tensors.clear()
 
-    def first_bad(self) -> tuple[Probe, float] | None:
-        """The first probe whose sum is not finite, with that sum; ``None`` if all are finite.
-        Clears the log either way."""
-        if not self._values:
-            return None
-        try:
-            if _all_finite(self._values):
-                return None
-            for value, probe in zip(self._values, self._probes, strict=True):
-                v = float(value)
-                if v != v or v in (float("inf"), float("-inf")):
-                    return Probe(*probe), v
-            return None
-        finally:
-            self.clear()
+    def first_bad(self) -> Bad | None:
+        """The first probe, in execution order, whose tensor holds a NaN or an Inf; ``None`` if
+        there is none (every sum finite, or the non-finite sums only overflowed). Clears the
+        log."""
+        return next(self.bad_probes(), None)
+
+    def bad_probes(self) -> Iterator[Bad]:
+        """The probes whose tensors hold a NaN or an Inf, in execution order (overflowed sums of
+        finite values skipped). The log is cleared when the iteration begins."""
+        values, probes, tensors = self._values, self._probes, self._tensors
+        self._values, self._probes, self._tensors = [], [], []
+        if not values or _all_finite(values):
+            return
+        sums = torch.stack([v.double().cpu() for v in values]).tolist()
+        for i, s in enumerate(sums):
+            if s == s and abs(s) != float("inf"):
+                continue
+            tensor, version = tensors[i]
+            before = tuple(Probe(*p) for p in probes[:i])
+            if tensor._version != version:  # changed in place since: trust the snapshot
+                yield Bad(Probe(*probes[i]), frozenset({"nan" if s != s else "inf"}), None,
+                          False, before)
+                continue
+            kinds = _kinds(tensor)
+            if kinds:
+                yield Bad(Probe(*probes[i]), kinds, tensor, True, before)
+
+
+def _kinds(t: torch.Tensor) -> frozenset[str]:
+    """Which non-finite kinds (``"nan"``, ``"inf"``) ``t`` holds (host reads)."""
+    kinds = set()
+    if bool(torch.isnan(t).any()):
+        kinds.add("nan")
+    if bool(torch.isinf(t).any()):
+        kinds.add("inf")
+    return frozenset(kinds)
 
 
 def _all_finite(values: list[torch.Tensor]) -> bool:
