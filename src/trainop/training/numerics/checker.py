@@ -463,7 +463,7 @@ class NumericsChecker:
 
 def check_numerics(model: torch.nn.Module | Iterable[torch.nn.Module], optimizer: Any = None,
                    ignore: Iterable[Any] = (), print_tensors: bool = False, *,
-                   phases: Iterable[str] = PHASES) -> NumericsChecker:
+                   phases: Iterable[str] = PHASES, replay: bool = True) -> NumericsChecker:
     """Find where the first NaN or Inf of a training run comes from.
 
     ::
@@ -477,8 +477,10 @@ def check_numerics(model: torch.nn.Module | Iterable[torch.nn.Module], optimizer
     Forward: every module's floating outputs; backward: the gradient reaching every module's
     outputs and every parameter's gradient; update: parameters and optimizer state after each
     step. Detection costs one on-device sum per checked tensor and one host read per step;
-    only when a value is non-finite is the step's model call replayed to name the aten op or
-    autograd node (``docs/numerics.md``).
+    only when a value is non-finite is it confirmed on its tensor and the step's model call
+    replayed, on a replica of the model, to name the aten op or autograd node
+    (``docs/numerics.md``). The phase, module and step come from the probes and stand whatever
+    the replay shows; a replay that does not reproduce the value names no op.
 
     Args:
         model: the module to watch (all its submodules), or several.
@@ -495,6 +497,9 @@ def check_numerics(model: torch.nn.Module | Iterable[torch.nn.Module], optimizer
         phases: the phases to check, a subset of ``("forward", "backward", "update")``. With
             dynamic loss scaling the scaled backward pass overflows on purpose: leave out
             ``"backward"`` there.
+        replay: replay the failing call to name the op (default). ``False``: detection only,
+            the model is never run again; the error names phase, module and step, ``op=None``
+            (op names in ``ignore`` then have no effect).
 
     Returns:
         The ``NumericsChecker`` (a context manager).
@@ -507,4 +512,5 @@ def check_numerics(model: torch.nn.Module | Iterable[torch.nn.Module], optimizer
     if isinstance(modules, torch.Tensor) or not isinstance(modules, Iterable):
         raise TypeError(f"Expected `model` to be a torch.nn.Module or an iterable of modules, "
                         f"got {describe(model)}")
-    return NumericsChecker(list(modules), optimizer, ignore, print_tensors, phases=phases)
+    return NumericsChecker(list(modules), optimizer, ignore, print_tensors, phases=phases,
+                           replay=replay)
