@@ -311,23 +311,32 @@ class NumericsChecker:
 
     def _pre_step(self, optimizer, args, kwargs) -> None:
         if "backward" in self._phases:
+            call = max(len(self._calls) - 1, 0)
+            names, modules = self._param_names, self._param_modules
+            grads, probes = [], []
             for p in self._params():
                 if p.grad is not None:
-                    self._log.add(p.grad, ("backward", self._param_modules.get(p, ""),
-                                           self.step, max(len(self._calls) - 1, 0),
-                                           self._param_names.get(p), None))
+                    grads.append(p.grad)
+                    probes.append(("backward", modules.get(p, ""), self.step, call,
+                                   names.get(p), None))
+            self._log.add_many(grads, probes)
         self.check()
 
     def _post_step(self, optimizer, args, kwargs) -> None:
         if "update" in self._phases:
             state = optimizer.state
+            names, modules = self._param_names, self._param_modules
+            tensors, probes = [], []
             for p in self._params():
-                name = self._param_names.get(p)
-                module = self._param_modules.get(p, "")
-                self._log.add(p, ("update", module, self.step, 0, name, None))
+                name = names.get(p)
+                module = modules.get(p, "")
+                tensors.append(p)
+                probes.append(("update", module, self.step, 0, name, None))
                 for key, value in state.get(p, {}).items():
                     if isinstance(value, torch.Tensor) and value.is_floating_point():
-                        self._log.add(value, ("update", module, self.step, 0, name, key))
+                        tensors.append(value)
+                        probes.append(("update", module, self.step, 0, name, key))
+            self._log.add_many(tensors, probes)
         self.step += 1
 
     # ------------------------------------------------------------------ reading and locating

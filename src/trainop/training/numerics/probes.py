@@ -13,6 +13,11 @@ to each probed tensor until it is read, and a non-finite probe is confirmed on t
 is skipped, a confirmed one is never dropped. A tensor changed in place after its probe cannot
 be confirmed so; its probe counts as confirmed (the sum of a snapshot, ``Bad.confirmed`` false).
 
+Many tensors known at once (the parameters' gradients before the update, the parameters and
+the optimizer's state after it) are probed by ``add_many``: one ``torch._foreach_norm`` call
+(the 2-norm: NaN or infinite whenever an element is; an overflow of finite values is confirmed
+away as above) instead of a Python call per tensor.
+
 Probes stay on the device. ``ProbeLog.first_bad()`` stacks them per dtype and reads one boolean
 (one host synchronisation per read, whatever the number of probes); only when it is set are
 the probes read individually to find the first confirmed one in execution order.
@@ -71,9 +76,27 @@ class ProbeLog:
         self._values: list[torch.Tensor] = []
         self._probes: list[tuple] = []
         self._tensors: list[tuple[torch.Tensor, int]] = []
+        # probes of add_many: (position among the single probes, 1-dim values, probes, tensors)
+        self._chunks: list[tuple[int, torch.Tensor, list[tuple], list[tuple[torch.Tensor, int]]]]
+        self._chunks = []
 
     def __len__(self) -> int:
         return len(self._probes)
+
+    def add_many(self, tensors: list[torch.Tensor], probes: list[tuple]) -> None:
+        """Record many floating-point tensors with one fused reduction (a sparse tensor goes
+        through ``add``)."""
+        kept, metas = [], []
+        for tensor, probe in zip(tensors, probes, strict=True):
+            if tensor.is_sparse:
+                self.add(tensor, probe)
+            elif tensor.numel():
+                kept.append(tensor.detach() if tensor.requires_grad else tensor)
+                metas.append(probe)
+        if kept:
+            values = torch.stack(torch._foreach_norm(kept, 2))
+            self._chunks.append((len(self._probes), values, metas,
+                                 [(t, t._version) for t in kept]))
 
     def add(self, tensor: torch.Tensor, probe: tuple) -> None:
         """Record one floating-point tensor described by ``probe`` (``Probe``'s fields)."""
@@ -96,11 +119,13 @@ class ProbeLog:
         if len(self._probes) > n:
             for entries in (self._values, self._probes, self._tensors):
                 entries.insert(index, entries.pop())
+            self._chunks = [(at + (at >= index), *rest) for at, *rest in self._chunks]
 
     def clear(self) -> None:
         self._values.clear()
         self._probes.clear()
         self._tensors.clear()
+        self._chunks.clear()
 
     def first_bad(self) -> Bad | None:
         """The first probe, in execution order, whose tensor holds a NaN or an Inf; ``None`` if
@@ -111,23 +136,30 @@ class ProbeLog:
     def bad_probes(self) -> Iterator[Bad]:
         """The probes whose tensors hold a NaN or an Inf, in execution order (overflowed sums of
         finite values skipped). The log is cleared when the iteration begins."""
-        values, probes, tensors = self._values, self._probes, self._tensors
-        self._values, self._probes, self._tensors = [], [], []
-        if not values or _all_finite(values):
+        values, probes, tensors, chunks = self._values, self._probes, self._tensors, self._chunks
+        self._values, self._probes, self._tensors, self._chunks = [], [], [], []
+        if (not values and not chunks) or _all_finite(values, [c[1] for c in chunks]):
             return
-        sums = torch.stack([v.double().cpu() for v in values]).tolist()
-        for i, s in enumerate(sums):
+        order: list[tuple[float, tuple, tuple[torch.Tensor, int]]] = []
+        singles = torch.stack([v.double().cpu() for v in values]).tolist() if values else []
+        at = 0
+        for position, chunk, metas, kept in [*chunks, (len(values), None, [], [])]:
+            order += zip(singles[at:position], probes[at:position], tensors[at:position],
+                         strict=True)
+            at = position
+            if chunk is not None:
+                order += zip(chunk.double().cpu().tolist(), metas, kept, strict=True)
+        for i, (s, probe, (tensor, version)) in enumerate(order):
             if s == s and abs(s) != float("inf"):
                 continue
-            tensor, version = tensors[i]
-            before = tuple(Probe(*p) for p in probes[:i])
+            before = tuple(Probe(*p) for _, p, _ in order[:i])
             if tensor._version != version:  # changed in place since: trust the snapshot
-                yield Bad(Probe(*probes[i]), frozenset({"nan" if s != s else "inf"}), None,
-                          False, before)
+                yield Bad(Probe(*probe), frozenset({"nan" if s != s else "inf"}), None, False,
+                          before)
                 continue
             kinds = _kinds(tensor)
             if kinds:
-                yield Bad(Probe(*probes[i]), kinds, tensor, True, before)
+                yield Bad(Probe(*probe), kinds, tensor, True, before)
 
 
 def _kinds(t: torch.Tensor) -> frozenset[str]:
@@ -140,11 +172,15 @@ def _kinds(t: torch.Tensor) -> frozenset[str]:
     return frozenset(kinds)
 
 
-def _all_finite(values: list[torch.Tensor]) -> bool:
-    """One host read: whether every 0-dim tensor in ``values`` is finite."""
+def _all_finite(values: list[torch.Tensor], chunks: list[torch.Tensor]) -> bool:
+    """One host read: whether every 0-dim tensor in ``values`` and every element of the 1-dim
+    ``chunks`` is finite."""
     groups: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
     for v in values:
         groups.setdefault((v.dtype, v.device), []).append(v)
     flags = [torch.isfinite(torch.stack(vs)).all() for vs in groups.values()]
-    flag = flags[0] if len(flags) == 1 else torch.stack([f.cpu() for f in flags]).all()
-    return bool(flag)
+    flags += [torch.isfinite(c).all() for c in chunks]
+    if len(flags) > 1:
+        same = len({f.device for f in flags}) == 1
+        flags = [torch.stack(flags if same else [f.cpu() for f in flags]).all()]
+    return bool(flags[0])
