@@ -51,6 +51,7 @@ from trainop.training.numerics.probes import Bad, Probe, ProbeLog
 __all__ = ["NumericsChecker", "check_numerics"]
 
 PHASES = ("forward", "backward", "update")
+_EMPTY: dict = {}
 
 #: Why an error names no op although the call was replayed.
 NOT_REPRODUCED = ("not reproduced on replay: the module's output depends on state outside its "
@@ -311,33 +312,34 @@ class NumericsChecker:
 
     def _pre_step(self, optimizer, args, kwargs) -> None:
         if "backward" in self._phases:
-            call = max(len(self._calls) - 1, 0)
-            names, modules = self._param_names, self._param_modules
-            grads, probes = [], []
-            for p in self._params():
-                if p.grad is not None:
-                    grads.append(p.grad)
-                    probes.append(("backward", modules.get(p, ""), self.step, call,
-                                   names.get(p), None))
-            self._log.add_many(grads, probes)
+            params = [p for p in self._params() if p.grad is not None]
+            meta = ("backward", self.step, max(len(self._calls) - 1, 0))
+            self._log.add_many([p.grad for p in params],
+                               lambda i: self._param_probe(params[i], meta, None))
         self.check()
 
     def _post_step(self, optimizer, args, kwargs) -> None:
         if "update" in self._phases:
             state = optimizer.state
-            names, modules = self._param_names, self._param_modules
-            tensors, probes = [], []
+            tensors: list[torch.Tensor] = []
+            owners: list[tuple[torch.Tensor, str | None]] = []  # (parameter, state key)
             for p in self._params():
-                name = names.get(p)
-                module = modules.get(p, "")
                 tensors.append(p)
-                probes.append(("update", module, self.step, 0, name, None))
-                for key, value in state.get(p, {}).items():
+                owners.append((p, None))
+                for key, value in state.get(p, _EMPTY).items():
                     if isinstance(value, torch.Tensor) and value.is_floating_point():
                         tensors.append(value)
-                        probes.append(("update", module, self.step, 0, name, key))
-            self._log.add_many(tensors, probes)
+                        owners.append((p, key))
+            meta = ("update", self.step, 0)
+            self._log.add_many(tensors, lambda i: self._param_probe(*owners[i][:1], meta,
+                                                                    owners[i][1]))
         self.step += 1
+
+    def _param_probe(self, p: torch.Tensor, meta: tuple, slot: str | None) -> tuple:
+        """The probe of parameter ``p`` (or its state entry ``slot``): ``meta`` is (phase,
+        step, call)."""
+        phase, step, call = meta
+        return (phase, self._param_modules.get(p, ""), step, call, self._param_names.get(p), slot)
 
     # ------------------------------------------------------------------ reading and locating
     def check(self) -> None:

@@ -92,13 +92,19 @@ def _floats(obj: Any) -> list[torch.Tensor]:
     return [t for t in tree_leaves(obj) if isinstance(t, torch.Tensor) and t.is_floating_point()]
 
 
+#: Ops whose output is uninitialised memory (whatever bytes were there, NaN patterns included).
+_UNINITIALISED = frozenset({"aten.empty", "aten.empty_like", "aten.empty_strided",
+                            "aten.new_empty", "aten.new_empty_strided"})
+
+
 def _target_kind(kinds: set[str]) -> str:
     return "nan" if "nan" in kinds else "inf"
 
 
 class _OpWatch(TorchDispatchMode):
     """Records every aten op, in order, whose output is non-finite: ``(op, output kinds, input
-    kinds, tensor, module)``, ``module`` being the innermost module then running."""
+    kinds, tensor, module)``, ``module`` being the innermost module then running (ops that only
+    allocate uninitialised memory, ``aten.empty_like``, are not looked at)."""
 
     def __init__(self, current: Callable[[], str | None], ignored_op: Callable[[str], bool],
                  ignored_module: Callable[[str], bool]) -> None:
@@ -111,8 +117,9 @@ class _OpWatch(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         module = self._current()
-        if module is not None and not self._ignored_module(module):
-            name = op_name(func)
+        name = op_name(func)
+        if (module is not None and name not in _UNINITIALISED
+                and not self._ignored_module(module)):
             outs = _floats(out)
             out_kinds = kind_of(outs)
             if out_kinds and self._ignored_op(name):

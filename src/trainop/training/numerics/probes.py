@@ -14,9 +14,10 @@ is skipped, a confirmed one is never dropped. A tensor changed in place after it
 be confirmed so; its probe counts as confirmed (the sum of a snapshot, ``Bad.confirmed`` false).
 
 Many tensors known at once (the parameters' gradients before the update, the parameters and
-the optimizer's state after it) are probed by ``add_many``: one ``torch._foreach_norm`` call
-(the 2-norm: NaN or infinite whenever an element is; an overflow of finite values is confirmed
-away as above) instead of a Python call per tensor.
+the optimizer's state after it) are probed by ``add_many`` under a few fused reductions (on the
+CPU the sums of the large tensors and one sum of the small ones concatenated; on an accelerator
+one multi-tensor ``torch._foreach_norm``). A non-finite reduction is traced to its tensor by
+looking at each tensor of the list in order (the tensors as they are then).
 
 Probes stay on the device. ``ProbeLog.first_bad()`` stacks them per dtype and reads one boolean
 (one host synchronisation per read, whatever the number of probes); only when it is set are
@@ -25,14 +26,16 @@ the probes read individually to find the first confirmed one in execution order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
+from torch._utils import _flatten_dense_tensors
 
 __all__ = ["Bad", "Probe", "ProbeLog"]
 
 _WIDEN = (torch.float16, torch.bfloat16)
+_SMALL = 16384  # elements: smaller tensors are concatenated and summed together by add_many
 
 
 @dataclass(frozen=True)
@@ -76,27 +79,30 @@ class ProbeLog:
         self._values: list[torch.Tensor] = []
         self._probes: list[tuple] = []
         self._tensors: list[tuple[torch.Tensor, int]] = []
-        # probes of add_many: (position among the single probes, 1-dim values, probes, tensors)
-        self._chunks: list[tuple[int, torch.Tensor, list[tuple], list[tuple[torch.Tensor, int]]]]
+        # add_many: (position among the single probes, reductions, (indices, describe), tensors)
+        self._chunks: list[tuple[int, list[torch.Tensor], tuple[list[int], Callable],
+                                 list[tuple[torch.Tensor, int]]]]
         self._chunks = []
 
     def __len__(self) -> int:
         return len(self._probes)
 
-    def add_many(self, tensors: list[torch.Tensor], probes: list[tuple]) -> None:
-        """Record many floating-point tensors with one fused reduction (a sparse tensor goes
-        through ``add``)."""
-        kept, metas = [], []
-        for tensor, probe in zip(tensors, probes, strict=True):
+    def add_many(self, tensors: list[torch.Tensor], describe: Callable[[int], tuple]) -> None:
+        """Record many floating-point tensors under a few fused reductions (``_reduce_many``; a
+        sparse tensor goes through ``add``). ``describe(i)`` gives the probe of ``tensors[i]``
+        (built only when it is looked at). A non-finite reduction is traced back to its tensor
+        by looking at each tensor of the list, in order."""
+        kept: list[int] = []
+        dense: list[torch.Tensor] = []
+        for i, tensor in enumerate(tensors):
             if tensor.is_sparse:
-                self.add(tensor, probe)
+                self.add(tensor, describe(i))
             elif tensor.numel():
-                kept.append(tensor.detach() if tensor.requires_grad else tensor)
-                metas.append(probe)
-        if kept:
-            values = torch.stack(torch._foreach_norm(kept, 2))
-            self._chunks.append((len(self._probes), values, metas,
-                                 [(t, t._version) for t in kept]))
+                kept.append(i)
+                dense.append(tensor)
+        if dense:
+            self._chunks.append((len(self._probes), _reduce_many(dense), (kept, describe),
+                                 [(t, t._version) for t in dense]))
 
     def add(self, tensor: torch.Tensor, probe: tuple) -> None:
         """Record one floating-point tensor described by ``probe`` (``Probe``'s fields)."""
@@ -138,28 +144,57 @@ class ProbeLog:
         finite values skipped). The log is cleared when the iteration begins."""
         values, probes, tensors, chunks = self._values, self._probes, self._tensors, self._chunks
         self._values, self._probes, self._tensors, self._chunks = [], [], [], []
-        if (not values and not chunks) or _all_finite(values, [c[1] for c in chunks]):
+        if (not values and not chunks) or _all_finite(values, [v for c in chunks for v in c[1]]):
             return
-        order: list[tuple[float, tuple, tuple[torch.Tensor, int]]] = []
+        order: list[tuple[float | None, tuple, tuple[torch.Tensor, int]]] = []
         singles = torch.stack([v.double().cpu() for v in values]).tolist() if values else []
         at = 0
         for position, chunk, metas, kept in [*chunks, (len(values), None, [], [])]:
             order += zip(singles[at:position], probes[at:position], tensors[at:position],
                          strict=True)
             at = position
-            if chunk is not None:
-                order += zip(chunk.double().cpu().tolist(), metas, kept, strict=True)
+            if chunk is not None:  # None: look at the tensor itself
+                value = 0.0 if _all_finite([], chunk) else None
+                indices, describe = metas
+                order += ((value, describe(i), entry)
+                          for i, entry in zip(indices, kept, strict=True))
         for i, (s, probe, (tensor, version)) in enumerate(order):
-            if s == s and abs(s) != float("inf"):
+            if s is not None and s == s and abs(s) != float("inf"):
                 continue
             before = tuple(Probe(*p) for _, p, _ in order[:i])
-            if tensor._version != version:  # changed in place since: trust the snapshot
+            if s is not None and tensor._version != version:
+                # changed in place since its probe: trust the probe's snapshot
                 yield Bad(Probe(*probe), frozenset({"nan" if s != s else "inf"}), None, False,
                           before)
                 continue
             kinds = _kinds(tensor)
             if kinds:
                 yield Bad(Probe(*probe), kinds, tensor, True, before)
+
+
+def _reduce_many(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """1-dim tensors, one per device, that are all finite when every element of ``tensors`` is
+    (and then only overflowed). On an accelerator, the 2-norms by one multi-tensor kernel
+    (``torch._foreach_norm``); on the CPU, where that runs tensor by tensor, the sums of the
+    large tensors and one sum over the small ones flattened together per dtype."""
+    parts: list[torch.Tensor] = []
+    small: dict[torch.dtype, list[torch.Tensor]] = {}
+    accel: dict[torch.device, list[torch.Tensor]] = {}
+    with torch.no_grad():
+        for t in tensors:
+            if not t.is_cpu:
+                accel.setdefault(t.device, []).append(t)
+            elif t.numel() < _SMALL:
+                small.setdefault(t.dtype, []).append(t)
+            else:
+                parts.append(t.sum(dtype=torch.float32) if t.dtype in _WIDEN else t.sum())
+        for dtype, group in small.items():
+            flat = _flatten_dense_tensors(group) if len(group) > 1 else group[0]
+            parts.append(flat.sum(dtype=torch.float32) if dtype in _WIDEN else flat.sum())
+        out = [torch.stack([v if v.dtype == torch.float32 else v.float() for v in parts])
+               ] if parts else []
+        out += [torch.stack(torch._foreach_norm(group, 2)).float() for group in accel.values()]
+    return out
 
 
 def _kinds(t: torch.Tensor) -> frozenset[str]:
