@@ -106,6 +106,8 @@ class NumericsChecker:
             raise ValueError(f"Expected `phases` to name at least one of {list(PHASES)}, got ()")
         for i, phase in enumerate(self._phases):
             check_choice(f"phases[{i}]", phase, PHASES)
+        self._forward = "forward" in self._phases
+        self._backward = "backward" in self._phases
         self._debug_print = check_bool("debug_print", debug_print)
         self._replay = check_bool("replay", replay)
         self._names: dict[int, str] = {}      # id(module) -> qualified name
@@ -257,48 +259,60 @@ class NumericsChecker:
         if name is None or not self._stack:
             return
         self._stack.pop()
-        top = not self._stack
-        call = len(self._calls) - 1
-        if top:
-            self._calls[-1].kwargs = dict(kwargs)
-            if "forward" in self._phases:
-                at = self._input_mark
-                for key, value in kwargs.items():
-                    for t in tree_leaves(value):
+        if self._stack:  # an inner module: the common case, kept short
+            if not self._ignored[id(module)]:
+                if type(output) is torch.Tensor:
+                    if output.is_floating_point():
+                        self._probe_output(output, name)
+                else:
+                    for t in tree_leaves(output):
                         if isinstance(t, torch.Tensor) and t.is_floating_point():
-                            self._probe_input(t, key, at)
-                            at += 1
-        if not self._ignored.get(id(module), False):
-            leaves = [t for t in tree_leaves(output)
-                      if isinstance(t, torch.Tensor) and t.is_floating_point()]
+                            self._probe_output(t, name)
+            return
+        record = self._calls[-1]
+        record.kwargs = dict(kwargs)
+        if "forward" in self._phases:
+            at = self._input_mark
+            for key, value in kwargs.items():
+                for t in tree_leaves(value):
+                    if isinstance(t, torch.Tensor) and t.is_floating_point():
+                        self._probe_input(t, key, at)
+                        at += 1
+        leaves = tree_leaves(output)
+        if not self._ignored[id(module)]:
             for t in leaves:
-                seen = self._outputs.get(id(t))
-                if seen is not None and seen[0] is t:
-                    continue  # a container returning its child's output: probed already
-                self._seq += 1
-                self._outputs[id(t)] = (t, self._seq)
-                if "forward" in self._phases:
-                    self._log.add(t, ("forward", name, self.step, call, None, None))
-                if "backward" in self._phases and t.requires_grad:
-                    t.register_hook(self._grad_probe(name, call, self._seq))
-        if top:
-            record = self._calls[-1]
-            for i, t in enumerate(tree_leaves(output)):
-                if not isinstance(t, torch.Tensor):
-                    continue
-                seen = self._outputs.get(id(t))
-                if seen is not None and seen[0] is t:
-                    record.output_seqs.add(seen[1])
-                if self._replay and "backward" in self._phases and t.requires_grad:
-                    t.register_hook(self._output_grad_recorder(record, i))
-            self._outputs.clear()
+                if isinstance(t, torch.Tensor) and t.is_floating_point():
+                    self._probe_output(t, name)
+        for i, t in enumerate(leaves):
+            if not isinstance(t, torch.Tensor):
+                continue
+            seen = self._outputs.get(id(t))
+            if seen is not None and seen[0] is t:
+                record.output_seqs.add(seen[1])
+            if self._replay and "backward" in self._phases and t.requires_grad:
+                t.register_hook(self._output_grad_recorder(record, i))
+        self._outputs.clear()
+
+    def _probe_output(self, t: torch.Tensor, name: str) -> None:
+        """Probe a module's floating output (forward) and the gradient reaching it (backward),
+        unless it is a child's output the module hands on (probed already, under the child)."""
+        seen = self._outputs.get(id(t))
+        if seen is not None and seen[0] is t:
+            return
+        self._seq += 1
+        self._outputs[id(t)] = (t, self._seq)
+        call = len(self._calls) - 1
+        if self._forward:
+            self._log.add(t, ("forward", name, self.step, call, None, None))
+        if self._backward and t.requires_grad:
+            t.register_hook(self._grad_probe(name, call, self._seq))
 
     def _grad_probe(self, name: str, call: int, seq: int):
         meta = ("backward", name, self.step, call, None, None, seq)
 
         def probe(grad: torch.Tensor) -> None:
             if not self._locating:
-                self._log.add(grad, meta)
+                self._log.defer(grad, meta)
         return probe
 
     @staticmethod

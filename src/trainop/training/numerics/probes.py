@@ -83,15 +83,38 @@ class ProbeLog:
         self._chunks: list[tuple[int, list[torch.Tensor], tuple[list[int], Callable],
                                  list[tuple[torch.Tensor, int]]]]
         self._chunks = []
+        self._pending: list[tuple[int, torch.Tensor, tuple]] = []  # defer: (position, t, probe)
 
     def __len__(self) -> int:
         return len(self._probes)
+
+    def defer(self, tensor: torch.Tensor, probe: tuple) -> None:
+        """Record a tensor that nothing changes in place before the next read (a gradient
+        handed to a hook): its reduction is fused with the other deferred ones at the read."""
+        self._pending.append((len(self._probes), tensor, probe))
+
+    def _flush(self) -> None:
+        """The deferred tensors as ``add_many`` chunks, one per position."""
+        pending, self._pending = self._pending, []
+        start = 0
+        for i in range(1, len(pending) + 1):
+            if i == len(pending) or pending[i][0] != pending[start][0]:
+                group = pending[start:i]
+                self._add_chunk(group[0][0], [t for _, t, _ in group],
+                                lambda j, group=group: group[j][2])
+                start = i
 
     def add_many(self, tensors: list[torch.Tensor], describe: Callable[[int], tuple]) -> None:
         """Record many floating-point tensors under a few fused reductions (``_reduce_many``; a
         sparse tensor goes through ``add``). ``describe(i)`` gives the probe of ``tensors[i]``
         (built only when it is looked at). A non-finite reduction is traced back to its tensor
         by looking at each tensor of the list, in order."""
+        if self._pending:
+            self._flush()
+        self._add_chunk(len(self._probes), tensors, describe)
+
+    def _add_chunk(self, position: int, tensors: list[torch.Tensor],
+                   describe: Callable[[int], tuple]) -> None:
         kept: list[int] = []
         dense: list[torch.Tensor] = []
         for i, tensor in enumerate(tensors):
@@ -101,7 +124,7 @@ class ProbeLog:
                 kept.append(i)
                 dense.append(tensor)
         if dense:
-            self._chunks.append((len(self._probes), _reduce_many(dense), (kept, describe),
+            self._chunks.append((position, _reduce_many(dense), (kept, describe),
                                  [(t, t._version) for t in dense]))
 
     def add(self, tensor: torch.Tensor, probe: tuple) -> None:
@@ -125,13 +148,15 @@ class ProbeLog:
         if len(self._probes) > n:
             for entries in (self._values, self._probes, self._tensors):
                 entries.insert(index, entries.pop())
-            self._chunks = [(at + (at >= index), *rest) for at, *rest in self._chunks]
+            self._chunks = [(at + (at > index), *rest) for at, *rest in self._chunks]
+            self._pending = [(at + (at > index), *rest) for at, *rest in self._pending]
 
     def clear(self) -> None:
         self._values.clear()
         self._probes.clear()
         self._tensors.clear()
         self._chunks.clear()
+        self._pending.clear()
 
     def first_bad(self) -> Bad | None:
         """The first probe, in execution order, whose tensor holds a NaN or an Inf; ``None`` if
@@ -142,6 +167,8 @@ class ProbeLog:
     def bad_probes(self) -> Iterator[Bad]:
         """The probes whose tensors hold a NaN or an Inf, in execution order (overflowed sums of
         finite values skipped). The log is cleared when the iteration begins."""
+        if self._pending:
+            self._flush()
         values, probes, tensors, chunks = self._values, self._probes, self._tensors, self._chunks
         self._values, self._probes, self._tensors, self._chunks = [], [], [], []
         if (not values and not chunks) or _all_finite(values, [v for c in chunks for v in c[1]]):
