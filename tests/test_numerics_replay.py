@@ -316,3 +316,23 @@ def test_overflowed_gradient_sum_is_never_reported():
             assert torch.isfinite(model[0].weight.grad).all()
             opt.step()
     assert checker.step == 3
+
+
+def test_call_without_gradients_is_read_at_once():
+    """A validation call under no_grad is read when it returns (nothing follows it that could
+    add probes), not at the next optimizer step: its outputs are not kept alive until then."""
+    model = nn.Sequential(nn.Linear(4, 4), LogAfter(), nn.Linear(4, 1))
+    opt = trainop.AdamOptimizer(params=model.parameters(), learning_rate=1e-3)
+    x = torch.randn(8, 4)
+    with trainop.check_numerics(model, optimizer=opt) as checker:
+        opt.zero_grad()
+        _loss(model(x)).backward()
+        opt.step()
+        with torch.no_grad():
+            model(x)
+            assert len(checker._log) == 0  # read already
+            model[1].fault = "forward"
+            with pytest.raises(NumericsError) as info:
+                model(x)
+    assert (info.value.phase, info.value.module, info.value.op, info.value.step) == (
+        "forward", "1", "aten.log", 1)

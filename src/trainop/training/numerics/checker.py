@@ -11,7 +11,8 @@ How it works (see ``docs/numerics.md``):
 2. The probes are read once per step, by one boolean, at the optimizer's step pre-hook (before
    the update can spread a bad value; the previous update's probes are read there too), and at
    ``check()`` and the end of the ``with`` block. Without an optimizer they are read at the next
-   top-level model call and at the end.
+   top-level model call and at the end; after a top-level call with gradients disabled
+   (inference, validation), at once.
 3. Only when a probe is non-finite is it confirmed on its tensor (an overflowed sum of finite
    values is skipped) and the origin explained: the first confirmed probe in execution order
    names the phase, the module and the step, and these stand whatever happens next. Input data
@@ -292,6 +293,8 @@ class NumericsChecker:
             if self._replay and "backward" in self._phases and t.requires_grad:
                 t.register_hook(self._output_grad_recorder(record, i))
         self._outputs.clear()
+        if not record.grad_enabled and len(self._calls) == 1:
+            self.check()  # no backward follows (inference, validation): read now, free early
 
     def _probe_output(self, t: torch.Tensor, name: str) -> None:
         """Probe a module's floating output (forward) and the gradient reaching it (backward),

@@ -4,7 +4,8 @@ A probe of a tensor is its sum (accumulated in float32 for 16-bit tensors), take
 tensor is produced (a snapshot: later in-place changes do not move it). The sum of a tensor is
 NaN or infinite whenever one of its elements is: NaN propagates, an infinity survives addition
 of finite values, and ``inf + -inf`` is NaN. It is one read pass with no temporary, 10-30x
-cheaper than ``torch.isfinite(t).all()`` on the CPU.
+cheaper than ``torch.isfinite(t).all()`` on the CPU. Probes on the CPU run on one thread
+(``_OneThread``).
 
 A sum can also be non-finite while every element is finite: it overflowed (``inf``), or two
 partial sums overflowed with opposite signs (``inf - inf = NaN``). So the log keeps a reference
@@ -135,8 +136,9 @@ class ProbeLog:
             return
         if tensor.requires_grad:
             tensor = tensor.detach()
-        self._values.append(tensor.sum(dtype=torch.float32) if tensor.dtype in _WIDEN
-                            else tensor.sum())
+        with _ONE_THREAD:
+            self._values.append(tensor.sum(dtype=torch.float32) if tensor.dtype in _WIDEN
+                                else tensor.sum())
         self._probes.append(probe)
         self._tensors.append((tensor, tensor._version))
 
@@ -207,7 +209,7 @@ def _reduce_many(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     parts: list[torch.Tensor] = []
     small: dict[torch.dtype, list[torch.Tensor]] = {}
     accel: dict[torch.device, list[torch.Tensor]] = {}
-    with torch.no_grad():
+    with torch.no_grad(), _ONE_THREAD:
         for t in tensors:
             if not t.is_cpu:
                 accel.setdefault(t.device, []).append(t)
@@ -222,6 +224,27 @@ def _reduce_many(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
                ] if parts else []
         out += [torch.stack(torch._foreach_norm(group, 2)).float() for group in accel.values()]
     return out
+
+
+class _OneThread:
+    """CPU reductions on one thread: they are bound by memory bandwidth, and on a busy machine
+    every extra parallel region waits for a second thread (the plain step's own ops keep the
+    thread count they had). Not reentrant; a class rather than a generator: it runs at every
+    probe."""
+
+    threads = 1
+
+    def __enter__(self) -> None:
+        self.threads = torch.get_num_threads()
+        if self.threads > 1:
+            torch.set_num_threads(1)
+
+    def __exit__(self, *exc) -> None:
+        if self.threads > 1:
+            torch.set_num_threads(self.threads)
+
+
+_ONE_THREAD = _OneThread()
 
 
 def _kinds(t: torch.Tensor) -> frozenset[str]:
