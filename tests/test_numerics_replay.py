@@ -52,23 +52,24 @@ def _loss(out: torch.Tensor) -> torch.Tensor:
     return out.pow(2).mean()
 
 
-def _run_optimizer(model, make, steps, x):
-    opt = make(model.parameters())
-    with trainop.check_numerics(model, optimizer=opt):
+def _run(model, opt, stepper, steps, x):
+    """Train with ``opt`` (zeroed each step) and ``stepper`` (``opt`` itself, or a pipeline)."""
+    with trainop.check_numerics(model, optimizer=stepper):
         for _ in range(steps):
             opt.zero_grad()
             _loss(model(x)).backward()
-            opt.step()
+            stepper.step()
+
+
+def _run_optimizer(model, make, steps, x):
+    opt = make(model.parameters())
+    _run(model, opt, opt, steps, x)
 
 
 def _run_pipeline(model, steps, x):
     opt = trainop.AdamOptimizer(params=model.parameters(), learning_rate=1e-3)
-    pipe = trainop.GradientPipeline(opt, [trainop.processing.ClipByGlobalNorm(1.0)])
-    with trainop.check_numerics(model, optimizer=pipe):
-        for _ in range(steps):
-            opt.zero_grad()
-            _loss(model(x)).backward()
-            pipe.step()
+    _run(model, opt, trainop.GradientPipeline(opt, [trainop.processing.ClipByGlobalNorm(1.0)]),
+         steps, x)
 
 
 def _run_optimize_loss(model, steps, x):

@@ -348,7 +348,7 @@ class NumericsChecker:
                         tensors.append(value)
                         owners.append((p, key))
             meta = ("update", self.step, 0)
-            self._log.add_many(tensors, lambda i: self._param_probe(*owners[i][:1], meta,
+            self._log.add_many(tensors, lambda i: self._param_probe(owners[i][0], meta,
                                                                     owners[i][1]))
         self.step += 1
 
@@ -406,9 +406,6 @@ class NumericsChecker:
                                         "the model")
         else:
             module = self._backward_module(bad)
-            if module != probe.name:
-                notes.append(f"first seen in the gradient of the output of module "
-                             f"{probe.name!r}")
         op, tensor = None, bad.tensor
         if not self._replay:
             notes.append("the op is not named: replay=False (detection only)")
@@ -433,6 +430,9 @@ class NumericsChecker:
                     # the replay saw the op run in an enclosing module's own code (forward),
                     # or in the module whose autograd node made the gradient (backward)
                     module = finding.module
+        if probe.phase == "backward" and probe.detail is None and module != probe.name:
+            notes.insert(0, f"first seen in the gradient of the output of module "
+                            f"{probe.name!r}")
         return NumericsError(probe.phase, module, op, probe.step, self._stats(tensor),
                              parameter=probe.detail, detail="; ".join(notes))
 
