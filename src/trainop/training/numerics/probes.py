@@ -4,8 +4,7 @@ A probe of a tensor is its sum (accumulated in float32 for 16-bit tensors), take
 tensor is produced (a snapshot: later in-place changes do not move it). The sum of a tensor is
 NaN or infinite whenever one of its elements is: NaN propagates, an infinity survives addition
 of finite values, and ``inf + -inf`` is NaN. It is one read pass with no temporary, 10-30x
-cheaper than ``torch.isfinite(t).all()`` on the CPU. Probes on the CPU run on one thread
-(``_OneThread``).
+cheaper than ``torch.isfinite(t).all()`` on the CPU.
 
 A sum can also be non-finite while every element is finite: it overflowed (``inf``), or two
 partial sums overflowed with opposite signs (``inf - inf = NaN``). So the log keeps a reference
@@ -17,8 +16,10 @@ be confirmed so; its probe counts as confirmed (the sum of a snapshot, ``Bad.con
 Many tensors known at once (the parameters' gradients before the update, the parameters and
 the optimizer's state after it) are probed by ``add_many`` under a few fused reductions (on the
 CPU the sums of the large tensors and one sum of the small ones concatenated; on an accelerator
-one multi-tensor ``torch._foreach_norm``). A non-finite reduction is traced to its tensor by
-looking at each tensor of the list in order (the tensors as they are then).
+one multi-tensor ``torch._foreach_norm``), on one thread (``_OneThread``). A non-finite
+reduction is traced to its tensor by looking at each tensor of the list in order (the tensors
+as they are then). The gradients reaching module outputs are collected by their hooks
+(``defer``) and reduced together at the read.
 
 Probes stay on the device. ``ProbeLog.first_bad()`` stacks them per dtype and reads one boolean
 (one host synchronisation per read, whatever the number of probes); only when it is set are
@@ -136,9 +137,8 @@ class ProbeLog:
             return
         if tensor.requires_grad:
             tensor = tensor.detach()
-        with _ONE_THREAD:
-            self._values.append(tensor.sum(dtype=torch.float32) if tensor.dtype in _WIDEN
-                                else tensor.sum())
+        self._values.append(tensor.sum(dtype=torch.float32) if tensor.dtype in _WIDEN
+                            else tensor.sum())
         self._probes.append(probe)
         self._tensors.append((tensor, tensor._version))
 
@@ -227,10 +227,11 @@ def _reduce_many(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 class _OneThread:
-    """CPU reductions on one thread: they are bound by memory bandwidth, and on a busy machine
-    every extra parallel region waits for a second thread (the plain step's own ops keep the
-    thread count they had). Not reentrant; a class rather than a generator: it runs at every
-    probe."""
+    """The fused CPU reductions on one thread: they are bound by memory bandwidth, and on a busy
+    machine every extra parallel region waits for a second thread (the plain step's own ops keep
+    the thread count they had). Used around the few fused reductions of a step only: switching
+    the thread count around every single probe cost more than it saved (``trainop bench
+    --numerics``). Not reentrant."""
 
     threads = 1
 
