@@ -16,7 +16,7 @@ be confirmed so; its probe counts as confirmed (the sum of a snapshot, ``Bad.con
 Many tensors known at once (the parameters' gradients before the update, the parameters and
 the optimizer's state after it) are probed by ``add_many`` under a few fused reductions (on the
 CPU the sums of the large tensors and one sum of the small ones concatenated; on an accelerator
-one multi-tensor ``torch._foreach_norm``), on one thread (``_OneThread``). A non-finite
+one multi-tensor ``torch._foreach_norm``), on one thread below ``_HUGE`` elements. A non-finite
 reduction is traced to its tensor by looking at each tensor of the list in order (the tensors
 as they are then). The gradients reaching module outputs are collected by their hooks
 (``defer``) and reduced together at the read.
@@ -38,6 +38,7 @@ __all__ = ["Bad", "Probe", "ProbeLog"]
 
 _WIDEN = (torch.float16, torch.bfloat16)
 _SMALL = 16384  # elements: smaller tensors are concatenated and summed together by add_many
+_HUGE = 1 << 20  # elements: add_many sums larger tensors with the step's thread count
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,7 @@ class ProbeLog:
             return
         if tensor.requires_grad:
             tensor = tensor.detach()
-        self._values.append(tensor.sum(dtype=torch.float32) if tensor.dtype in _WIDEN
-                            else tensor.sum())
+        self._values.append(_sum(tensor))
         self._probes.append(probe)
         self._tensors.append((tensor, tensor._version))
 
@@ -205,25 +205,36 @@ def _reduce_many(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     """1-dim tensors, one per device, that are all finite when every element of ``tensors`` is
     (and then only overflowed). On an accelerator, the 2-norms by one multi-tensor kernel
     (``torch._foreach_norm``); on the CPU, where that runs tensor by tensor, the sums of the
-    large tensors and one sum over the small ones flattened together per dtype."""
+    large tensors and one sum over the small ones flattened together per dtype: those below
+    ``_HUGE`` elements on one thread (``_OneThread``), the huge ones with the thread count the
+    step uses (there the work outweighs waking a second thread)."""
     parts: list[torch.Tensor] = []
+    huge: list[torch.Tensor] = []
     small: dict[torch.dtype, list[torch.Tensor]] = {}
     accel: dict[torch.device, list[torch.Tensor]] = {}
-    with torch.no_grad(), _ONE_THREAD:
-        for t in tensors:
-            if not t.is_cpu:
-                accel.setdefault(t.device, []).append(t)
-            elif t.numel() < _SMALL:
-                small.setdefault(t.dtype, []).append(t)
-            else:
-                parts.append(t.sum(dtype=torch.float32) if t.dtype in _WIDEN else t.sum())
-        for dtype, group in small.items():
-            flat = _flatten_dense_tensors(group) if len(group) > 1 else group[0]
-            parts.append(flat.sum(dtype=torch.float32) if dtype in _WIDEN else flat.sum())
+    with torch.no_grad():
+        with _ONE_THREAD:
+            for t in tensors:
+                n = t.numel()
+                if not t.is_cpu:
+                    accel.setdefault(t.device, []).append(t)
+                elif n < _SMALL:
+                    small.setdefault(t.dtype, []).append(t)
+                elif n >= _HUGE:
+                    huge.append(t)
+                else:
+                    parts.append(_sum(t))
+            for group in small.values():
+                parts.append(_sum(_flatten_dense_tensors(group) if len(group) > 1 else group[0]))
+        parts += [_sum(t) for t in huge]
         out = [torch.stack([v if v.dtype == torch.float32 else v.float() for v in parts])
                ] if parts else []
         out += [torch.stack(torch._foreach_norm(group, 2)).float() for group in accel.values()]
     return out
+
+
+def _sum(t: torch.Tensor) -> torch.Tensor:
+    return t.sum(dtype=torch.float32) if t.dtype in _WIDEN else t.sum()
 
 
 class _OneThread:
