@@ -46,6 +46,8 @@ ERRORS = [
     Row("phases unknown", lambda: trainop.check_numerics(model(), phases=("forward", "loss")),
         ValueError, r"Expected `phases\[1\]` to be one of \['forward', 'backward', 'update'\], "
                     r"got 'loss'$"),
+    Row("replay not a bool", lambda: trainop.check_numerics(model(), replay="no"), TypeError,
+        r"Expected `replay` to be a bool, got 'no' \(str\)$"),
     Row("installed twice", installed_twice, RuntimeError,
         r"^this NumericsChecker is already installed$"),
     Row("add_check_numerics_ops fetches", lambda: trainop.add_check_numerics_ops(fetches="all"),

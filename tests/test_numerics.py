@@ -500,13 +500,18 @@ def test_error_pickles():
 def test_bench_numerics_runs_and_reports_the_three_candidates():
     from trainop.bench.numerics import render_numerics, run_numerics_benchmark
 
-    result = run_numerics_benchmark(steps=1, rounds=3, warmup=1, d_model=16, layers=1,
-                                    batch=2, seq=4)
-    assert set(result["median_s"]) == {"plain", "check_numerics", "detect_anomaly"}
-    assert result["ratio_to_plain"]["plain"] == 1.0
-    assert all(t > 0 for t in result["median_s"].values())
+    result = run_numerics_benchmark(steps=4, rounds=2, warmup=1, batch=2, seq=4,
+                                    workloads=((16, 1, 1.2), (32, 2, 1.1)))
+    assert [(w["d_model"], w["layers"], w["steps_per_round"]) for w in result["workloads"]] == [
+        (16, 1, 4), (32, 2, 1)]
+    for w in result["workloads"]:
+        assert set(w["median_s"]) == {"plain", "check_numerics", "detect_anomaly"}
+        assert w["ratio_to_plain"]["plain"] == 1.0
+        assert all(t > 0 for t in w["median_s"].values())
+        assert w["passed"] == (w["ratio_to_plain"]["check_numerics"] <= w["target"])
     text = render_numerics(result)
-    assert "| detect_anomaly |" in text and "target <= 1.3x" in text
+    assert "| detect_anomaly |" in text and "(target <= 1.2x)" in text
+    assert "d32 x 2: check_numerics / plain" in text and "(target <= 1.1x)" in text
 
 
 class SqrtHead(nn.Module):

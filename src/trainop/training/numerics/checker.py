@@ -11,14 +11,19 @@ How it works (see ``docs/numerics.md``):
 2. The probes are read once per step, by one boolean, at the optimizer's step pre-hook (before
    the update can spread a bad value; the previous update's probes are read there too), and at
    ``check()`` and the end of the ``with`` block. Without an optimizer they are read at the next
-   top-level model call and at the end.
-3. Only when a probe is non-finite is the origin located (``locate.py``): the first such probe
-   in execution order names the phase and module; input data is reported as such; a forward or
-   backward origin is narrowed to the aten op or autograd node by replaying that model call;
-   an update origin names the parameter (or its optimizer state entry) and the optimizer.
+   top-level model call and at the end; after a top-level call with gradients disabled
+   (inference, validation), at once.
+3. Only when a probe is non-finite is it confirmed on its tensor (an overflowed sum of finite
+   values is skipped) and the origin explained: the first confirmed probe in execution order
+   names the phase, the module and the step, and these stand whatever happens next. Input data
+   is reported as such; a backward probe names the module whose backward made the gradient (the
+   one whose output gradient was the last finite one before it); an update probe names the
+   parameter (or its optimizer state entry) and the optimizer. A forward or backward origin is
+   then narrowed to the aten op or autograd node by replaying that model call on a replica of
+   the model (``locate.py``: the model is left as it was); when the replay does not reproduce
+   the value, the error says so and names no op.
 
-The result is a ``NumericsError``. A probe whose replay shows only finite values (an
-overflowed sum) or only values of ignored modules/ops is dropped.
+The result is a ``NumericsError``. ``replay=False`` (detection only) never replays.
 """
 
 from __future__ import annotations
@@ -32,18 +37,26 @@ from torch.utils._pytree import tree_leaves
 from trainop.contract.validation import check_bool, check_choice, describe
 from trainop.training.numerics.errors import NumericsError, tensor_stats
 from trainop.training.numerics.locate import (
+    IGNORED,
     Call,
     Finding,
+    contains,
     kind_of,
     locate_backward,
     locate_forward,
     matches,
+    replica,
 )
-from trainop.training.numerics.probes import Probe, ProbeLog
+from trainop.training.numerics.probes import Bad, Probe, ProbeLog
 
 __all__ = ["NumericsChecker", "check_numerics"]
 
 PHASES = ("forward", "backward", "update")
+_EMPTY: dict = {}
+
+#: Why an error names no op although the call was replayed.
+NOT_REPRODUCED = ("not reproduced on replay: the module's output depends on state outside its "
+                  "arguments")
 
 
 def _torch_optimizer(optimizer: Any) -> torch.optim.Optimizer:
@@ -71,7 +84,8 @@ class NumericsChecker:
 
     def __init__(self, modules: Iterable[torch.nn.Module] | None, optimizer: Any = None,
                  ignore: Iterable[Any] = (), print_tensors: bool = False, *,
-                 phases: Iterable[str] = PHASES, debug_print: bool = False) -> None:
+                 phases: Iterable[str] = PHASES, debug_print: bool = False,
+                 replay: bool = True) -> None:
         self._roots: list[torch.nn.Module] | None = None if modules is None else list(modules)
         self._optimizer = None if optimizer is None else _torch_optimizer(optimizer)
         self._ignore_names: list[str] = []
@@ -93,7 +107,10 @@ class NumericsChecker:
             raise ValueError(f"Expected `phases` to name at least one of {list(PHASES)}, got ()")
         for i, phase in enumerate(self._phases):
             check_choice(f"phases[{i}]", phase, PHASES)
+        self._forward = "forward" in self._phases
+        self._backward = "backward" in self._phases
         self._debug_print = check_bool("debug_print", debug_print)
+        self._replay = check_bool("replay", replay)
         self._names: dict[int, str] = {}      # id(module) -> qualified name
         self._modules: dict[str, torch.nn.Module] = {}
         self._ignored: dict[int, bool] = {}   # id(module) -> inside an ignored subtree
@@ -111,8 +128,10 @@ class NumericsChecker:
         self._log = ProbeLog()
         self._stack: list[str] = []
         self._calls: list[Call] = []
-        self._outputs: dict[int, torch.Tensor] = {}
+        self._outputs: dict[int, tuple[torch.Tensor, int]] = {}  # id -> (output, probe seq)
+        self._seq = 0
         self._locating = False
+        self._replay_names: dict[int, str] = {}  # id(replica module) -> name, while replaying
         self._handles: list[Any] = []
 
     # ------------------------------------------------------------------ names
@@ -196,18 +215,25 @@ class NumericsChecker:
         return name
 
     def _pre_forward(self, module: torch.nn.Module, args: tuple) -> None:
+        if self._locating:  # a replay runs on a replica: its modules go by the originals' names
+            name = self._replay_names.get(id(module))
+            if name is not None:
+                self._stack.append(name)
+            return
         name = self._watched(module)
         if name is None:
             return
         top = not self._stack
         self._stack.append(name)
-        if not top or self._locating:
+        if not top:
             return
         if self._optimizer is None and self._calls:
             self.check()  # no optimizer: the previous call's probes are read here
-        rng = {"cpu": torch.get_rng_state()}
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
+        rng = {}
+        if self._replay:
+            rng["cpu"] = torch.get_rng_state()
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                rng["cuda"] = torch.cuda.get_rng_state_all()
         self._calls.append(Call(module, name, args, {}, rng, torch.is_grad_enabled()))
         self._input_mark = len(self._log)
         if "forward" in self._phases:
@@ -226,48 +252,70 @@ class NumericsChecker:
 
     def _post_forward(self, module: torch.nn.Module, args: tuple, kwargs: dict,
                       output: Any) -> None:
+        if self._locating:
+            if id(module) in self._replay_names and self._stack:
+                self._stack.pop()
+            return
         name = self._names.get(id(module))
         if name is None or not self._stack:
             return
         self._stack.pop()
-        top = not self._stack
-        if self._locating:
-            return
-        call = len(self._calls) - 1
-        if top:
-            self._calls[-1].kwargs = dict(kwargs)
-            if "forward" in self._phases:
-                at = self._input_mark
-                for key, value in kwargs.items():
-                    for t in tree_leaves(value):
+        if self._stack:  # an inner module: the common case, kept short
+            if not self._ignored[id(module)]:
+                if type(output) is torch.Tensor:
+                    if output.is_floating_point():
+                        self._probe_output(output, name)
+                else:
+                    for t in tree_leaves(output):
                         if isinstance(t, torch.Tensor) and t.is_floating_point():
-                            self._probe_input(t, key, at)
-                            at += 1
-        if not self._ignored.get(id(module), False):
-            leaves = [t for t in tree_leaves(output)
-                      if isinstance(t, torch.Tensor) and t.is_floating_point()]
+                            self._probe_output(t, name)
+            return
+        record = self._calls[-1]
+        record.kwargs = dict(kwargs)
+        if "forward" in self._phases:
+            at = self._input_mark
+            for key, value in kwargs.items():
+                for t in tree_leaves(value):
+                    if isinstance(t, torch.Tensor) and t.is_floating_point():
+                        self._probe_input(t, key, at)
+                        at += 1
+        leaves = tree_leaves(output)
+        if not self._ignored[id(module)]:
             for t in leaves:
-                if id(t) in self._outputs and self._outputs[id(t)] is t:
-                    continue  # a container returning its child's output: probed already
-                self._outputs[id(t)] = t
-                if "forward" in self._phases:
-                    self._log.add(t, ("forward", name, self.step, call, None, None))
-                if "backward" in self._phases and t.requires_grad:
-                    t.register_hook(self._grad_probe(name, call))
-        if top:
-            self._outputs.clear()
-            if "backward" in self._phases:
-                record = self._calls[-1]
-                for i, t in enumerate(tree_leaves(output)):
-                    if isinstance(t, torch.Tensor) and t.requires_grad:
-                        t.register_hook(self._output_grad_recorder(record, i))
+                if isinstance(t, torch.Tensor) and t.is_floating_point():
+                    self._probe_output(t, name)
+        for i, t in enumerate(leaves):
+            if not isinstance(t, torch.Tensor):
+                continue
+            seen = self._outputs.get(id(t))
+            if seen is not None and seen[0] is t:
+                record.output_seqs.add(seen[1])
+            if self._replay and "backward" in self._phases and t.requires_grad:
+                t.register_hook(self._output_grad_recorder(record, i))
+        self._outputs.clear()
+        if not record.grad_enabled and len(self._calls) == 1:
+            self.check()  # no backward follows (inference, validation): read now, free early
 
-    def _grad_probe(self, name: str, call: int):
-        meta = ("backward", name, self.step, call, None, None)
+    def _probe_output(self, t: torch.Tensor, name: str) -> None:
+        """Probe a module's floating output (forward) and the gradient reaching it (backward),
+        unless it is a child's output the module hands on (probed already, under the child)."""
+        seen = self._outputs.get(id(t))
+        if seen is not None and seen[0] is t:
+            return
+        self._seq += 1
+        self._outputs[id(t)] = (t, self._seq)
+        call = len(self._calls) - 1
+        if self._forward:
+            self._log.add(t, ("forward", name, self.step, call, None, None))
+        if self._backward and t.requires_grad:
+            t.register_hook(self._grad_probe(name, call, self._seq))
+
+    def _grad_probe(self, name: str, call: int, seq: int):
+        meta = ("backward", name, self.step, call, None, None, seq)
 
         def probe(grad: torch.Tensor) -> None:
             if not self._locating:
-                self._log.add(grad, meta)
+                self._log.defer(grad, meta)
         return probe
 
     @staticmethod
@@ -281,77 +329,146 @@ class NumericsChecker:
 
     def _pre_step(self, optimizer, args, kwargs) -> None:
         if "backward" in self._phases:
-            for p in self._params():
-                if p.grad is not None:
-                    self._log.add(p.grad, ("backward", self._param_modules.get(p, ""),
-                                           self.step, max(len(self._calls) - 1, 0),
-                                           self._param_names.get(p), None))
+            params = [p for p in self._params() if p.grad is not None]
+            meta = ("backward", self.step, max(len(self._calls) - 1, 0))
+            self._log.add_many([p.grad for p in params],
+                               lambda i: self._param_probe(params[i], meta, None))
         self.check()
 
     def _post_step(self, optimizer, args, kwargs) -> None:
         if "update" in self._phases:
             state = optimizer.state
+            tensors: list[torch.Tensor] = []
+            owners: list[tuple[torch.Tensor, str | None]] = []  # (parameter, state key)
             for p in self._params():
-                name = self._param_names.get(p)
-                module = self._param_modules.get(p, "")
-                self._log.add(p, ("update", module, self.step, 0, name, None))
-                for key, value in state.get(p, {}).items():
+                tensors.append(p)
+                owners.append((p, None))
+                for key, value in state.get(p, _EMPTY).items():
                     if isinstance(value, torch.Tensor) and value.is_floating_point():
-                        self._log.add(value, ("update", module, self.step, 0, name, key))
+                        tensors.append(value)
+                        owners.append((p, key))
+            meta = ("update", self.step, 0)
+            self._log.add_many(tensors, lambda i: self._param_probe(owners[i][0], meta,
+                                                                    owners[i][1]))
         self.step += 1
+
+    def _param_probe(self, p: torch.Tensor, meta: tuple, slot: str | None) -> tuple:
+        """The probe of parameter ``p`` (or its state entry ``slot``): ``meta`` is (phase,
+        step, call)."""
+        phase, step, call = meta
+        return (phase, self._param_modules.get(p, ""), step, call, self._param_names.get(p), slot)
 
     # ------------------------------------------------------------------ reading and locating
     def check(self) -> None:
         """Read the probes recorded so far (one host read); raise ``NumericsError`` at the first
         non-finite value, located as precisely as possible."""
-        found = self._log.first_bad()
         calls, self._calls = self._calls, []
-        if found is None:
-            return
-        probe, value = found
-        error = self._explain(probe, value, calls)
-        if error is not None:
-            raise error
+        for bad in self._log.bad_probes():
+            error = self._explain(bad, calls)
+            if error is not None:
+                raise error
 
-    def _explain(self, probe: Probe, value: float, calls: list[Call]) -> NumericsError | None:
-        def stats(t: torch.Tensor | None):
-            return None if t is None else tensor_stats(t, self._print_tensors)
+    def _stats(self, t: torch.Tensor | None):
+        return None if t is None else tensor_stats(t, self._print_tensors)
 
+    def _explain(self, bad: Bad, calls: list[Call]) -> NumericsError | None:
+        """The error for a confirmed non-finite probe: its phase, module and step, and the op
+        where a replay of the call reproduces the value. ``None`` only where the replay shows
+        that every op making it is one the user ignored by name (``ignore=["aten.x"]``)."""
+        probe = bad.probe
         if probe.phase == "update":
-            return self._explain_update(probe, stats)
+            return self._explain_update(probe, bad.tensor)
         call = calls[probe.call] if probe.call < len(calls) else None
         if probe.name == "<input>":
-            tensor = None if call is None else self._input_tensor(call, probe.detail)
-            return NumericsError("forward", "<input>", probe.detail, probe.step, stats(tensor))
+            return NumericsError("forward", "<input>", probe.detail, probe.step,
+                                 self._stats(bad.tensor))
+        notes = []
+        if not bad.confirmed:
+            notes.append("the tensor was changed in place after it was probed: its probe's sum "
+                         "was non-finite")
         if probe.phase == "forward":
             bad_param = self._bad_parameter(probe.name)
             if bad_param is not None:
                 name, tensor = bad_param
                 return NumericsError(
-                    "forward", probe.name, None, probe.step, stats(tensor), parameter=name,
+                    "forward", probe.name, None, probe.step, self._stats(tensor), parameter=name,
                     detail="the parameter was already non-finite when the forward pass used "
                            "it (changed outside the checked updates: loaded, edited or "
                            "initialised so)")
-        kinds = {"nan"} if value != value else {"inf"}
-        finding: Finding | None = None
-        if call is not None:
-            self._locating = True
-            saved_stack, self._stack = self._stack, []
-            try:
-                if probe.phase == "forward":
-                    finding = locate_forward(call, probe.name, self._current,
-                                             self._op_ignored, self._module_ignored, kinds)
-                else:
-                    finding = locate_backward(call, self._current, self._module_ignored)
-            finally:
-                self._locating = False
-                self._stack = saved_stack
-            if finding is None:
-                return None  # the replay saw only finite (or ignored) values: a false alarm
-            return NumericsError(probe.phase, finding.module, finding.op, probe.step,
-                                 stats(finding.tensor), detail=finding.detail)
-        return NumericsError(probe.phase, probe.name, None, probe.step, None,
-                             detail="the call could not be replayed to name the op")
+            module = probe.name
+        elif probe.detail is not None:  # a parameter's gradient
+            module = probe.name
+        elif call is not None and probe.seq in call.output_seqs:
+            return NumericsError("backward", call.name, None, probe.step,
+                                 self._stats(bad.tensor),
+                                 detail="the gradient reaching the model's output was already "
+                                        "non-finite: it comes from the loss computed outside "
+                                        "the model")
+        else:
+            module = self._backward_module(bad)
+        op, tensor = None, bad.tensor
+        if not self._replay:
+            notes.append("the op is not named: replay=False (detection only)")
+        elif call is None:
+            notes.append("the call could not be replayed to name the op")
+        else:
+            finding = self._locate(call, probe, set(bad.kinds))
+            if finding is IGNORED:
+                return None
+            if isinstance(finding, str):
+                notes.append(finding)
+            elif finding is None:
+                notes.append(NOT_REPRODUCED)
+            else:
+                op = finding.op
+                if tensor is None:
+                    tensor = finding.tensor
+                if finding.detail:
+                    notes.append(finding.detail)
+                if finding.module != module and (probe.phase == "backward"
+                                                 or contains(finding.module, module)):
+                    # the replay saw the op run in an enclosing module's own code (forward),
+                    # or in the module whose autograd node made the gradient (backward)
+                    module = finding.module
+        if probe.phase == "backward" and probe.detail is None and module != probe.name:
+            notes.insert(0, f"first seen in the gradient of the output of module "
+                            f"{probe.name!r}")
+        return NumericsError(probe.phase, module, op, probe.step, self._stats(tensor),
+                             parameter=probe.detail, detail="; ".join(notes))
+
+    def _backward_module(self, bad: Bad) -> str:
+        """The module whose backward made a non-finite gradient first seen at the output of
+        ``bad.probe.name``: the module whose output gradient was the last finite one of the same
+        call before it (autograd reaches a module's output before its inputs), else the probed
+        module."""
+        probe = bad.probe
+        for prev in reversed(bad.before):
+            if (prev.phase == "backward" and prev.call == probe.call and prev.detail is None
+                    and prev.step == probe.step):
+                return prev.name
+        return probe.name
+
+    def _locate(self, call: Call, probe: Probe, kinds: set[str]) -> Finding | str | None:
+        """Replay ``call`` on a replica of its module to name the op (``None``: the replay did
+        not reproduce the value; a string: why it could not run)."""
+        try:
+            pairs = replica(call.module)
+        except Exception as exc:  # noqa: BLE001 - any failure to copy means: no replay
+            return (f"not replayed: the model could not be copied for a replay that leaves it "
+                    f"unchanged ({type(exc).__name__}: {exc})")
+        self._replay_names = {id(new): self._names[id(old)] for old, new in pairs
+                              if id(old) in self._names}
+        self._locating = True
+        saved_stack, self._stack = self._stack, []
+        try:
+            if probe.phase == "forward":
+                return locate_forward(call, pairs[0][1], probe.name, self._current,
+                                      self._op_ignored, self._module_ignored, kinds)
+            return locate_backward(call, pairs[0][1], self._current, self._module_ignored)
+        finally:
+            self._locating = False
+            self._stack = saved_stack
+            self._replay_names = {}
 
     def _bad_parameter(self, module_name: str) -> tuple[str, torch.Tensor] | None:
         """A non-finite parameter owned directly by the module, with its qualified name."""
@@ -366,34 +483,15 @@ class NumericsChecker:
     def _op_ignored(self, op: str) -> bool:
         return self._name_ignored(op)
 
-    def _explain_update(self, probe: Probe, stats) -> NumericsError:
+    def _explain_update(self, probe: Probe, tensor: torch.Tensor | None) -> NumericsError:
         op = f"{type(self._optimizer).__name__}.step"
-        tensor = None
-        for p in self._params():
-            if self._param_names.get(p) == probe.detail:
-                tensor = p if probe.slot is None else self._optimizer.state[p][probe.slot]
-                break
-        if tensor is not None and not kind_of([tensor]):
-            tensor = None
-        return NumericsError("update", probe.name, op, probe.step, stats(tensor),
+        return NumericsError("update", probe.name, op, probe.step, self._stats(tensor),
                              parameter=probe.detail, slot=probe.slot)
-
-    @staticmethod
-    def _input_tensor(call: Call, detail: str | None) -> torch.Tensor | None:
-        if detail is None:
-            return None
-        if detail.startswith("args["):
-            leaves = tree_leaves(call.args)
-            index = int(detail[5:-1])
-            return leaves[index] if index < len(leaves) else None
-        leaves = [t for t in tree_leaves(call.kwargs.get(detail)) if isinstance(t, torch.Tensor)]
-        bad = [t for t in leaves if kind_of([t])]
-        return bad[0] if bad else None
 
 
 def check_numerics(model: torch.nn.Module | Iterable[torch.nn.Module], optimizer: Any = None,
                    ignore: Iterable[Any] = (), print_tensors: bool = False, *,
-                   phases: Iterable[str] = PHASES) -> NumericsChecker:
+                   phases: Iterable[str] = PHASES, replay: bool = True) -> NumericsChecker:
     """Find where the first NaN or Inf of a training run comes from.
 
     ::
@@ -407,8 +505,10 @@ def check_numerics(model: torch.nn.Module | Iterable[torch.nn.Module], optimizer
     Forward: every module's floating outputs; backward: the gradient reaching every module's
     outputs and every parameter's gradient; update: parameters and optimizer state after each
     step. Detection costs one on-device sum per checked tensor and one host read per step;
-    only when a value is non-finite is the step's model call replayed to name the aten op or
-    autograd node (``docs/numerics.md``).
+    only when a value is non-finite is it confirmed on its tensor and the step's model call
+    replayed, on a replica of the model, to name the aten op or autograd node
+    (``docs/numerics.md``). The phase, module and step come from the probes and stand whatever
+    the replay shows; a replay that does not reproduce the value names no op.
 
     Args:
         model: the module to watch (all its submodules), or several.
@@ -425,6 +525,9 @@ def check_numerics(model: torch.nn.Module | Iterable[torch.nn.Module], optimizer
         phases: the phases to check, a subset of ``("forward", "backward", "update")``. With
             dynamic loss scaling the scaled backward pass overflows on purpose: leave out
             ``"backward"`` there.
+        replay: replay the failing call to name the op (default). ``False``: detection only,
+            the model is never run again; the error names phase, module and step, ``op=None``
+            (op names in ``ignore`` then have no effect).
 
     Returns:
         The ``NumericsChecker`` (a context manager).
@@ -437,4 +540,5 @@ def check_numerics(model: torch.nn.Module | Iterable[torch.nn.Module], optimizer
     if isinstance(modules, torch.Tensor) or not isinstance(modules, Iterable):
         raise TypeError(f"Expected `model` to be a torch.nn.Module or an iterable of modules, "
                         f"got {describe(model)}")
-    return NumericsChecker(list(modules), optimizer, ignore, print_tensors, phases=phases)
+    return NumericsChecker(list(modules), optimizer, ignore, print_tensors, phases=phases,
+                           replay=replay)
