@@ -75,6 +75,12 @@ def test_literal_learning_rates_epoch_one_at_epoch_one_rate(tmp_path, blocked):
     recipe.write_text(LITERAL)
     out = _train(tmp_path, recipe, blocked=blocked)
     _check_epoch_rates(out, 0.0003)
+    # the per-step record is written with or without the optional packages
+    rows = (tmp_path / "run" / "history.csv").read_text().splitlines()
+    assert rows[0].split(",")[:4] == ["step", "epoch", "loss", "learning_rate"]
+    assert [r.split(",")[1] for r in rows[1:]] == ["1", "1", "2", "2", "3", "3"]
+    assert [float(r.split(",")[3]) for r in rows[1:]] == pytest.approx(
+        [0.0003, 0.0003, 0.0006, 0.0006, 0.001, 0.001], rel=1e-6)  # the float32 rates
     if blocked:
         assert "dashboard: not written: matplotlib is missing (pip install 'trainop[plot]')" \
             in out.stdout

@@ -148,7 +148,8 @@ def _regularizer(recipe):
     o = recipe.options
     if recipe.builds != "TrainOp" or o["regularizer"] is None:
         return None
-    return o["regularizer"](**o["regularizer_params"])
+    factory, params = o["regularizer"], o["regularizer_params"]
+    return factory(**params)
 
 
 def _half_dtype(recipe):
@@ -231,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
     for note in notes:
         print(note)
+    print(f"history: {history.write_csv(out / 'history.csv')}")
     if writer is not None:
         writer.close()
         print(f"TensorBoard event files: {out / 'tensorboard'}")

@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -38,6 +39,20 @@ class History:
     epoch_rates: dict[int, float] = field(default_factory=dict)
     steps_per_epoch: int = 0
     seconds: float = 0.0
+
+    def write_csv(self, path: Path) -> Path:
+        """One row per micro-step (``step`` from 1, ``epoch`` from 1 when the run has epochs,
+        else empty), the columns ``loss``, ``learning_rate``, ``global_norm`` (empty on a
+        micro-step that only accumulated), ``loss_scale``, ``skipped`` (updates skipped so
+        far) and ``accumulating``: the run's record that needs no optional package."""
+        rows = ["step,epoch,loss,learning_rate,global_norm,loss_scale,skipped,accumulating"]
+        for k in range(len(self.loss)):
+            epoch = k // self.steps_per_epoch + 1 if self.steps_per_epoch else ""
+            norm = "" if self.accumulating[k] else repr(self.global_norm[k])
+            rows.append(f"{k + 1},{epoch},{self.loss[k]!r},{self.learning_rate[k]!r},{norm},"
+                        f"{self.loss_scale[k]!r},{self.skipped[k]},{int(self.accumulating[k])}")
+        path.write_text("\n".join(rows) + "\n")
+        return path
 
     def summary(self) -> str:
         """One paragraph: steps, the loss of the first and the last step (and the means of the
