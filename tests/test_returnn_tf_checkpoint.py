@@ -64,10 +64,10 @@ log_verbosity = 3
 RECENT = 'optimizer = {"class": "adam"}\nbehavior_version = 15'  # step read as a tensor
 
 
-def _returnn(tmp_path, name: str, extra: str, epochs: int, num_seqs: int = NUM_SEQS) -> None:
+def _returnn(tmp_path, name: str, extra: str, epochs: int) -> None:
     """Run RETURNN's TF engine on the config; its checkpoints land in tmp_path/name.NNN."""
     config = tmp_path / f"{name}_{epochs}.config"
-    config.write_text(CONFIG.format(num_seqs=num_seqs, epochs=epochs, lr=LR, extra=extra,
+    config.write_text(CONFIG.format(num_seqs=NUM_SEQS, epochs=epochs, lr=LR, extra=extra,
                                     model=str(tmp_path / name), init=str(tmp_path / "init")))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
     done = subprocess.run([sys.executable, "-m", "returnn", str(config)], cwd=tmp_path, env=env,
@@ -91,12 +91,12 @@ def run(tmp_path_factory):
     return tmp, init
 
 
-def _batches(num_seqs: int = NUM_SEQS):
+def _batches():
     """The DummyDataset's sequences (RETURNN's own generator), one per step."""
     from returnn.datasets.generating import DummyDataset
 
-    ds = DummyDataset(input_dim=3, output_dim=2, num_seqs=num_seqs, seq_len=2)
-    for i in range(num_seqs):
+    ds = DummyDataset(input_dim=3, output_dim=2, num_seqs=NUM_SEQS, seq_len=2)
+    for i in range(NUM_SEQS):
         s = ds.generate_seq(i)
         yield torch.from_numpy(s.features["data"]), torch.from_numpy(s.features["classes"]).long()
 
