@@ -6,8 +6,9 @@ random generator's state where one is used); its updater's slots, beta powers, l
 variable and ``accum_grad_multiple_step`` accumulators are not saved, and the engine
 re-initialises them when it resumes (``Updater.init_optimizer_vars``). So a RETURNN checkpoint
 loads with ``strict=False``: the weights and the step, the optimizer fresh, as RETURNN itself
-resumes. (Read from RETURNN's source; the checkpoint here is written with those names, not by
-RETURNN.)
+resumes. The checkpoint here is written with those names, not by RETURNN, so this runs
+without RETURNN and TF; ``test_returnn_tf_checkpoint.py`` runs RETURNN's TF engine and observes
+the same.
 """
 
 from __future__ import annotations
