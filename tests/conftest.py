@@ -20,6 +20,19 @@ def tf():
     return pytest.importorskip("tensorflow")
 
 
+@pytest.fixture(autouse=True)
+def _tensorflow_stays_eager():
+    """No test may leave TensorFlow switched to graph mode for the rest of the process (as
+    importing ``returnn.tf`` or ``tf.compat.v1.disable_eager_execution()`` does): the oracle
+    tests after it would fail far from the cause. Checked only where TF is already imported."""
+    yield
+    import sys
+
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and hasattr(tf, "executing_eagerly"):
+        assert tf.executing_eagerly(), "this test left TensorFlow in graph mode (eager disabled)"
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "native: needs trainop's native C kernels (skipped where "
                             "they cannot be built or TRAINOP_NATIVE=0)")
