@@ -5,7 +5,7 @@ Usage (the corpora are not part of the repository; fetch them yourself, e.g. Ope
 ``example_configs/``, RETURNN's ``demos/`` and ``tests/``, ``rwth-i6/returnn-experiments``)::
 
     python scripts/recipe_corpus.py /path/to/OpenSeq2Seq/example_configs /path/to/returnn/demos
-    python scripts/recipe_corpus.py --train --json results.json DIR...
+    python scripts/recipe_corpus.py --train --replay-coverage --json results.json DIR...
 
 Files: ``*.py`` under a directory holding OpenSeq2Seq configs, ``*.config`` (RETURNN), and
 ``*.yaml``/``*.yml``/``*.json`` with ``format: trainop``; ``--pattern`` adds others.
@@ -14,9 +14,17 @@ Each file is loaded by a worker process (this script's worker mode) under a time
 (``--timeout``, default 60 s per file) and an address-space cap (``--memory-gb``, default 8); a
 worker that times out or dies is counted as a crash for that file and replaced. The worker also
 runs ``check-config`` through the command's own entry point (``trainop.__main__.main``, output
-captured; an exception escaping it is a traceback); ``--subprocess-commands`` runs it as
-``python -m trainop check-config`` instead (slower: one interpreter per file). ``--train`` runs
-``python -m trainop train --steps 2`` on every resolved recipe, each its own subprocess.
+captured; an exception escaping it is a traceback; a ``SystemExit``'s code is the exit status).
+``--train`` runs ``trainop train FILE --steps 2 --no-progress --out SCRATCH`` the same way, in
+the worker, on every resolved recipe (TensorBoard files and dashboard written, as users get
+them; the output folder is removed afterwards). ``--subprocess-commands`` runs both as
+``python -m trainop ...`` instead (slower: one interpreter per file and command).
+
+``--replay-coverage``: per resolved recipe, whether ``trainop train FILE --compare-tf`` would
+replay it: the recipe is built as ``trainop train`` builds it
+(``trainop.interfaces.train.cli.build_run``, the command's defaults) and given to the replay
+plan (``trainop.interfaces.train.replay_plan.tf_plan``, no TensorFlow needed): replayable (by
+front and TF class), refused (by reason), or not built (the recipe's one-line error, by reason).
 
 A file counts as
 
@@ -35,12 +43,15 @@ import collections
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
 SUFFIXES = (".config", ".yaml", ".yml", ".json")
+#: ``trainop train``'s options in ``--train`` (with ``--out`` in the scratch folder).
+TRAIN_ARGS = ("--steps", "2", "--no-progress")
 
 
 def find_files(roots: list[str], patterns: list[str]) -> list[str]:
@@ -92,14 +103,24 @@ def _worker() -> None:
     warnings.simplefilter("ignore")
     for line in sys.stdin:
         request = json.loads(line)
-        answer = {"load": _load_one(trainop, request["path"])}
-        if request["check"]:
-            answer["check-config"] = _check_in_process(request["path"], request["scratch"])
+        path, scratch, task = request["path"], request["scratch"], request["task"]
+        if task == "load":
+            answer = _load_one(trainop, path)
+        elif task == "check-config":
+            answer = _in_process(["check-config", path, "--no-plot"], scratch)
+        elif task == "train":
+            out = os.path.join(scratch, "train-run")
+            answer = _in_process(["train", path, *TRAIN_ARGS, "--out", out], scratch)
+            shutil.rmtree(out, ignore_errors=True)
+        else:
+            answer = _replay_one(path, scratch)
         print(json.dumps(answer), flush=True)
 
 
-def _check_in_process(path: str, scratch: str) -> dict:
-    """``trainop check-config PATH --no-plot`` through the command's entry point."""
+def _in_process(argv: list[str], scratch: str) -> dict:
+    """``trainop ARGV`` through the command's entry point (``trainop.__main__.main``), in
+    ``scratch``, output captured: the exit status (a ``SystemExit``'s code), whether a traceback
+    was printed (an exception escaping the command is one), stderr's last line, the time."""
     import contextlib
     import io
     import traceback
@@ -109,11 +130,12 @@ def _check_in_process(path: str, scratch: str) -> dict:
     out, err = io.StringIO(), io.StringIO()
     cwd = os.getcwd()
     os.chdir(scratch)
+    start = time.perf_counter()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = main(["check-config", path, "--no-plot"])
+            status = main(argv)
     except SystemExit as exc:
-        status = exc.code if isinstance(exc.code, int) else 1
+        status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
     except Exception:  # noqa: BLE001 - a traceback is what this counts
         err.write(traceback.format_exc())
         status = 1
@@ -121,7 +143,43 @@ def _check_in_process(path: str, scratch: str) -> dict:
         os.chdir(cwd)
     text = err.getvalue()
     return {"status": status, "traceback": "Traceback (most recent call last)" in text,
-            "stderr": text.strip().splitlines()[-1][:300] if text.strip() else ""}
+            "stderr": text.strip().splitlines()[-1][:300] if text.strip() else "",
+            "seconds": round(time.perf_counter() - start, 3)}
+
+
+def _replay_one(path: str, scratch: str) -> dict:
+    """Whether ``trainop train PATH --compare-tf`` would replay the recipe: built as the command
+    builds it (its defaults), then its replay plan (no TensorFlow)."""
+    import argparse
+    import contextlib
+    import io
+    import traceback
+
+    from trainop.interfaces.train import cli
+    from trainop.interfaces.train.replay_plan import tf_plan
+
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["train", path, "--compare-tf",
+                              "--out", os.path.join(scratch, "replay-run")])
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            try:
+                prepared = cli.build_run(args)
+            except Exception as exc:  # noqa: BLE001 - the command's own split, below
+                if not cli.is_recipe_error(exc):
+                    raise
+                return {"status": "not built", "reason": " ".join(str(exc).split())[:300]}
+            finally:
+                shutil.rmtree(args.out, ignore_errors=True)
+            try:
+                plan = tf_plan(prepared.built, prepared.regularizer)
+            except ValueError as exc:
+                return {"status": "refused", "reason": " ".join(str(exc).split())[:300]}
+    except Exception as exc:  # noqa: BLE001 - the crashes are what this counts
+        return {"status": "crash", "reason": f"{type(exc).__name__}: {exc}"[:300],
+                "traceback": traceback.format_exc()[-2000:]}
+    return {"status": "replayable", "plan": f"{plan.front} {plan.tf_class}"}
 
 
 def _load_one(trainop, path: str) -> dict:
@@ -168,13 +226,17 @@ class Worker:
         self.env = {**os.environ, "RECIPE_CORPUS_MEMORY": str(int(memory_gb * (1 << 30)))}
         self.proc: subprocess.Popen | None = None
 
-    def load(self, path: str, timeout: float, check: bool, scratch: str) -> dict:
+    def ask(self, task: str, path: str, timeout: float, scratch: str) -> dict | None:
+        """The worker's answer to ``task`` (``load``, ``check-config``, ``train``, ``replay``)
+        for ``path``, or None when it gave none within ``timeout`` (+ 30 s for a new worker's
+        imports) or died: the worker is then replaced."""
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen([sys.executable, __file__, "--worker"],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL, text=True, env=self.env)
-        self.proc.stdin.write(json.dumps({"path": path, "check": check, "scratch": scratch})
-                              + "\n")
+            timeout += 30
+        request = {"task": task, "path": path, "scratch": scratch}
+        self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         result: list[str] = []
 
@@ -182,13 +244,11 @@ class Worker:
 
         reader = threading.Thread(target=lambda: result.append(self.proc.stdout.readline()))
         reader.start()
-        reader.join(timeout + 30)  # the first file also pays for importing trainop
+        reader.join(timeout)
         if reader.is_alive() or not result or not result[0]:
             self.close()
             reader.join()
-            return {"load": {"status": "crash", "error": "timeout or killed",
-                             "message": f"no answer within {timeout + 30:.0f} s or the worker "
-                                        f"died"}}
+            return None
         return json.loads(result[0])
 
     def close(self) -> None:
@@ -198,19 +258,52 @@ class Worker:
             self.proc = None
 
 
+#: A command's result when the worker gave no answer (timeout, or killed: a crash).
+NO_ANSWER = {"status": 124, "traceback": False, "stderr": "timeout or killed worker"}
+
+
 def _command(args: list[str], timeout: float, cwd: str) -> dict:
+    """``python -m trainop ARGS`` in a subprocess (``--subprocess-commands``)."""
+    start = time.perf_counter()
     try:
         done = subprocess.run([sys.executable, "-m", "trainop", *args], capture_output=True,
                               text=True, timeout=timeout, cwd=cwd)
     except subprocess.TimeoutExpired:
-        return {"status": 124, "traceback": False, "stderr": "timeout"}
+        return dict(NO_ANSWER, stderr="timeout")
     err = done.stderr
     return {"status": done.returncode, "traceback": "Traceback (most recent call last)" in err,
-            "stderr": err.strip().splitlines()[-1][:300] if err.strip() else ""}
+            "stderr": err.strip().splitlines()[-1][:300] if err.strip() else "",
+            "seconds": round(time.perf_counter() - start, 3)}
+
+
+def run_file(worker: Worker, path: str, args: argparse.Namespace, scratch: str) -> dict:
+    """One file's entry: ``load`` and, as asked, ``check-config``, ``train``, ``replay``."""
+    load = worker.ask("load", path, args.timeout, scratch)
+    if load is None:
+        load = {"status": "crash", "error": "timeout or killed",
+                "message": f"no answer within {args.timeout:.0f} s or the worker died"}
+    entry = {"load": load}
+    resolved = load["status"] == "resolved"
+    commands = {"check-config": (not args.no_check_config, ["check-config", path, "--no-plot"]),
+                "train": (args.train and resolved,
+                          ["train", path, *TRAIN_ARGS, "--out", os.path.join(scratch, "run")])}
+    for name, (wanted, argv) in commands.items():
+        if not wanted:
+            continue
+        if args.subprocess_commands:
+            entry[name] = _command(argv, args.timeout, scratch)
+            shutil.rmtree(os.path.join(scratch, "run"), ignore_errors=True)
+        else:
+            entry[name] = worker.ask(name, path, args.timeout, scratch) or dict(NO_ANSWER)
+    if args.replay_coverage and resolved:
+        entry["replay"] = worker.ask("replay", path, args.timeout, scratch) or {
+            "status": "crash", "reason": "timeout or killed worker"}
+    return entry
 
 
 # ----------------------------------------------------------------------------- tables
-def tabulate(results: dict[str, dict], train: bool) -> str:
+def tabulate(results: dict[str, dict]) -> str:
+    """The figures: load statuses, reasons, the commands' exit statuses, replay coverage."""
     statuses = collections.Counter(r["load"]["status"] for r in results.values())
     lines = [f"files: {len(results)}"]
     for status in ("resolved", "needs code", "failing", "crash"):
@@ -229,20 +322,49 @@ def tabulate(results: dict[str, dict], train: bool) -> str:
     if failing:
         lines.append("failing and crashes (reason, files):")
         lines += [f"  {n:4d}  {reason}" for reason, n in failing.most_common()]
-    for name in ("check-config", *(["train"] if train else [])):
+    for name in ("check-config", "train"):
         runs = [r[name] for r in results.values() if name in r]
+        if not runs:
+            continue
         tracebacks = sum(r["traceback"] for r in runs)
         codes = collections.Counter(r["status"] for r in runs)
+        seconds = sorted(r.get("seconds", 0.0) for r in runs)
         lines.append(f"{name}: {len(runs)} runs, exit status {dict(sorted(codes.items()))}, "
-                     f"tracebacks {tracebacks}")
+                     f"tracebacks {tracebacks}; {sum(seconds):.0f} s in all, median "
+                     f"{seconds[len(seconds) // 2]:.2f} s, longest {seconds[-1]:.1f} s")
         errors = collections.Counter(reason_of(r["stderr"]) for r in runs if r["status"])
         lines += [f"  {n:4d}  {reason}" for reason, n in errors.most_common(15)]
+    lines += _replay_table([r["replay"] for r in results.values() if "replay" in r])
     crashes = [p for p, r in results.items() if r["load"]["status"] == "crash"
-               or any(r.get(k, {}).get("traceback") for k in ("check-config", "train"))]
+               or any(r.get(k, {}).get("traceback") or r.get(k, {}).get("status") == 124
+                      for k in ("check-config", "train"))
+               or r.get("replay", {}).get("status") == "crash"]
     if crashes:
         lines.append("crashes and tracebacks:")
         lines += [f"  {p}" for p in crashes]
     return "\n".join(lines)
+
+
+def _replay_table(replays: list[dict]) -> list[str]:
+    """``--replay-coverage``'s lines: replayable of built, refused and not built by reason."""
+    if not replays:
+        return []
+    counts = collections.Counter(r["status"] for r in replays)
+    built = counts["replayable"] + counts["refused"]
+    lines = [f"replay coverage (--compare-tf) of the {len(replays)} resolved recipes: "
+             f"{counts['replayable']} of the {built} that build are replayable "
+             f"({100 * counts['replayable'] / max(built, 1):.0f}%), {counts['refused']} "
+             f"refused, {counts['not built']} not built, {counts['crash']} crashes"]
+    for status, key, title in (("replayable", "plan", "replayable (front, TF class)"),
+                               ("refused", "reason", "refused (reason)"),
+                               ("not built", "reason", "not built (reason)"),
+                               ("crash", "reason", "crashes")):
+        found = collections.Counter(reason_of(r[key]) for r in replays
+                                    if r["status"] == status)
+        if found:
+            lines.append(f"  {title}:")
+            lines += [f"    {n:4d}  {reason}" for reason, n in found.most_common()]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,9 +377,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-check-config", action="store_true",
                         help="skip `trainop check-config` (load_recipe only)")
     parser.add_argument("--subprocess-commands", action="store_true",
-                        help="run check-config as `python -m trainop` (one process per file)")
+                        help="run check-config and train as `python -m trainop` (one process "
+                             "per file and command)")
     parser.add_argument("--train", action="store_true",
-                        help="also run `trainop train --steps 2` on every loaded recipe")
+                        help="also run `trainop train --steps 2` on every resolved recipe")
+    parser.add_argument("--replay-coverage", action="store_true",
+                        help="also tell, per resolved recipe, whether `trainop train "
+                             "--compare-tf` would replay it (no TensorFlow needed)")
     parser.add_argument("--json", default=None, help="write every file's result here")
     args = parser.parse_args(argv)
     files = find_files(args.roots, args.pattern)
@@ -267,23 +393,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for k, path in enumerate(files, 1):
             path = os.path.abspath(path)
-            in_worker = not args.no_check_config and not args.subprocess_commands
-            entry = worker.load(path, args.timeout, in_worker, scratch)
-            if not args.no_check_config and "check-config" not in entry:
-                entry["check-config"] = _command(["check-config", path, "--no-plot"],
-                                                 args.timeout, scratch)
-            if args.train and entry["load"]["status"] == "resolved":
-                entry["train"] = _command(["train", path, "--steps", "2", "--no-progress",
-                                           "--out", os.path.join(scratch, f"run{k}")],
-                                          args.timeout, scratch)
-            results[path] = entry
-            print(f"[{k}/{len(files)}] {entry['load']['status']:10s} {path}", file=sys.stderr)
+            entry = results[path] = run_file(worker, path, args, scratch)
+            print(f"[{k}/{len(files)}] {entry['load']['status']:10s} {path}", file=sys.stderr,
+                  flush=True)
     finally:
         worker.close()
+        shutil.rmtree(scratch, ignore_errors=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)
-    print(tabulate(results, args.train))
+    print(tabulate(results))
     return 0
 
 

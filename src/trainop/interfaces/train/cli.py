@@ -27,9 +27,11 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["add_parser", "run"]
+__all__ = ["BuiltRun", "add_parser", "build_run", "is_recipe_error", "run"]
 
 PROG = "trainop train"
 DEFAULT_STEPS_PER_EPOCH = 10
@@ -101,7 +103,7 @@ def _writer(out: Path):
         return SummaryWriter(str(out / "tensorboard"))
 
 
-def _load_error(error: BaseException) -> bool:
+def is_recipe_error(error: BaseException) -> bool:
     """Whether ``error`` is the recipe's fault (printed in one line), not trainop's."""
     return isinstance(error, ValueError | TypeError | OSError | SyntaxError) or \
         type(error).__module__.split(".")[0] == "yaml"
@@ -161,52 +163,89 @@ def _half_dtype(recipe):
     return dtype if dtype in (torch.float16, torch.bfloat16) else None
 
 
+@dataclass
+class BuiltRun:
+    """What ``trainop train`` trains (``build_run``): the recipe, the built-in model (float16
+    weights when the recipe is mixed: ``half``) and a copy of its initial weights, the batches,
+    the built training object, RETURNN's learning-rate control (or None), OpenSeq2Seq's
+    regularizer object (or None), the recipe's own summary writer (or None) and notes."""
+
+    recipe: Any
+    model: Any
+    initial: Any
+    batches: list
+    built: Any
+    control: Any
+    regularizer: Any
+    half: Any
+    writer: Any
+    notes: list[str]
+
+
+def build_run(args: argparse.Namespace) -> BuiltRun:
+    """Load ``args.file`` and build it around the built-in model as ``trainop train`` does
+    (``args``: the command's options, e.g. ``parse_args(["train", FILE])`` of the ``trainop``
+    parser). The recipe's errors raise (``ValueError``, ``TypeError``, ...: see
+    ``is_recipe_error``); a recipe with ``debug_grad_summaries`` opens its writer in
+    ``args.out``."""
+    import torch
+
+    from trainop.interfaces.recipes import load_recipe
+    from trainop.interfaces.train.model import LSTMCellModel, make_batches
+
+    writer, notes = None, []
+    recipe = load_recipe(args.file)
+    if recipe.builds == "Updater" and recipe.options.get("debug_grad_summaries"):
+        writer = _writer(Path(args.out))  # the recipe's summaries are written with the run's
+        if writer is None:
+            recipe.options = dict(recipe.options, debug_grad_summaries=False)
+            notes.append("debug_grad_summaries: not written: the tensorboard package is "
+                         "missing (pip install 'trainop[tensorboard]')")
+    half = _half_dtype(recipe)
+    model = LSTMCellModel(seed=args.seed)
+    batches = make_batches(args.steps, seed=args.seed + 1)
+    if half is not None:
+        model = model.to(half)
+        batches = [(x.to(half), y.to(half)) for x, y in batches]
+    initial = copy.deepcopy(model)
+
+    def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.mse_loss(model(x), y)
+
+    built = recipe.build(model, loss, summary_writer=writer, **_run_length(recipe, args))
+    control = recipe.learning_rate_control() if recipe.builds == "Updater" else None
+    return BuiltRun(recipe, model, initial, batches, built, control, _regularizer(recipe), half,
+                    writer, notes)
+
+
 def run(args: argparse.Namespace) -> int:
     problem = _check_args(args)
     if problem:
         return _fail(problem)
     import torch
 
-    from trainop.interfaces.recipes import load_recipe
     from trainop.interfaces.train.loop import train_model
-    from trainop.interfaces.train.model import LSTMCellModel, make_batches
 
     # The built-in model is tiny: one thread is fastest, and spares a busy machine the
     # oversubscription that made a step 50x slower with 2 threads beside other work.
     torch.set_num_threads(1)
     out = Path(args.out)
-    writer, notes = None, []
     try:
-        recipe = load_recipe(args.file)
-        if recipe.builds == "Updater" and recipe.options.get("debug_grad_summaries"):
-            writer = _writer(out)  # the recipe's summaries are written with the run's
-            if writer is None:
-                recipe.options = dict(recipe.options, debug_grad_summaries=False)
-                notes.append("debug_grad_summaries: not written: the tensorboard package is "
-                             "missing (pip install 'trainop[tensorboard]')")
-        half = _half_dtype(recipe)
-        model = LSTMCellModel(seed=args.seed)
-        batches = make_batches(args.steps, seed=args.seed + 1)
-        if half is not None:
-            model = model.to(half)
-            batches = [(x.to(half), y.to(half)) for x, y in batches]
-        initial = copy.deepcopy(model)
-
-        def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            return torch.nn.functional.mse_loss(model(x), y)
-
-        built = recipe.build(model, loss, summary_writer=writer, **_run_length(recipe, args))
-        control = recipe.learning_rate_control() if recipe.builds == "Updater" else None
+        prepared = build_run(args)
     except Exception as error:  # noqa: BLE001 - the recipe's errors in one line, others raise
-        if not _load_error(error):
+        if not is_recipe_error(error):
             raise
         return _fail(f"invalid recipe {args.file}: {error}")
+    recipe, model, initial, batches = (prepared.recipe, prepared.model, prepared.initial,
+                                       prepared.batches)
+    built, control, half, writer = (prepared.built, prepared.control, prepared.half,
+                                    prepared.writer)
     plan = None
     if args.compare_tf:
         from trainop.interfaces.train.replay_plan import tf_plan
 
         try:  # refused here, before training, where TensorFlow 1 cannot replay the recipe
-            plan = tf_plan(built, _regularizer(recipe))
+            plan = tf_plan(built, prepared.regularizer)
         except ValueError as error:
             return _fail(f"--compare-tf cannot replay {args.file}: {error}")
     out.mkdir(parents=True, exist_ok=True)
@@ -230,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
                           control=control, steps_per_epoch=args.steps_per_epoch)
     if bar is not None:
         bar.close()
-    for note in notes:
+    for note in prepared.notes:
         print(note)
     print(f"history: {history.write_csv(out / 'history.csv')}")
     if writer is not None:
