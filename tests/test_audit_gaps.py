@@ -106,3 +106,23 @@ def test_summaries_are_written_every_summary_frequency_steps_without_tensorboard
         op()
     assert writer.scalars["learning_rate"] == [0, 3, 6]
     assert writer.scalars["train_loss"] == [0, 3, 6]
+
+
+def test_an_undefined_name_in_a_config_is_listed_never_guessed(tmp_path):
+    """A RETURNN config whose ``learning_rate`` refers to a name it never defines: the option
+    is absent from ``recipe.options`` (not 0, not RETURNN's default 1.0), listed in
+    ``recipe.unresolved`` with the file, the line and the name, and ``build`` asks for it;
+    the other options still resolve."""
+    path = tmp_path / "undefined.config"
+    path.write_text('optimizer = {"class": "adam"}\nlearning_rate = base_lr * 2\n')
+    recipe = trainop.load_recipe(str(path))
+    assert "learning_rate" not in recipe.options
+    where = recipe.unresolved["learning_rate"]
+    assert (where.line, where.reason) == (2, "undefined name 'base_lr'")
+    assert where.filename.endswith("undefined.config")
+    with pytest.raises(ValueError, match=r"learning_rate at .*undefined.config:2: undefined "
+                                         r"name 'base_lr'"):
+        recipe.build(_model())
+    model = _model()
+    updater = recipe.build(model, overrides={"learning_rate": 0.25})
+    assert float(updater.get_current_step_learning_rate()) == 0.25
