@@ -260,3 +260,53 @@ def test_save_errors(tmp_path):
     with pytest.raises(TypeError, match=r"Expected `forget_bias` to be a float"):
         ckpt.lstm_bias_forget("1")
     assert not list(tmp_path.iterdir())
+
+
+def test_index_naming_one_data_block_many_times(tmp_path):
+    """A hostile index whose index block names the same data block again and again is refused
+    at the second mention (before, each mention cost a CRC pass and a copy of the block's
+    entries, and only the key order check caught it at the end)."""
+    from trainop.interfaces.checkpoints.sstable import (
+        MAGIC,
+        _append_block,
+        _build_block,
+        read_table,
+    )
+
+    out = bytearray()
+    handle = _append_block(out, _build_block([(b"a", b"x"), (b"b", b"y")]))
+    meta = _append_block(out, _build_block([]))
+    index = _append_block(out, _build_block([(b"b%06d" % i, handle) for i in range(10000)]))
+    footer = meta + index
+    out += footer + b"\x00" * (40 - len(footer)) + MAGIC.to_bytes(8, "little")
+    with pytest.raises(ValueError, match=r"x: data block at 0 overlaps or precedes the "
+                                         r"previous one \(which ends at 23\): damaged"):
+        read_table(bytes(out), "x")
+
+
+def test_negative_dimensions_are_refused(tmp_path):
+    """Two negative sizes multiply to a positive byte count: refused by name, not left to a
+    torch reshape error."""
+    from trainop.interfaces.checkpoints.sstable import read_table, write_table
+    from trainop.interfaces.checkpoints.wire import encode
+
+    path = _checkpoint(tmp_path)
+    entries = read_table(Path(path + ".index").read_bytes(), "x")
+    old = dict(entries)[b"dense/kernel"]
+    dims = b"".join(encode([(2, encode([(1, n)]))]) for n in (-3, -2))
+    fields = [(1, 1), (2, dims)] + [(n, v) for n, v in _fields(old) if n not in (1, 2)]
+    new = encode(fields, fixed32=frozenset({6}))
+    entries = [(k, new if k == b"dense/kernel" else v) for k, v in entries]
+    Path(path + ".index").write_bytes(write_table(entries))
+    model, opt = _setup()
+    before = _snapshot(model, opt)
+    with pytest.raises(ValueError, match=re.escape("entry 'dense/kernel': the shape (-3, -2) "
+                                                   "has a negative size")):
+        ckpt.load_tf(path, model, opt, names=NAMES)
+    assert _same(before, _snapshot(model, opt))
+
+
+def _fields(value: bytes) -> list[tuple[int, int | bytes]]:
+    from trainop.interfaces.checkpoints.wire import parse
+
+    return [(n, v) for n, values in parse(value, "x").items() for v in values]

@@ -59,7 +59,10 @@ def _shape(data: bytes, what: str) -> tuple[int, ...]:
     fields = parse(data, what)
     if _first(fields, 3):
         raise CorruptCheckpoint(f"{what}: the shape has unknown rank")
-    return tuple(signed64(_first(parse(dim, what), 1)) for dim in fields.get(2, []))
+    shape = tuple(signed64(_first(parse(dim, what), 1)) for dim in fields.get(2, []))
+    if any(n < 0 for n in shape):  # two negative sizes would pass the byte-count check
+        raise CorruptCheckpoint(f"{what}: the shape {shape} has a negative size")
+    return shape
 
 
 def _header(value: bytes, index: str) -> int:

@@ -81,10 +81,16 @@ def read_table(data: bytes, what: str) -> list[tuple[bytes, bytes]]:
                                 f"a TF checkpoint index")
     _, pos = _handle(footer, 0, what)
     index_handle, _ = _handle(footer, pos, what)
-    out = []
+    out, end = [], 0
     for _, value in _entries(_block(data, index_handle, what), what):
         handle, _ = _handle(value, 0, what)
+        # data blocks lie in file order, each once: a hostile index naming one block many
+        # times would otherwise cost a CRC pass and a copy of its entries per mention
+        if handle[0] < end:
+            raise CorruptCheckpoint(f"{what}: data block at {handle[0]} overlaps or precedes "
+                                    f"the previous one (which ends at {end}): damaged")
         out.extend(_entries(_block(data, handle, what), what))
+        end = handle[0] + handle[1] + 5
     keys = [k for k, _ in out]
     if keys != sorted(keys) or len(set(keys)) != len(keys):
         raise CorruptCheckpoint(f"{what}: keys out of order: damaged")
