@@ -284,6 +284,21 @@ def test_index_naming_one_data_block_many_times(tmp_path):
         read_table(bytes(out), "x")
 
 
+def test_index_keys_unpacking_quadratically():
+    """A block of entries each sharing the whole previous key and adding one byte (4 bytes an
+    entry, keys in order) would unpack to memory quadratic in the file; TF stores a key whole
+    every 16 entries, so more than 16 key bytes per block byte is refused while reading."""
+    from trainop.interfaces.checkpoints.sstable import _entries
+    from trainop.interfaces.checkpoints.wire import encode_varint
+
+    n = 2000
+    body = b"".join(encode_varint(i) + encode_varint(1) + b"\x00" + b"a" for i in range(n))
+    block = body + (0).to_bytes(4, "little") + (1).to_bytes(4, "little")
+    with pytest.raises(ValueError, match=rf"x: a block of {len(block)} bytes unpacks to more "
+                                         rf"than 16 times as many key bytes: damaged"):
+        list(_entries(block, "x"))
+
+
 def test_negative_dimensions_are_refused(tmp_path):
     """Two negative sizes multiply to a positive byte count: refused by name, not left to a
     torch reshape error."""

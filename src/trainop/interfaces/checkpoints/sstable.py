@@ -56,7 +56,7 @@ def _entries(block: bytes, what: str) -> Iterator[tuple[bytes, bytes]]:
     end = len(block) - 4 - 4 * restarts
     if end < 0:
         raise CorruptCheckpoint(f"{what}: a block claims {restarts} restart points")
-    pos, key = 0, b""
+    pos, key, key_bytes = 0, b"", 0
     while pos < end:
         shared, pos = decode_varint(block, pos, what)
         unshared, pos = decode_varint(block, pos, what)
@@ -64,6 +64,14 @@ def _entries(block: bytes, what: str) -> Iterator[tuple[bytes, bytes]]:
         if shared > len(key) or pos + unshared + size > end:
             raise CorruptCheckpoint(f"{what}: a block entry runs past its block")
         key = key[:shared] + block[pos:pos + unshared]
+        # TF stores a key whole at least every _RESTART_INTERVAL entries, so a block's keys
+        # unpack to at most that many times its length; more is a hostile chain of shared
+        # prefixes (memory quadratic in the block)
+        key_bytes += len(key)
+        if key_bytes > _RESTART_INTERVAL * len(block):
+            raise CorruptCheckpoint(f"{what}: a block of {len(block)} bytes unpacks to more "
+                                    f"than {_RESTART_INTERVAL} times as many key bytes: "
+                                    f"damaged")
         pos += unshared
         yield key, block[pos:pos + size]
         pos += size
