@@ -37,6 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     from trainop.interfaces.recipes import load_recipe
+    from trainop.interfaces.train.cli import is_recipe_error
 
     try:
         recipe = load_recipe(args.file)
@@ -48,8 +49,7 @@ def run(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # the reader stopped (`| head`): not the recipe's fault
         raise
     except Exception as exc:  # noqa: BLE001 - the recipe's errors in one line, others raise
-        if not (isinstance(exc, ValueError | TypeError | SyntaxError | OSError)
-                or type(exc).__module__.split(".")[0] == "yaml"):
+        if not is_recipe_error(exc):
             raise
         text = " ".join(f"{type(exc).__name__}: {exc}".split())
         sys.stderr.write(f"trainop check-config: invalid recipe {args.file}: {text}\n")

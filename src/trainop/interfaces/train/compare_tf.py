@@ -33,7 +33,6 @@ fed as a float (the schedules' parity with TF's decay functions is tested on the
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -47,8 +46,7 @@ __all__ = ["deviations", "replay_in_tf"]
 
 
 def _tensorflow():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before the import
-    import tensorflow as tf
+    import tensorflow as tf  # TF_CPP_MIN_LOG_LEVEL: set by tf_logs_dropped, around every call
 
     tf.get_logger().setLevel("ERROR")
     return tf
@@ -132,13 +130,10 @@ def _penalty(tf, regularizer, w):
     return scale * (tf.nn.l2_loss(w) if kind == "l2" else tf.reduce_sum(tf.abs(w)))
 
 
-def _global_norm(tf, grads):
-    return tf.linalg.global_norm(grads)
-
-
 def _returnn_steps(tf, plan: ReplayPlan, grads, raw_norm):
     for stage, args in plan.steps:
-        norm = raw_norm if args.get("use_norm") == "given" else _global_norm(tf, grads)
+        if stage in ("clip_by_global_norm", "clip_to_zero"):
+            norm = raw_norm if args.get("use_norm") == "given" else tf.linalg.global_norm(grads)
         if stage == "clip_by_value":
             grads = [tf.clip_by_value(g, args["clip_value_min"], args["clip_value_max"])
                      for g in grads]
@@ -281,7 +276,7 @@ def _replay(initial: LSTMCellModel, plan: ReplayPlan,
                                                  use_resource=True, trainable=False)
         accumulate = tf.group(*[a.assign_add(g / divisor if divisor > 1 else g)
                                 for a, g in zip(accumulators, raw, strict=True)],
-                              raw_norm_var.assign(_global_norm(tf, raw)))
+                              raw_norm_var.assign(tf.linalg.global_norm(raw)))
         grads = [a.read_value() for a in accumulators]
         variables = list(masters.values())
         if plan.front == "returnn":

@@ -236,7 +236,7 @@ class NumericsChecker:
                 rng["cuda"] = torch.cuda.get_rng_state_all()
         self._calls.append(Call(module, name, args, {}, rng, torch.is_grad_enabled()))
         self._input_mark = len(self._log)
-        if "forward" in self._phases:
+        if self._forward:
             for i, t in enumerate(tree_leaves(args)):
                 self._probe_input(t, f"args[{i}]")
 
@@ -272,7 +272,7 @@ class NumericsChecker:
             return
         record = self._calls[-1]
         record.kwargs = dict(kwargs)
-        if "forward" in self._phases:
+        if self._forward:
             at = self._input_mark
             for key, value in kwargs.items():
                 for t in tree_leaves(value):
@@ -290,7 +290,7 @@ class NumericsChecker:
             seen = self._outputs.get(id(t))
             if seen is not None and seen[0] is t:
                 record.output_seqs.add(seen[1])
-            if self._replay and "backward" in self._phases and t.requires_grad:
+            if self._replay and self._backward and t.requires_grad:
                 t.register_hook(self._output_grad_recorder(record, i))
         self._outputs.clear()
         if not record.grad_enabled and len(self._calls) == 1:
@@ -328,7 +328,7 @@ class NumericsChecker:
         return [p for g in self._optimizer.param_groups for p in g["params"]]
 
     def _pre_step(self, optimizer, args, kwargs) -> None:
-        if "backward" in self._phases:
+        if self._backward:
             params = [p for p in self._params() if p.grad is not None]
             meta = ("backward", self.step, max(len(self._calls) - 1, 0))
             self._log.add_many([p.grad for p in params],

@@ -38,6 +38,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from trainop.training.numerics.probes import kind_of
+
 __all__ = ["IGNORED", "Call", "Finding", "kind_of", "locate_backward", "locate_forward", "op_name",
            "contains", "replica"]
 
@@ -67,19 +69,6 @@ class Finding:
     op: str | None
     tensor: torch.Tensor | None
     detail: str = ""
-
-
-def kind_of(values: Iterable[torch.Tensor]) -> set[str]:
-    """Which non-finite kinds (``"nan"``, ``"inf"``) the floating tensors hold (host reads)."""
-    kinds: set[str] = set()
-    for t in values:
-        if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() == 0:
-            continue
-        if bool(torch.isnan(t).any()):
-            kinds.add("nan")
-        if bool(torch.isinf(t).any()):
-            kinds.add("inf")
-    return kinds
 
 
 def op_name(func: Any) -> str:

@@ -28,13 +28,13 @@ the probes read individually to find the first confirmed one in execution order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import torch
 from torch._utils import _flatten_dense_tensors
 
-__all__ = ["Bad", "Probe", "ProbeLog"]
+__all__ = ["Bad", "Probe", "ProbeLog", "kind_of"]
 
 _WIDEN = (torch.float16, torch.bfloat16)
 _SMALL = 16384  # elements: smaller tensors are concatenated and summed together by add_many
@@ -196,7 +196,7 @@ class ProbeLog:
                 yield Bad(Probe(*probe), frozenset({"nan" if s != s else "inf"}), None, False,
                           before)
                 continue
-            kinds = _kinds(tensor)
+            kinds = frozenset(kind_of([tensor]))
             if kinds:
                 yield Bad(Probe(*probe), kinds, tensor, True, before)
 
@@ -259,14 +259,19 @@ class _OneThread:
 _ONE_THREAD = _OneThread()
 
 
-def _kinds(t: torch.Tensor) -> frozenset[str]:
-    """Which non-finite kinds (``"nan"``, ``"inf"``) ``t`` holds (host reads)."""
-    kinds = set()
-    if bool(torch.isnan(t).any()):
-        kinds.add("nan")
-    if bool(torch.isinf(t).any()):
-        kinds.add("inf")
-    return frozenset(kinds)
+def kind_of(values: Iterable[torch.Tensor]) -> set[str]:
+    """Which non-finite kinds (``"nan"``, ``"inf"``) the floating (or complex) tensors hold
+    (host reads)."""
+    kinds: set[str] = set()
+    for t in values:
+        if (not isinstance(t, torch.Tensor) or t.numel() == 0
+                or not (t.is_floating_point() or t.is_complex())):
+            continue
+        if bool(torch.isnan(t).any()):
+            kinds.add("nan")
+        if bool(torch.isinf(t).any()):
+            kinds.add("inf")
+    return kinds
 
 
 def _all_finite(values: list[torch.Tensor], chunks: list[torch.Tensor]) -> bool:
