@@ -58,7 +58,13 @@ from trainop.contract.gate import NO_GATE, Gate, make_gate
 from trainop.contract.hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop.contract.implementations import Implementations
 from trainop.contract.overlap import check_no_duplicates, check_no_overlap, check_written_apart
-from trainop.contract.slots import AggregationMethod, SlotSpec, check_slot, uniform_slots
+from trainop.contract.slots import (
+    AggregationMethod,
+    SlotSpec,
+    check_slot,
+    slot_dtype,
+    uniform_slots,
+)
 from trainop.contract.state import OptimizerState, SlotState, adopt
 from trainop.contract.step_plan import GroupsSnapshot, StepPlan, build_plan
 from trainop.contract.torch_style import check_group_keys, install, is_required
@@ -826,7 +832,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     def _make_slots(self, var: torch.Tensor, group: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         slots = {}
         for spec in self._slot_specs(group):
-            dtype = spec.dtype or var.dtype
+            dtype = slot_dtype(spec, var)
             if spec.scalar:
                 slots[spec.name] = torch.full((), spec.fill, dtype=dtype, device=var.device)
             else:
