@@ -34,16 +34,16 @@ def ftrl(var: torch.Tensor, grad: torch.Tensor, accum: torch.Tensor, linear: tor
         return
     grad_used = grad + var * (2 * l2_shrinkage) if l2_shrinkage > 0 else grad
     new_accum = accum + grad * grad
-    new_linear = linear + (grad_used - (_power(new_accum, lr_power)
-                                        - _power(accum, lr_power)) / lr * var)
+    delta = grad_used - (_power(new_accum, lr_power) - _power(accum, lr_power)) / lr * var
+    keep = lr == 0 if isinstance(lr, torch.Tensor) else None
+    # a float lr updates ``linear`` in place; a tensor lr keeps the old slots for the select
+    new_linear = linear.add_(delta) if keep is None else linear + delta
     quadratic = _power(new_accum, lr_power) / lr + 2 * l2
     pre_shrink = (new_linear.sign() * l1 - new_linear) / quadratic
     new_var = torch.where(new_linear.abs() > l1, pre_shrink, torch.zeros_like(var))
-    if isinstance(lr, torch.Tensor):
-        keep = lr == 0
-        new_linear = torch.where(keep, linear, new_linear)
+    if keep is not None:
+        linear.copy_(torch.where(keep, linear, new_linear))
         new_var = torch.where(keep, var, new_var)
         new_accum = torch.where(keep, accum, new_accum)
-    linear.copy_(new_linear)
     var.copy_(new_var)
     accum.copy_(new_accum)

@@ -50,10 +50,11 @@ from typing import Any
 import torch
 
 from trainop.contract.checkpoint_foreign import check_not_foreign
+from trainop.contract.slots import slot_dtype
 from trainop.contract.state import STEP_LIMIT
 from trainop.contract.validation import describe
 
-__all__ = ["LR_SCHEDULER_KEYS", "slot_dtype", "validate_loadable",
+__all__ = ["LR_SCHEDULER_KEYS", "validate_loadable",
            "validate_optimizer_state"]
 
 #: Group keys torch's LR schedulers add (``OneCycleLR``, ``CyclicLR``; ``initial_lr`` is
@@ -187,11 +188,6 @@ def _check_non_slot(opt: Any, where: str, saved: Mapping, has_slots: bool) -> No
     if has_slots and missing:
         _fail(ValueError, where, f"Expected the non-slot variables {missing} (saved after "
                                  f"a step); they are missing and would be re-initialised")
-
-
-def slot_dtype(spec: Any, param: torch.Tensor) -> torch.dtype:
-    """The dtype a slot is loaded (and created) in: its fixed dtype, else the parameter's."""
-    return spec.dtype or param.dtype
 
 
 def _check_slots(opt: Any, where: str, group: Mapping, param: torch.Tensor, saved: Any) -> None:

@@ -29,7 +29,8 @@ from typing import Any
 
 import torch
 
-from trainop.contract.checkpoint import slot_dtype, validate_optimizer_state
+from trainop.contract.checkpoint import validate_optimizer_state
+from trainop.contract.slots import slot_dtype
 
 __all__ = ["load_optimizer_state"]
 

@@ -58,7 +58,13 @@ from trainop.contract.gate import NO_GATE, Gate, make_gate
 from trainop.contract.hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop.contract.implementations import Implementations
 from trainop.contract.overlap import check_no_duplicates, check_no_overlap, check_written_apart
-from trainop.contract.slots import AggregationMethod, SlotSpec, check_slot, uniform_slots
+from trainop.contract.slots import (
+    AggregationMethod,
+    SlotSpec,
+    check_slot,
+    slot_dtype,
+    uniform_slots,
+)
 from trainop.contract.state import OptimizerState, SlotState, adopt
 from trainop.contract.step_plan import GroupsSnapshot, StepPlan, build_plan
 from trainop.contract.torch_style import check_group_keys, install, is_required
@@ -141,7 +147,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         self._use_locking = check_bool("use_locking", use_locking)
         defaults = {**defaults, **self._extra_defaults()}
         self.defaults = defaults  # read by _validate_group_values for boolean options
-        self._validate_group_values(defaults)
+        self._validate_group_values(defaults, required_ok=True)
         self._param_index_cache: tuple[GroupsSnapshot, dict[int, int]] | None = None
         self._step_plan: StepPlan | None = None
         self._hyper_cache: dict[int, tuple[dict, tuple, Prepared]] = {}
@@ -195,10 +201,15 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         """
 
     # ------------------------------------------------------------------ validation
-    def _validate_group_values(self, values: Mapping[str, Any]) -> None:
+    def _validate_group_values(self, values: Mapping[str, Any], *,
+                               required_ok: bool = False) -> None:
+        """Check hyperparameter values as the constructor does. ``required_ok``: the
+        constructor's defaults, where torch's ``required`` marker stands for a value every
+        param group gives (``torch_style.py``); anywhere else (a param group, a checkpoint's
+        group) the marker is rejected like any other value that is not a hyperparameter."""
         for key, value in values.items():
-            if key in _GROUP_BOOKKEEPING or is_required(value):
-                continue  # (required: a default every group gives, torch_style.py)
+            if key in _GROUP_BOOKKEEPING or (required_ok and is_required(value)):
+                continue
             arg = self._arg_names.get(key, key)
             if key in self._ranges:
                 check_hyper(arg, value, self._ranges[key])
@@ -614,7 +625,6 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         they change (``_step_hyper`` reuses the result); a 0-dim tensor is not read (no host
         synchronisation): see ``docs/design.md`` for a tensor learning rate holding NaN."""
         prepared = {}
-        self._check_required(values, "the param group of variables new to the optimizer")
         for key, value in values.items():
             if key in _GROUP_BOOKKEEPING:
                 continue
@@ -712,6 +722,8 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             if tf_group is not None and any(tf_group is g for g in self.param_groups):
                 tf_prepared = self._prepare(tf_group, tf_group["non_slot"]["step"])
             else:
+                self._check_required(self.defaults,
+                                     "the param group of variables new to the optimizer")
                 tf_prepared = self._prepare(self.defaults, torch.zeros((), dtype=torch.int64))
         # (step() runs without autograd already; apply_gradients may not)
         with torch.no_grad() if torch.is_grad_enabled() else contextlib.nullcontext():
@@ -820,7 +832,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     def _make_slots(self, var: torch.Tensor, group: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         slots = {}
         for spec in self._slot_specs(group):
-            dtype = spec.dtype or var.dtype
+            dtype = slot_dtype(spec, var)
             if spec.scalar:
                 slots[spec.name] = torch.full((), spec.fill, dtype=dtype, device=var.device)
             else:

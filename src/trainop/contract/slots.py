@@ -15,7 +15,7 @@ from trainop.contract.overlap import own_elements_overlap
 from trainop.contract.validation import describe
 from trainop.kernels.native.boundary import PLAIN_TYPES
 
-__all__ = ["AggregationMethod", "SlotSpec", "check_slot", "uniform_slots"]
+__all__ = ["AggregationMethod", "SlotSpec", "check_slot", "slot_dtype", "uniform_slots"]
 
 
 class AggregationMethod:
@@ -39,6 +39,12 @@ class SlotSpec(NamedTuple):
     nonnegative: bool = False
 
 
+def slot_dtype(spec: SlotSpec, var: torch.Tensor) -> torch.dtype:
+    """The dtype of ``var``'s slot ``spec`` (created, checked, and cast to on load): its fixed
+    dtype, else the variable's."""
+    return spec.dtype or var.dtype
+
+
 def uniform_slots(slot_specs: Callable) -> Callable:
     """Marks an optimizer's ``_slot_specs`` whose slots, for every group, all have the
     variable's shape and dtype (no ``scalar``, no fixed ``dtype``): then a step checks a
@@ -54,6 +60,7 @@ def check_slot(var: torch.Tensor, spec: SlotSpec, slot: Any) -> None:
     shape, dtype, device and layout with elements of its own. A plain contiguous slot of the
     right kind returns before any message is formatted."""
     shape = () if spec.scalar else var.shape
+    # (slot_dtype inline: this test runs for every slot at every step)
     if (type(slot) in PLAIN_TYPES and slot.layout == torch.strided and slot.shape == shape
             and slot.dtype == (spec.dtype or var.dtype) and slot.device == var.device
             and slot.is_contiguous()):
@@ -64,7 +71,7 @@ def check_slot(var: torch.Tensor, spec: SlotSpec, slot: Any) -> None:
     shape = tuple(shape)
     if tuple(slot.shape) != shape:
         raise ValueError(f"Expected {where} to have shape {shape}, got {tuple(slot.shape)}")
-    dtype = spec.dtype or var.dtype
+    dtype = slot_dtype(spec, var)
     if slot.dtype != dtype:
         raise ValueError(f"Expected {where} to have dtype {dtype}, got {slot.dtype}")
     if slot.device != var.device:
