@@ -115,6 +115,8 @@ def _range(meter: Meter, args: list, kwargs: dict) -> list[int]:
 
 def _reduce(fn: Callable[..., Any]) -> Callable[..., Any]:
     def call(meter: Meter, args: list, kwargs: dict) -> Any:
+        if "key" in kwargs:  # a key function would call a value the caller resolved
+            raise NotPure(f"{fn.__name__}() with a key function")
         if len(args) == 1 and not isinstance(args[0], int | float):
             args = [_iterable(meter, args[0])]
         if fn is sum and not all(_is_real(v) for v in (*args[0], *args[1:], *kwargs.values())):

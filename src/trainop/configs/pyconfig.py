@@ -576,9 +576,13 @@ def _statement(stmt: ast.stmt, evaluate: _Evaluator, config: PyConfig, filename:
             test = evaluate(stmt.test)
             if is_array(test):
                 raise _NotData(stmt, "the truth of an array")
-        except _NotData as exc:
+        except _Bound:
+            raise
+        except Exception as exc:  # noqa: BLE001 - _NotData, or arithmetic on data (1/0, a[9])
+            reason = exc.reason if isinstance(exc, _NotData) else \
+                f"{type(exc).__name__}: {_short(str(exc))}"
             _code_statement(stmt, config, filename, f"an `if` statement at line {line} whose "
-                                                    f"test is not data ({exc.reason})")
+                                                    f"test is not data ({reason})")
             return
         for inner in (stmt.body if test else stmt.orelse):
             _statement(inner, evaluate, config, filename, resolve)
