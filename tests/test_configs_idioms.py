@@ -164,6 +164,20 @@ def test_a_key_function_never_calls_a_resolved_value():
     assert config.values["d"] == [1, 3]
 
 
+def test_numpy_arrays_of_big_ints_are_not_built():
+    """``numpy.array([10**1000])`` would be an object array, whose ``** 10**1000`` runs Python's
+    unbounded integer power: refused when built (int64/uint64/float64 arrays only)."""
+    config = evaluate_python_config(
+        "import numpy\na = numpy.array([10**1000])\nb = a ** 10**1000\n"
+        "c = numpy.concatenate([[10**1000], [1]])\nd = numpy.array([2**63])\n", "big.config")
+    assert config.unresolved["a"].reason == (
+        "calls numpy.array(...) with arguments that are not data: an array of integers beyond "
+        "64 bits")
+    assert config.unresolved["b"].reason.startswith("uses 'a', which could not be evaluated")
+    assert config.unresolved["c"].reason.endswith("an array of integers beyond 64 bits")
+    assert config.values["d"] == [2**63]
+
+
 def test_an_if_test_that_fails_on_data_is_listed_not_raised():
     """``if 1 / 0:`` is arithmetic on data that fails: the statement and the names it assigns
     are listed, as a failing assignment is, and the file still loads."""

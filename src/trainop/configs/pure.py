@@ -219,7 +219,10 @@ def _array_of(meter: Meter, value: Any) -> Any:
         raise NotPure(f"an array of {type(value).__name__}")
     numbers = [_real(v, "an element") for v in value]
     meter.charge(len(numbers))
-    return _numpy().asarray(numbers)
+    array = _numpy().asarray(numbers)
+    if array.dtype.kind not in "iuf":  # object arrays of big ints: unbounded arithmetic
+        raise NotPure("an array of integers beyond 64 bits")
+    return array
 
 
 def _array(meter: Meter, args: list, kwargs: dict) -> Any:
