@@ -31,7 +31,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT_BITS", "MAX_SYNTAX_DEPTH", "MAX_WEIGHT",
-           "MAX_WORK", "BoundExceeded", "Meter", "check_int_bits", "check_weight", "is_array"]
+           "MAX_WORK", "BoundExceeded", "Meter", "check_int_bits", "check_weight", "is_array",
+           "is_numpy_scalar"]
 
 MAX_FILE_BYTES = 4 << 20
 MAX_WEIGHT = 1_100_000
@@ -52,6 +53,11 @@ class BoundExceeded(Exception):
 def is_array(value: Any) -> bool:
     """A numpy array (the evaluator keeps 1-D arrays as values)."""
     return type(value).__name__ == "ndarray" and type(value).__module__ == "numpy"
+
+
+def is_numpy_scalar(value: Any) -> bool:
+    """A numpy scalar (``numpy.float64``, ``numpy.int64``: an element of an array)."""
+    return type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0
 
 
 class Meter:

@@ -31,9 +31,10 @@ from trainop.configs.bounds import (
     Meter,
     check_int_bits,
     check_weight,
+    is_numpy_scalar,
 )
 from trainop.configs.errors import RecipeError
-from trainop.configs.pure import BUILTINS, NUMPY, NotPure, is_array
+from trainop.configs.pure import BUILTINS, NUMPY, NotPure, elements, is_array
 
 __all__ = ["PyConfig", "Symbol", "Unresolved", "evaluate_python_config", "parse_python"]
 
@@ -340,14 +341,13 @@ class _Evaluator:
 
     # ------------------------------------------------------------------ comprehensions
     def _iterate(self, node: ast.AST, value: Any) -> list:
-        if is_array(value):
-            if value.ndim != 1:
-                raise _NotData(node, "iterates over an array that is not 1-D")
-            return value.tolist()
-        if isinstance(value, list | tuple | str | bytes | dict | set | frozenset):
+        if isinstance(value, bytes):
             self.meter.charge(len(value))
             return list(value)
-        raise _NotData(node, f"iterates over {type(value).__name__}")
+        try:
+            return list(elements(self.meter, value))
+        except NotPure as exc:
+            raise _NotData(node, str(exc)) from None
 
     def _comprehension(self, node: Any, element: Callable[[], Any]) -> list:
         out: list = []
@@ -403,9 +403,7 @@ class _Evaluator:
 
 
 def _is_number(value: Any) -> bool:
-    if isinstance(value, int | float | complex):
-        return True
-    return type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0
+    return isinstance(value, int | float | complex) or is_numpy_scalar(value)
 
 
 def _short(text: str) -> str:
