@@ -74,6 +74,9 @@ ERRORS: list[Row] = [
         r"r.json: an integer would have more than 4,096 bits \(MAX_INT_BITS; about 16,610\)$"),
     Row("yaml-int", load("r.yaml", "learning_rate: 1" + "0" * 5000 + "\n"), R,
         r"r.yaml: an integer would have more than 4,096 bits \(MAX_INT_BITS; about 5,000\)$"),
+    Row("lines-int", load("l.config", "learning_rate 1" + "0" * 4000 + "\nbatch_size 1\n"), R,
+        r"l.config:1: an integer would have more than 4,096 bits \(MAX_INT_BITS; about "
+        r"13,288\)$"),
     Row("yaml-base-60", load("r.yaml", "learning_rate: 1" + ":0" * 200000 + "\n"), R,
         r"r.yaml: an integer would have more than 4,096 bits \(MAX_INT_BITS; about 400,000\)$"),
     Row("range", evaluate("x = range(0, 10**7, 2)"), R,
