@@ -79,10 +79,6 @@ class Meter:
         """Elements of ``value`` counted where they appear, plus string characters."""
         return self._measure(value, 0)[0]
 
-    def depth(self, value: Any) -> int:
-        """Nesting depth of ``value`` (a scalar: 0)."""
-        return self._measure(value, 0)[1]
-
     def check(self, value: Any, what: str = "a value") -> Any:
         """``value`` when within ``MAX_WEIGHT``/``MAX_DEPTH``/``MAX_INT_BITS``, else raise."""
         weight, depth = self._measure(value, 0)
