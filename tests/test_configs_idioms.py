@@ -144,6 +144,52 @@ def test_calls_that_would_cost_without_bound_stay_unresolved():
     assert (config.values["c"], config.values["d"]) == (3.5, 1.23)
 
 
+def test_a_key_function_never_calls_a_resolved_value():
+    """``sorted``/``min``/``max`` with ``key=`` would call a class or function the caller
+    resolved (a config never runs code): listed, the value never called."""
+    calls = []
+
+    def spy(*args):
+        calls.append(args)
+        return 0
+
+    config = evaluate_python_config("a = sorted([3, 1], key=f)\nb = min(3, 1, key=f)\n"
+                                    "c = max([3, 1], key=f)\nd = sorted([3, 1])\n", "k.config",
+                                    {"f": spy})
+    assert calls == []
+    assert config.unresolved["a"].reason == (
+        "calls sorted(...) with arguments that are not data: sorted() with a key function")
+    assert config.unresolved["b"].reason.endswith("min() with a key function")
+    assert config.unresolved["c"].reason.endswith("max() with a key function")
+    assert config.values["d"] == [1, 3]
+
+
+def test_numpy_arrays_of_big_ints_are_not_built():
+    """``numpy.array([10**1000])`` would be an object array, whose ``** 10**1000`` runs Python's
+    unbounded integer power: refused when built (int64/uint64/float64 arrays only)."""
+    config = evaluate_python_config(
+        "import numpy\na = numpy.array([10**1000])\nb = a ** 10**1000\n"
+        "c = numpy.concatenate([[10**1000], [1]])\nd = numpy.array([2**63])\n", "big.config")
+    assert config.unresolved["a"].reason == (
+        "calls numpy.array(...) with arguments that are not data: an array of integers beyond "
+        "64 bits")
+    assert config.unresolved["b"].reason.startswith("uses 'a', which could not be evaluated")
+    assert config.unresolved["c"].reason.endswith("an array of integers beyond 64 bits")
+    assert config.values["d"] == [2**63]
+
+
+def test_an_if_test_that_fails_on_data_is_listed_not_raised():
+    """``if 1 / 0:`` is arithmetic on data that fails: the statement and the names it assigns
+    are listed, as a failing assignment is, and the file still loads."""
+    config = evaluate_python_config("if 1 / 0:\n    a = 1\nelse:\n    a = 2\n"
+                                    "if {}['k']:\n    b = 1\nc = 3\n", "if.config")
+    assert config.unresolved["a"].reason == (
+        "assigned in an `if` statement at line 1 whose test is not data (ZeroDivisionError: "
+        "division by zero)")
+    assert config.unresolved["b"].reason.endswith("(KeyError: 'k')")
+    assert config.values["c"] == 3
+
+
 def test_a_star_import_is_listed():
     config = evaluate_python_config("from returnn.common import *\nlearning_rate = 0.1\n",
                                     "s.config")

@@ -68,6 +68,17 @@ ERRORS: list[Row] = [
     Row("int-product", evaluate("x = 2 ** 4000\ny = x * x"), R,
         r"^c.config:2: an integer would have more than 4,096 bits \(MAX_INT_BITS; about "
         r"8,001\)$"),
+    # JSON/YAML integers: bits checked before int() (no bare ValueError past 4,300 digits;
+    # YAML's base 60 ``1:0:0:...`` is quadratic to convert)
+    Row("json-int", load("r.json", "{\"learning_rate\": 1" + "0" * 5000 + "}"), R,
+        r"r.json: an integer would have more than 4,096 bits \(MAX_INT_BITS; about 16,610\)$"),
+    Row("yaml-int", load("r.yaml", "learning_rate: 1" + "0" * 5000 + "\n"), R,
+        r"r.yaml: an integer would have more than 4,096 bits \(MAX_INT_BITS; about 5,000\)$"),
+    Row("lines-int", load("l.config", "learning_rate 1" + "0" * 4000 + "\nbatch_size 1\n"), R,
+        r"l.config:1: an integer would have more than 4,096 bits \(MAX_INT_BITS; about "
+        r"13,288\)$"),
+    Row("yaml-base-60", load("r.yaml", "learning_rate: 1" + ":0" * 200000 + "\n"), R,
+        r"r.yaml: an integer would have more than 4,096 bits \(MAX_INT_BITS; about 400,000\)$"),
     Row("range", evaluate("x = range(0, 10**7, 2)"), R,
         r"^c.config:1: range\(0, 10000000, 2\) would hold more than 1,100,000 elements"),
     Row("range-huge", evaluate("x = range(10**30)"), R,

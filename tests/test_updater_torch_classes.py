@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -204,6 +206,26 @@ def test_blacklist_include_check_and_quirk_decisions():
     with pytest.warns(UserWarning, match="torch's default 0.01 on every parameter"):
         u = trainop.Updater({"backend": "torch", "optimizer": {"class": "adamw"}}, model)
     assert [g["weight_decay"] for g in u.optimizer.param_groups] == [0.01]
+
+
+def test_a_blacklist_name_is_looked_up_never_imported():
+    """``"torch._dynamo.OptimizedModule"`` names a class in a submodule torch imports lazily on
+    attribute access: the config's name is looked up statically, so nothing is imported and the
+    entry is refused as an unknown name (a fresh interpreter, where ``torch._dynamo`` is not
+    loaded yet)."""
+    code = ("import sys, torch, trainop\n"
+            "assert 'torch._dynamo' not in sys.modules\n"
+            "m = torch.nn.Sequential(torch.nn.Linear(2, 2))\n"
+            "u = trainop.Updater({'backend': 'torch', 'optimizer': {'class': 'adamw', "
+            "'weight_decay': 0.1, 'weight_decay_modules_blacklist': "
+            "['torch._dynamo.OptimizedModule']}}, m)\n"
+            "try:\n    u.get_optim_op()\nexcept ValueError as e:\n    print(e)\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.splitlines()
+    assert out[0].startswith("Expected `weight_decay_modules_blacklist` entries to be module "
+                             "classes")
+    assert out[-1] == "False"
 
 
 @pytest.mark.parametrize(("config", "exc", "match"), [

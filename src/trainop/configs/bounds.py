@@ -31,7 +31,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT_BITS", "MAX_SYNTAX_DEPTH", "MAX_WEIGHT",
-           "MAX_WORK", "BoundExceeded", "Meter", "check_int_bits", "check_weight", "is_array"]
+           "MAX_WORK", "BoundExceeded", "Meter", "check_int_bits", "check_weight", "is_array",
+           "is_numpy_scalar"]
 
 MAX_FILE_BYTES = 4 << 20
 MAX_WEIGHT = 1_100_000
@@ -54,6 +55,11 @@ def is_array(value: Any) -> bool:
     return type(value).__name__ == "ndarray" and type(value).__module__ == "numpy"
 
 
+def is_numpy_scalar(value: Any) -> bool:
+    """A numpy scalar (``numpy.float64``, ``numpy.int64``: an element of an array)."""
+    return type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0
+
+
 class Meter:
     """Weights and depths of values (memoized by identity: the meter keeps the values it has
     measured alive, so an identity is never reused), and the work done for one file."""
@@ -72,10 +78,6 @@ class Meter:
     def weight(self, value: Any) -> int:
         """Elements of ``value`` counted where they appear, plus string characters."""
         return self._measure(value, 0)[0]
-
-    def depth(self, value: Any) -> int:
-        """Nesting depth of ``value`` (a scalar: 0)."""
-        return self._measure(value, 0)[1]
 
     def check(self, value: Any, what: str = "a value") -> Any:
         """``value`` when within ``MAX_WEIGHT``/``MAX_DEPTH``/``MAX_INT_BITS``, else raise."""

@@ -17,9 +17,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from trainop.configs.bounds import MAX_WEIGHT, Meter, check_weight, is_array
+from trainop.configs.bounds import MAX_WEIGHT, Meter, check_weight, is_array, is_numpy_scalar
 
-__all__ = ["BUILTINS", "NUMPY", "NotPure", "is_array"]
+__all__ = ["BUILTINS", "NUMPY", "NotPure", "elements", "is_array"]
 
 
 class NotPure(Exception):
@@ -28,7 +28,7 @@ class NotPure(Exception):
 
 def _real(value: Any, what: str) -> float | int:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        if is_numpy_scalar(value):
             return value.item()
         raise NotPure(f"{what} must be a number, got {type(value).__name__}")
     return value
@@ -43,8 +43,9 @@ def _count(value: Any, what: str) -> int:
     return value
 
 
-def _iterable(meter: Meter, value: Any) -> list | Any:
-    """The elements of a built value (a list, tuple, str, dict, set, 1-D array)."""
+def elements(meter: Meter, value: Any) -> list | Any:
+    """The elements of a built value (a list, tuple, str, dict, set, 1-D array; its length
+    charged as work); ``NotPure`` for anything else."""
     if is_array(value):
         if value.ndim != 1:
             raise NotPure("only 1-D arrays are iterated")
@@ -72,7 +73,7 @@ def _container(kind: type) -> Callable[..., Any]:
             return kind(**kwargs)
         if len(args) != 1:
             raise NotPure(f"{kind.__name__}() with {len(args)} arguments")
-        items = _iterable(meter, args[0])
+        items = elements(meter, args[0])
         check_weight(meter.weight(items) + meter.weight(kwargs))
         return kind(items, **kwargs)
     return call
@@ -115,8 +116,10 @@ def _range(meter: Meter, args: list, kwargs: dict) -> list[int]:
 
 def _reduce(fn: Callable[..., Any]) -> Callable[..., Any]:
     def call(meter: Meter, args: list, kwargs: dict) -> Any:
+        if "key" in kwargs:  # a key function would call a value the caller resolved
+            raise NotPure(f"{fn.__name__}() with a key function")
         if len(args) == 1 and not isinstance(args[0], int | float):
-            args = [_iterable(meter, args[0])]
+            args = [elements(meter, args[0])]
         if fn is sum and not all(_is_real(v) for v in (*args[0], *args[1:], *kwargs.values())):
             raise NotPure("sum() of other than numbers")  # sum of lists is quadratic
         return fn(*args, **kwargs)
@@ -124,8 +127,7 @@ def _reduce(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _is_real(value: Any) -> bool:
-    return isinstance(value, int | float) or (type(value).__module__ == "numpy"
-                                              and getattr(value, "ndim", None) == 0)
+    return isinstance(value, int | float) or is_numpy_scalar(value)
 
 
 def _round(meter: Meter, args: list, kwargs: dict) -> Any:
@@ -137,7 +139,7 @@ def _round(meter: Meter, args: list, kwargs: dict) -> Any:
 
 def _enumerate_like(fn: Callable[..., Any]) -> Callable[..., Any]:
     def call(meter: Meter, args: list, kwargs: dict) -> list:
-        items = [_iterable(meter, a) if not isinstance(a, int) else a for a in args]
+        items = [elements(meter, a) if not isinstance(a, int) else a for a in args]
         out = list(fn(*items, **kwargs))
         check_weight(meter.weight(out))
         meter.charge(len(out))
@@ -217,7 +219,10 @@ def _array_of(meter: Meter, value: Any) -> Any:
         raise NotPure(f"an array of {type(value).__name__}")
     numbers = [_real(v, "an element") for v in value]
     meter.charge(len(numbers))
-    return _numpy().asarray(numbers)
+    array = _numpy().asarray(numbers)
+    if array.dtype.kind not in "iuf":  # object arrays of big ints: unbounded arithmetic
+        raise NotPure("an array of integers beyond 64 bits")
+    return array
 
 
 def _array(meter: Meter, args: list, kwargs: dict) -> Any:

@@ -31,9 +31,10 @@ from trainop.configs.bounds import (
     Meter,
     check_int_bits,
     check_weight,
+    is_numpy_scalar,
 )
 from trainop.configs.errors import RecipeError
-from trainop.configs.pure import BUILTINS, NUMPY, NotPure, is_array
+from trainop.configs.pure import BUILTINS, NUMPY, NotPure, elements, is_array
 
 __all__ = ["PyConfig", "Symbol", "Unresolved", "evaluate_python_config", "parse_python"]
 
@@ -340,14 +341,13 @@ class _Evaluator:
 
     # ------------------------------------------------------------------ comprehensions
     def _iterate(self, node: ast.AST, value: Any) -> list:
-        if is_array(value):
-            if value.ndim != 1:
-                raise _NotData(node, "iterates over an array that is not 1-D")
-            return value.tolist()
-        if isinstance(value, list | tuple | str | bytes | dict | set | frozenset):
+        if isinstance(value, bytes):
             self.meter.charge(len(value))
             return list(value)
-        raise _NotData(node, f"iterates over {type(value).__name__}")
+        try:
+            return list(elements(self.meter, value))
+        except NotPure as exc:
+            raise _NotData(node, str(exc)) from None
 
     def _comprehension(self, node: Any, element: Callable[[], Any]) -> list:
         out: list = []
@@ -403,9 +403,7 @@ class _Evaluator:
 
 
 def _is_number(value: Any) -> bool:
-    if isinstance(value, int | float | complex):
-        return True
-    return type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0
+    return isinstance(value, int | float | complex) or is_numpy_scalar(value)
 
 
 def _short(text: str) -> str:
@@ -576,9 +574,13 @@ def _statement(stmt: ast.stmt, evaluate: _Evaluator, config: PyConfig, filename:
             test = evaluate(stmt.test)
             if is_array(test):
                 raise _NotData(stmt, "the truth of an array")
-        except _NotData as exc:
+        except _Bound:
+            raise
+        except Exception as exc:  # noqa: BLE001 - _NotData, or arithmetic on data (1/0, a[9])
+            reason = exc.reason if isinstance(exc, _NotData) else \
+                f"{type(exc).__name__}: {_short(str(exc))}"
             _code_statement(stmt, config, filename, f"an `if` statement at line {line} whose "
-                                                    f"test is not data ({exc.reason})")
+                                                    f"test is not data ({reason})")
             return
         for inner in (stmt.body if test else stmt.orelse):
             _statement(inner, evaluate, config, filename, resolve)

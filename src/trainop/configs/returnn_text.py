@@ -28,6 +28,7 @@ import keyword
 import re
 from typing import Any
 
+from trainop.configs.bounds import BoundExceeded, Meter
 from trainop.configs.errors import RecipeError
 from trainop.configs.structured import load_json
 
@@ -99,6 +100,10 @@ def parse_returnn_text(text: str, filename: str = "<config>") -> dict[str, Any]:
             values[key] = [_scalar(v) for v in value.split(",")]
         else:
             values[key] = _scalar(value)
+        try:  # an int of up to 4,300 digits (Python's limit) is cheap to build; checked after
+            Meter().check(values[key])
+        except BoundExceeded as exc:
+            raise RecipeError(filename, number, exc.reason) from None
     return values
 
 

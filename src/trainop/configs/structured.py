@@ -4,16 +4,18 @@ YAML is composed with PyYAML's safe loader into its node graph first; the graph'
 every alias expanded (``*a`` counts the whole of ``&a`` each time) and its nesting are checked
 against ``MAX_WEIGHT``/``MAX_DEPTH`` before any Python value is built, so an alias bomb is
 refused without being expanded, in the value or in a message. Python tags (``!!python/...``)
-are not known to the safe loader. JSON is read by ``json``; its nesting is checked too. Every
-problem is a ``RecipeError`` with the file, the line where known and the reason.
+are not known to the safe loader. JSON is read by ``json``; its nesting is checked too. An
+integer's bits are checked against ``MAX_INT_BITS`` from its digits, before it is converted.
+Every problem is a ``RecipeError`` with the file, the line where known and the reason.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
-from trainop.configs.bounds import MAX_DEPTH, BoundExceeded, Meter, check_weight
+from trainop.configs.bounds import MAX_DEPTH, BoundExceeded, Meter, check_int_bits, check_weight
 from trainop.configs.errors import RecipeError
 
 __all__ = ["load_json", "load_yaml"]
@@ -63,6 +65,8 @@ def _node_weight(node: Any, seen: dict[int, int], level: int) -> int:
     value = node.value
     if isinstance(value, str):
         weight = 1 + len(value)
+        if node.tag == "tag:yaml.org,2002:int":
+            check_int_bits(_yaml_int_bits(value))  # before int() (base 60 is quadratic)
     else:
         weight = 1
         for item in value:
@@ -77,10 +81,19 @@ def _node_weight(node: Any, seen: dict[int, int], level: int) -> int:
     return weight
 
 
+def _yaml_int_bits(text: str) -> int:
+    """At most the bits of the YAML integer ``text``: its significant digits (binary, octal,
+    decimal, hex, base-60 ``1:30``) but one, each worth a bit or more."""
+    digits = text.lstrip("+-").replace("_", "")
+    if digits[:2].lower() in ("0b", "0o", "0x"):
+        digits = digits[2:]
+    return len(digits.lstrip("0")) - 1
+
+
 def load_json(text: str, filename: str) -> Any:
     """The value of a JSON document, bounded."""
     try:
-        return Meter().check(json.loads(text), "the JSON document")
+        return Meter().check(json.loads(text, parse_int=_json_int), "the JSON document")
     except json.JSONDecodeError as exc:
         raise RecipeError(filename, exc.lineno, f"invalid JSON at column {exc.colno}: "
                                                 f"{exc.msg}") from None
@@ -89,3 +102,10 @@ def load_json(text: str, filename: str) -> Any:
     except RecursionError:
         raise RecipeError(filename, None, f"the JSON document nests deeper than {MAX_DEPTH} "
                                           f"levels (MAX_DEPTH)") from None
+
+
+def _json_int(digits: str) -> int:
+    """A JSON integer, its bits checked before it is converted (``d`` decimal digits are at
+    least ``floor((d - 1) * log2(10)) + 1`` bits)."""
+    check_int_bits(math.floor((len(digits.lstrip("-")) - 1) * math.log2(10)) + 1)
+    return int(digits)

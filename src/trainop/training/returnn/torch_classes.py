@@ -162,8 +162,8 @@ def _blacklist(value: Any) -> tuple[type, ...]:
             continue
         if isinstance(entry, str) and entry.startswith("torch."):
             found: Any = torch
-            for part in entry.split(".")[1:]:
-                found = getattr(found, part, None)
+            for part in entry.split(".")[1:]:  # static: never torch's lazy submodule imports
+                found = inspect.getattr_static(found, part, None)
             if isinstance(found, type):
                 out.append(found)
                 continue
