@@ -66,7 +66,8 @@ def find_files(roots: list[str], patterns: list[str]) -> list[str]:
             for name in names:
                 path = os.path.join(folder, name)
                 named = name.endswith(SUFFIXES) or any(re.fullmatch(p, name) for p in patterns)
-                if named or (name.endswith(".py") and _looks_like_config(path)):
+                if named or (name.endswith(".py") and os.path.isfile(path)
+                             and _looks_like_config(path)):  # (a FIFO would block)
                     out.append(path)
     return sorted(out)
 
