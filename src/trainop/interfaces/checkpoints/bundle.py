@@ -142,7 +142,29 @@ def _read_entry(name: str, fields: dict, shards: dict, prefix: str,
 
 
 def read_bundle(prefix: str | os.PathLike, *, verify_checksums: bool = True) -> TFCheckpoint:
-    """Every variable of the checkpoint at ``prefix`` as a CPU tensor (see the module doc)."""
+    """Every variable of the TF1 checkpoint at ``prefix`` as a CPU tensor (``trainop.checkpoints.
+    read_tf``); no TensorFlow needed.
+
+    Args:
+        prefix: what ``tf.compat.v1.train.Saver.save`` returned (``run/model.ckpt-1000``): the
+            files ``prefix.index`` and ``prefix.data-NNNNN-of-NNNNN``.
+        verify_checksums: check the CRC-32C of every table block and tensor (TF's own
+            checks; default True).
+
+    Returns:
+        a ``TFCheckpoint``: ``{variable name: tensor}`` with TF's dtypes and shapes (bfloat16,
+        float16/32/64, the integer types, bool), and ``.unsupported``: ``{name: reason}`` for
+        entries not read (string tensors, slices of partitioned variables), never guessed.
+
+    Raises:
+        CorruptCheckpoint (a ``ValueError``): a missing, truncated or damaged file, naming the
+        file and what is wrong; nothing is returned in part.
+
+    Example::
+
+        tensors = trainop.checkpoints.read_tf("run/model.ckpt-1000")
+        tensors["dense/kernel/Adam"].shape, float(tensors["beta1_power"])
+    """
     prefix = os.fspath(prefix)
     num_shards, entries = _index_entries(prefix)
     shards: dict[int, bytes | mmap.mmap] = {}
