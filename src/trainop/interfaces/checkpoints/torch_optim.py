@@ -77,7 +77,25 @@ def _group_step(entries: list[dict], gi: int) -> int | None:
 
 def from_torch_optim(torch_optimizer_or_state_dict: Any, optimizer: Any) -> list[str]:
     """Load a ``torch.optim`` optimizer's state (or its ``state_dict``) into the trainop
-    ``optimizer`` over the same parameters. Returns the notes on what differs."""
+    ``optimizer`` over the same parameters, so the run continues with the moments it had.
+
+    The pairs (``docs/checkpoints.md``): Adam/AdamW ``exp_avg``, ``exp_avg_sq``, ``step`` ->
+    ``m``, ``v`` and the float32 beta powers ``beta ** step``; SGD's ``momentum_buffer`` ->
+    Momentum's accumulator (``accum = momentum * accum + g``, as torch's with dampening 0);
+    RMSprop's ``square_avg`` (and ``grad_avg`` when centered, ``momentum_buffer``); Adagrad's
+    ``sum``. Refused with a ``ValueError`` naming the option: ``amsgrad``, dampening, coupled
+    weight decay, ``lr_decay``, ``maximize``, parameters at different steps in one group.
+    Everything is checked before the optimizer changes (its own ``load_state_dict``).
+
+    Returns:
+        notes on what maps but differs (torch's epsilon outside the square root where TF's is
+        inside, RMSprop's momentum buffer holding ``lr`` times TF's, AdamW's decay meaning).
+
+    Example::
+
+        notes = trainop.checkpoints.from_torch_optim(torch_adam, trainop.AdamOptimizer(
+            model.parameters(), lr=1e-3))
+    """
     rule = rule_for(optimizer)
     torch_name = (type(torch_optimizer_or_state_dict).__name__
                   if isinstance(torch_optimizer_or_state_dict, torch.optim.Optimizer) else "")
@@ -124,7 +142,15 @@ def from_torch_optim(torch_optimizer_or_state_dict: Any, optimizer: Any) -> list
 
 def to_torch_optim(optimizer: Any, torch_optimizer: torch.optim.Optimizer) -> list[str]:
     """Load the trainop ``optimizer``'s state into ``torch_optimizer`` (a ``torch.optim``
-    optimizer over the same parameters). Returns the notes on what differs."""
+    optimizer over the same parameters): the inverse of ``from_torch_optim``, by the same
+    pairs (``step`` from the group's update count, which the beta powers must agree with).
+    Raises ``TypeError``/``ValueError`` before ``torch_optimizer`` changes; returns the notes on
+    what maps but differs.
+
+    Example::
+
+        notes = trainop.checkpoints.to_torch_optim(opt, torch.optim.Adam(model.parameters()))
+    """
     rule = rule_for(optimizer)
     if not isinstance(torch_optimizer, torch.optim.Optimizer):
         raise TypeError(f"Expected `torch_optimizer` to be a torch.optim optimizer, got "
