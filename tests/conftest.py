@@ -3,6 +3,11 @@
 import pytest
 import torch
 
+from trainop.interfaces.tensorflow_import import load_triton_first
+
+# Triton's LLVM before TensorFlow's, whichever test imports TF first (see the module's doc).
+load_triton_first()
+
 # torch warns once per process that sparse invariant checks are "implicitly disabled"; the
 # tests build many small sparse tensors by hand, so opt out explicitly (torch's default).
 torch.sparse.check_sparse_tensor_invariants.disable()

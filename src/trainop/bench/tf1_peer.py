@@ -20,6 +20,7 @@ import torch
 from trainop.bench.quiet import quiet_stderr
 from trainop.bench.tf1_decay import with_decoupled_weight_decay
 from trainop.bench.workloads import WorkloadData
+from trainop.interfaces.tensorflow_import import import_tensorflow
 
 __all__ = ["Tf1Run", "load_tensorflow"]
 
@@ -29,7 +30,7 @@ def load_tensorflow() -> tuple[Any, str | None]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
         with quiet_stderr():  # absl's start-up lines ignore TF_CPP_MIN_LOG_LEVEL
-            import tensorflow as tf
+            tf = import_tensorflow()
     except Exception as exc:  # ImportError, or a broken installation
         return None, f"tensorflow is not importable ({type(exc).__name__}: {exc})"
     tf.get_logger().setLevel("ERROR")

@@ -118,11 +118,12 @@ def _check_args(args: argparse.Namespace) -> str | None:
     if out.exists() and not out.is_dir():
         return f"expected --out to be a directory (new or existing), got the file {out}"
     if args.compare_tf:
+        from trainop.interfaces.tensorflow_import import import_tensorflow
         from trainop.interfaces.train.quiet import tf_logs_dropped
 
         try:  # imported here, before training, and its start-up lines dropped
             with tf_logs_dropped():
-                import tensorflow  # noqa: F401
+                import_tensorflow()
         except ImportError as error:
             return (f"--compare-tf needs TensorFlow, which cannot be imported ({error}; pip "
                     f"install 'trainop[test]' has tensorflow-cpu)")

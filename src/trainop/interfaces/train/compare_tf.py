@@ -38,6 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from trainop.interfaces.tensorflow_import import import_tensorflow
 from trainop.interfaces.train.model import LSTMCellModel
 from trainop.interfaces.train.quiet import tf_logs_dropped
 from trainop.interfaces.train.replay_plan import ReplayPlan
@@ -46,7 +47,7 @@ __all__ = ["deviations", "replay_in_tf"]
 
 
 def _tensorflow():
-    import tensorflow as tf  # TF_CPP_MIN_LOG_LEVEL: set by tf_logs_dropped, around every call
+    tf = import_tensorflow()  # TF_CPP_MIN_LOG_LEVEL: set by tf_logs_dropped, around every call
 
     tf.get_logger().setLevel("ERROR")
     return tf

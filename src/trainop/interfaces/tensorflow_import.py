@@ -1,0 +1,40 @@
+"""TensorFlow imported so that Triton can still load after it.
+
+TensorFlow and Triton each carry their own copy of LLVM. Once TensorFlow's is loaded, loading
+Triton's (``import triton``, which ``torch._dynamo`` does on its first import when Triton is
+installed) registers LLVM's command-line options a second time and LLVM aborts the whole process
+("CommandLine Error: Option ... registered more than once"). Loaded in the other order, both
+work. Every place in trainop that imports TensorFlow (``--compare-tf``, the TF1 benchmark peer)
+goes through ``import_tensorflow``, which loads Triton first where it is installed.
+
+Example::
+
+    tf = import_tensorflow()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import sys
+from typing import Any
+
+__all__ = ["import_tensorflow", "load_triton_first"]
+
+
+def load_triton_first() -> None:
+    """Import Triton if it is installed and TensorFlow is not loaded yet (else nothing)."""
+    if "triton" in sys.modules or "tensorflow" in sys.modules:
+        return
+    if importlib.util.find_spec("triton") is None:
+        return
+    with contextlib.suppress(Exception):  # a broken Triton installation: TF still loads
+        import triton  # noqa: F401
+
+
+def import_tensorflow() -> Any:
+    """``import tensorflow`` after ``load_triton_first``; raises what the import raises."""
+    load_triton_first()
+    import tensorflow
+
+    return tensorflow
