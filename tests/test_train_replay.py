@@ -106,21 +106,6 @@ base_params = {{
     assert 0 < _largest(out) <= tolerance
 
 
-@pytest.mark.parametrize("second_moment", ["persistent", "openseq2seq"])
-def test_novograd_replays_as_openseq2seq_tf_code(tmp_path, capsys, second_moment):
-    text = f"""
-base_params = {{
-    "max_steps": 100, "optimizer": "NovoGrad",
-    "optimizer_params": {{"beta1": 0.95, "beta2": 0.98, "weight_decay": 0.001,
-                          "second_moment": {second_moment!r}}},
-    "lr_policy": "poly_decay", "lr_policy_params": {{"learning_rate": 0.02, "power": 2.0}},
-}}
-"""
-    status, out, err = _train(tmp_path, capsys, text, "novograd.py", "--steps", "6")
-    assert status == 0, out + err
-    assert 0 < _largest(out) <= 1e-5
-
-
 def test_returnn_accumulation_clips_and_epoch_rates_replay(tmp_path, capsys):
     text = """#!rnn.py
 learning_rates = [0.0003, 0.001, 0.002]

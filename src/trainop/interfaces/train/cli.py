@@ -31,9 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BuiltRun", "add_parser", "build_run", "is_recipe_error", "run"]
+__all__ = ["DEFAULT_STEPS", "DEFAULT_STEPS_PER_EPOCH", "BuiltRun", "add_parser", "build_run",
+           "is_recipe_error", "run", "run_length"]
 
 PROG = "trainop train"
+DEFAULT_STEPS = 60
 DEFAULT_STEPS_PER_EPOCH = 10
 
 
@@ -44,7 +46,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="recipe: OpenSeq2Seq config (.py), RETURNN config "
                                 "(.config/.py) or trainop YAML/JSON")
-    p.add_argument("--steps", type=int, default=60, help="micro-steps (default: 60)")
+    p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+                   help="micro-steps (default: %(default)s)")
     p.add_argument("--steps-per-epoch", type=int, default=DEFAULT_STEPS_PER_EPOCH,
                    help="micro-steps per epoch: RETURNN's per-epoch learning rates, "
                         "OpenSeq2Seq's num_epochs (default: %(default)s)")
@@ -129,19 +132,25 @@ def _check_args(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _run_length(recipe, args: argparse.Namespace) -> dict[str, int | None]:
-    """``build``'s ``num_steps``/``steps_per_epoch`` for this run (see the module doc)."""
+def run_length(recipe, num_steps: int | None = None, steps_per_epoch: int | None = None,
+               steps: int = DEFAULT_STEPS) -> dict[str, int]:
+    """``build``'s ``num_steps``/``steps_per_epoch`` for an OpenSeq2Seq recipe, the one rule of
+    ``trainop train`` and ``check-config`` (see the module doc): ``num_steps`` where given or
+    where the config has neither ``max_steps`` nor ``num_epochs`` (then ``steps``, the run's
+    micro-steps); nothing with ``max_steps``; with ``num_epochs``, ``steps_per_epoch``
+    micro-steps (default ``DEFAULT_STEPS_PER_EPOCH``) // ``iter_size`` updates per epoch."""
     if recipe.builds != "TrainOp":
         return {}
     o = recipe.options
-    if args.num_steps is not None or (o["max_steps"] is None and o["num_epochs"] is None):
-        return {"num_steps": args.num_steps or args.steps}
+    if num_steps is not None or (o["max_steps"] is None and o["num_epochs"] is None):
+        return {"num_steps": num_steps or steps}
     if o["max_steps"] is not None:
         return {}
-    per_epoch = args.steps_per_epoch // o["iter_size"]  # OpenSeq2Seq: steps_in_epoch //= iter_size
+    micro = steps_per_epoch or DEFAULT_STEPS_PER_EPOCH
+    per_epoch = micro // o["iter_size"]  # OpenSeq2Seq: steps_in_epoch //= iter_size
     if per_epoch < 1:
         raise ValueError(f"Expected --steps-per-epoch >= iter_size {o['iter_size']} (an "
-                         f"epoch of at least one update), got {args.steps_per_epoch}")
+                         f"epoch of at least one update), got {micro}")
     return {"steps_per_epoch": per_epoch}
 
 
@@ -212,7 +221,9 @@ def build_run(args: argparse.Namespace) -> BuiltRun:
     def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.mse_loss(model(x), y)
 
-    built = recipe.build(model, loss, summary_writer=writer, **_run_length(recipe, args))
+    built = recipe.build(model, loss, summary_writer=writer, **run_length(recipe, args.num_steps,
+                                                                     args.steps_per_epoch,
+                                                                     args.steps))
     control = recipe.learning_rate_control() if recipe.builds == "Updater" else None
     return BuiltRun(recipe, model, initial, batches, built, control, _regularizer(recipe), half,
                     writer, notes)
@@ -265,6 +276,10 @@ def run(args: argparse.Namespace) -> int:
               f"control" if control is not None else "")
     print(f"{PROG}: {args.file} ({recipe.format}), {type(built).__name__} with "
           f"{recipe.optimizer_class.__name__}, {args.steps} micro-steps{epochs}")
+    from trainop.interfaces.recipes.explain import optimizer_modes
+
+    for mode in optimizer_modes(recipe):
+        print(f"  mode: {mode}")
     history = train_model(built, model, batches, writer=writer, progress=after_step,
                           control=control, steps_per_epoch=args.steps_per_epoch)
     if bar is not None:
@@ -302,6 +317,8 @@ def _compare(args, plan, initial, batches, history, snapshots, half) -> int:
     worst = deviations(snapshots, theirs)
     tolerance = args.tolerance if args.tolerance is not None else (
         1e-5 if half is None else 2e-2)
+    for note in plan.notes:  # where trainop is configured unlike the upstream replay
+        print(f"--compare-tf: {note}")
     print("largest relative deviation of the parameters from TensorFlow's, per step:")
     for k, value in enumerate(worst):
         if k < 5 or k == len(worst) - 1 or k % 10 == 9:
