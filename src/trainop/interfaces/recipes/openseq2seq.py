@@ -81,8 +81,8 @@ DEFAULTS: dict[str, Any] = {
 UPSTREAM_BEHAVIOUR: dict[type, dict[str, tuple[Any, str]]] = {
     NovoGrad: {"second_moment": (
         "openseq2seq", "OpenSeq2Seq's NovoGrad never stores its second moment (v = |g|^2 at "
-                       "every step, beta2 unused: open_seq2seq/optimizers/novograd.py); optimizer_params "
-                       "second_moment='persistent' selects the paper's algorithm")},
+                       "every step, beta2 unused: open_seq2seq/optimizers/novograd.py); "
+                       "optimizer_params second_moment='persistent': the paper's algorithm")},
 }
 _HALF = (torch.float16, torch.bfloat16)
 _DICTS = ("optimizer_params", "lr_policy_params", "regularizer_params")

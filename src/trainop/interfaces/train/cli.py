@@ -6,8 +6,10 @@ The recipe (an OpenSeq2Seq config, a RETURNN config, or trainop's YAML/JSON: see
 downloaded; float16 weights when the recipe's dtype is 'mixed' or float16), which trains for
 ``--steps`` micro-steps with a progress bar (loss, learning rate, loss scale, skipped updates).
 Written to ``--out``: TensorBoard event files (``tensorboard/``, when the ``tensorboard``
-package is installed) and ``dashboard.png`` (loss, learning rate, global gradient norm, loss
-scale, skipped updates; when matplotlib is installed); then a one-paragraph summary.
+package is installed), ``history.csv`` and ``dashboard.png`` (loss, learning rate, global
+gradient norm, loss scale, skipped updates; when matplotlib is installed); then a one-paragraph
+summary. An earlier run's files in ``--out`` are moved to ``--out/previous/<n>`` first (one
+line on stderr says where), so every run starts clean.
 
 The recipe's own rates: a RETURNN recipe runs in epochs of ``--steps-per-epoch`` micro-steps
 (default 10) under RETURNN's learning-rate control (``learning_rates`` per epoch, newbob on
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["DEFAULT_STEPS", "DEFAULT_STEPS_PER_EPOCH", "BuiltRun", "add_parser", "build_run",
-           "is_recipe_error", "run", "run_length"]
+           "RUN_FILES", "is_recipe_error", "run", "run_length", "set_aside"]
 
 PROG = "trainop train"
 DEFAULT_STEPS = 60
@@ -75,12 +77,15 @@ def _fail(message: str) -> int:
 
 
 def _progress(total: int, enabled: bool):
-    """A callback drawing a tqdm bar (or nothing) with loss, lr, loss scale and skips."""
+    """A callback drawing a tqdm bar (or nothing) with loss, lr, loss scale and skips; without
+    tqdm (a dependency of trainop, so only where it was removed) one line says so."""
     if not enabled:
         return None, None
     try:
         from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm is a dependency of the cli extra
+    except ImportError:
+        print(f"{PROG}: no progress bar: the tqdm package is missing (pip install tqdm)",
+              file=sys.stderr)
         return None, None
     bar = tqdm(total=total, unit="step", file=sys.stderr, leave=False)
 
@@ -104,6 +109,27 @@ def _writer(out: Path):
         except ImportError:
             return None
         return SummaryWriter(str(out / "tensorboard"))
+
+
+#: What a run writes to ``--out``; an earlier run's are moved aside (``set_aside``).
+RUN_FILES = ("history.csv", "dashboard.png", "tensorboard")
+
+
+def set_aside(out: Path) -> Path | None:
+    """Move an earlier run's files in ``out`` (``RUN_FILES``) into ``out/previous/<n>`` (the
+    next free number), so that this run starts clean and no two runs' TensorBoard events
+    overlay; the folder they went to, or None when there were none."""
+    found = [out / name for name in RUN_FILES if (out / name).exists()]
+    if not found:
+        return None
+    n = 1
+    while (out / "previous" / str(n)).exists():
+        n += 1
+    target = out / "previous" / str(n)
+    target.mkdir(parents=True)
+    for path in found:
+        path.rename(target / path.name)
+    return target
 
 
 def is_recipe_error(error: BaseException) -> bool:
@@ -237,6 +263,10 @@ def run(args: argparse.Namespace) -> int:
 
     from trainop.interfaces.train.loop import train_model
 
+    moved = set_aside(Path(args.out))
+    if moved is not None:
+        print(f"{PROG}: --out {args.out} held an earlier run: its files are now in {moved}",
+              file=sys.stderr)
     # The built-in model is tiny: one thread is fastest, and spares a busy machine the
     # oversubscription that made a step 50x slower with 2 threads beside other work.
     torch.set_num_threads(1)
