@@ -126,9 +126,9 @@ def _penalty(tf, regularizer, w):
     return scale * (tf.nn.l2_loss(w) if kind == "l2" else tf.reduce_sum(tf.abs(w)))
 
 
-#: RETURNN's TF updater's per-gradient steps in its order (``_post_process_grad``; spec
-#: returnn.md §4.1), whatever order trainop's pipeline has; both global-norm steps use ``G``,
-#: the global norm of the micro-step's raw gradients, as RETURNN measures it.
+#: RETURNN's TF updater's per-gradient steps in its order (``_post_process_grad`` in
+#: ``returnn/tf/updater.py``), whatever order trainop's pipeline has; both global-norm steps use
+#: ``G``, the global norm of the micro-step's raw gradients, as RETURNN measures it.
 RETURNN_ORDER = ("clip_by_value", "clip_by_norm", "clip_by_average_norm", "clip_by_global_norm",
                  "nan_inf_filter", "clip_to_zero")
 
