@@ -85,3 +85,24 @@ def test_check_config_and_train_say_which_mode_and_why(tmp_path, capsys, extra, 
     assert main(["train", str(path), "--out", str(tmp_path / "run"), "--steps", "2",
                  "--no-progress"]) == 0
     assert line in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("source", ["example", "yaml"])
+def test_every_openseq2seq_front_builds_openseq2seqs_novograd(tmp_path, source):
+    from pathlib import Path
+
+    if source == "example":
+        path = Path(__file__).parents[1] / "examples" / "openseq2seq_jasper.py"
+    else:
+        path = tmp_path / "r.yaml"
+        path.write_text("format: trainop\nopenseq2seq:\n  optimizer: NovoGrad\n"
+                        "  lr_policy: fixed_lr\n  lr_policy_params: {learning_rate: 0.1}\n"
+                        "  max_steps: 2\n")
+    recipe = trainop.load_recipe(str(path))
+    model = torch.nn.Linear(2, 1)
+    if recipe.options["dtype"] == "mixed":
+        model = model.half()
+    op = recipe.build(model, lambda: model.weight.float().sum(), num_steps=10)
+    inner = getattr(op.optimizer, "optimizer", op.optimizer)  # inside the mixed wrapper
+    assert isinstance(inner, trainop.NovoGrad)
+    assert inner.param_groups[0]["second_moment"] == "openseq2seq"
