@@ -161,3 +161,44 @@ def test_openseq2seq_update_window_is_upstreams():
     assert [k for k in range(9) if compare_tf._updates(plan, k)] == [0, 3, 6]  # quirk Q5
     plan = ReplayPlan("returnn", "GradientDescentOptimizer", {}, accumulate=3)
     assert [k for k in range(9) if compare_tf._updates(plan, k)] == [2, 5, 8]
+
+
+def _logmax_scales(amaxes):
+    """The replay's LogMax stage with OpenSeq2Seq's defaults, one update per ``amax``."""
+    graph = tf.Graph()
+    with graph.as_default():
+        scaler = compare_tf._Scaler(tf, ("logmax", {
+            "scale_min": 1.0, "scale_max": 2.0 ** 14, "log_max": 16.0, "beta1": 0.99,
+            "beta2": 0.999, "overflow_std_dev": 3.09}))
+        amax = tf.compat.v1.placeholder(tf.float32, [])
+        update = scaler.update(tf.math.is_inf(amax), amax)
+        out = []
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            for a in amaxes:
+                session.run(update, {amax: a})
+                out.append(float(session.run(scaler.scale)))
+    return out
+
+
+def test_replay_logmax_is_openseq2seqs_code():
+    # spec §5.3's table (TF 2.21 running OpenSeq2Seq's LogMaxScaler)
+    np.testing.assert_allclose(_logmax_scales([1.0, 2.0, 4.0]), [16384, 15853.195, 5674.749],
+                               rtol=1e-6)
+    # one overflow samples 2**16 = 65536: the scale drops to scale_min (the fixed rule: ~2^14)
+    assert _logmax_scales([1.0, 2.0, 4.0, float("inf")])[-1] == 1.0
+
+
+def test_plan_notes_trainops_fixed_logmax():
+    import torch
+
+    import trainop
+    from trainop.interfaces.train.replay_plan import tf_plan
+
+    w = torch.nn.Parameter(torch.ones(2, dtype=torch.float16))
+    for quirks, notes in ((False, 1), (True, 0)):
+        op = trainop.optimize_loss(lambda: (w.float() ** 2).sum(), "SGD", {}, 0.1,
+                                   var_list=[w], dtype="mixed", loss_scaling="LogMax",
+                                   loss_scaling_params={"upstream_quirks": quirks})
+        plan = tf_plan(op)
+        assert plan.scaler[0] == "logmax" and len(plan.notes) == notes

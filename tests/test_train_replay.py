@@ -48,7 +48,8 @@ FLOAT16_TOLERANCE = 2e-2
 
 @pytest.mark.parametrize(("scaling", "params", "min_skips"), [
     ("Backoff", {"scale_max": 2.0 ** 24, "step_window": 4}, 5),  # halves, regrows, overflows
-    ("LogMax", {"scale_max": 2.0 ** 30}, 1),  # its moments aim above float16's range once
+    # its moments aim above float16's range once; OpenSeq2Seq's LogMax (the replay's)
+    ("LogMax", {"scale_max": 2.0 ** 30, "upstream_quirks": True}, 1),
 ])
 def test_mixed_precision_with_overflows_replays_within_float16_rounding(
         tmp_path, capsys, scaling, params, min_skips):

@@ -28,11 +28,12 @@ lists them with their sources):
   ``G`` is not finite or above the threshold. Then, with an automatic loss scale, the overflow
   check (a NaN, or an infinite ``max |g|``) and the scaler's update in TF ops (Backoff: halve
   on overflow, double every ``step_window`` calls after the last, the counter read before its
-  increment, quirk Q2; LogMax: the moments of ``log2 max |g|`` with the spec's fixes, quirk
-  Q3), the update skipped on overflow; then ``tf.compat.v1.train.<Name>Optimizer.
-  apply_gradients`` (Nadam: ``ResourceApplyAdam`` with ``use_nesterov``, as
-  ``tf.contrib.opt.NadamOptimizer``; NovoGrad: OpenSeq2Seq's code, ``_novograd``, then
-  ``MomentumOptimizer(momentum=beta1)``), and the accumulators zeroed.
+  increment, quirk Q2; LogMax: the moments of ``log2 max |g|`` as OpenSeq2Seq's code has them,
+  quirk Q3: ``2**log_max`` sampled on overflow, ``2**(16 - cutoff)``), the update skipped on
+  overflow; then ``tf.compat.v1.train.<Name>Optimizer.apply_gradients`` (Nadam:
+  ``ResourceApplyAdam`` with ``use_nesterov``, as ``tf.contrib.opt.NadamOptimizer``;
+  NovoGrad: OpenSeq2Seq's code, ``_novograd``, then ``MomentumOptimizer(momentum=beta1)``),
+  and the accumulators zeroed.
 """
 
 from __future__ import annotations
@@ -204,7 +205,9 @@ class _Scaler:
             new = tf.clip_by_value(new, a["scale_min"], a["scale_max"])
             return tf.group(self.scale.assign(new), last.assign(tf.where(overflow, i, last)),
                             i.assign_add(1))
-        x = tf.where(overflow, tf.constant(a["log_max"], tf.float32), tf.math.log(amax)
+        # OpenSeq2Seq's LogMaxScaler as its code behaves (quirk Q3, whatever trainop runs): the
+        # overflow sample 2**log_max, a literal 16 in the exponent, log2(0) = -inf taken in
+        x = tf.where(overflow, tf.constant(2.0 ** a["log_max"], tf.float32), tf.math.log(amax)
                      / tf.math.log(2.0))
         state = {n: var(n, v) for n, v in (("x_hat", 0.0), ("slow_x_hat", 0.0),
                                            ("xsquared_hat", 0.0), ("b1_corr", 1.0),
@@ -218,13 +221,12 @@ class _Scaler:
         c2 = state["b2_corr"] * b2
         slow_mu = slow / (1 - c2)
         sigma = tf.sqrt(tf.maximum(sq / (1 - c2) - slow_mu * slow_mu, 0.0))
-        scale = tf.clip_by_value(tf.pow(2.0, a["log_max"] - (mu + a["overflow_std_dev"] * sigma)),
+        scale = tf.clip_by_value(tf.pow(2.0, 16.0 - (mu + a["overflow_std_dev"] * sigma)),
                                  a["scale_min"], a["scale_max"])
-        valid = tf.logical_or(overflow, amax > 0)  # trainop's fixed LogMax: amax 0 changes nothing
         new = {"x_hat": x_hat, "b1_corr": c1, "slow_x_hat": slow, "xsquared_hat": sq,
                "b2_corr": c2}
-        ops = [state[n].assign(tf.where(valid, v, state[n])) for n, v in new.items()]
-        ops.append(self.scale.assign(tf.where(valid, scale, self.scale)))
+        ops = [state[n].assign(v) for n, v in new.items()]
+        ops.append(self.scale.assign(scale))
         return tf.group(*ops)
 
 

@@ -105,13 +105,20 @@ def _scaler(scaler: Any) -> tuple[str, dict[str, Any]]:
         return "backoff", {k: getattr(scaler, k) for k in
                            ("scale_min", "scale_max", "step_factor", "step_window")}
     if isinstance(scaler, LogMaxLossScaler):
-        if scaler.upstream_quirks:
-            raise ValueError("the LogMax scaler's upstream_quirks are not replayed (trainop's "
-                             "fixed LogMax is)")
         return "logmax", {k: getattr(scaler, k) for k in
                           ("scale_min", "scale_max", "log_max", "beta1", "beta2",
                            "overflow_std_dev")}
     raise ValueError(f"the loss scaler {type(scaler).__name__} has no replay")
+
+
+def _scaler_notes(scaler: Any) -> tuple[str, ...]:
+    inner = scaler.scaler if isinstance(scaler, AutomaticLossScaler) else scaler
+    if isinstance(inner, LogMaxLossScaler) and not inner.upstream_quirks:
+        return ("trainop's LogMax loss scaler runs the fixed rule (overflow sample log_max, "
+                "log_max in the exponent, amax 0 ignored); the replay is OpenSeq2Seq's code "
+                "(2**log_max, 16; loss_scaling_params upstream_quirks=True in trainop): they "
+                "differ from the first overflow on",)
+    return ()
 
 
 def _optimizer(optimizer: Any) -> tuple[str, dict[str, Any], tuple[str, ...]]:
@@ -178,6 +185,7 @@ def _openseq2seq(built: TrainOp, regularizer: Any) -> ReplayPlan:
     for processor in built.pipeline.processors:
         if isinstance(processor, LossScale):
             scaler = _scaler(processor.scaler)
+            notes += _scaler_notes(processor.scaler)
         elif isinstance(processor, ClipByGlobalNorm):
             clip = float(processor.clip_norm)
         elif isinstance(processor, LARC) and processor.learning_rate is None:
