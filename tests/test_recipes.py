@@ -215,8 +215,8 @@ def test_jasper_novograd_larc_mixed(tmp_path):
         recipe.build(model, _mse(model))
     ref = _model(torch.float16)
     op = recipe.build(model, _mse(model), steps_per_epoch=3)
-    hand = trainop.optimize_loss(
-        _mse(ref), trainop.NovoGrad, dict(o["optimizer_params"]),
+    hand = trainop.optimize_loss(  # OpenSeq2Seq's NovoGrad: its second moment never stored
+        _mse(ref), trainop.NovoGrad, dict(o["optimizer_params"], second_moment="openseq2seq"),
         os2s.PolyDecay(0.02, 12, 2.0, 0, 1e-5), model=ref, dtype="mixed",
         loss_scaling="Backoff", larc_params={"larc_eta": 0.001})
     batches = _batches(torch.float16)
@@ -758,14 +758,17 @@ def test_check_config_trainop_yaml_and_epochs(tmp_path, capsys, monkeypatch):
     assert "format: trainop; builds: TrainOp" in out
     assert "1. loss = float32(model loss) + l2_regularizer({'scale': 0.0001}) on weights" in out
     assert "accumulate g/2 over iter_size=2 micro-steps" in out
-    assert "table in epochs" in out and "warning: iter_size > 1 without use_horovod" in out
+    assert "warning: iter_size > 1 without use_horovod" in out
+    # trainop train's default: 10 micro-steps per epoch // iter_size 2 = 5 steps per epoch
+    assert "num_epochs=6 x 5 step(s) per epoch: the default --steps-per-epoch 10" in out
     table = [line.split() for line in out.splitlines() if line.startswith("     ")
              and len(line.split()) == 2 and line.split()[0].isdigit()]
-    # epochs 0..6; the boundary belongs to the earlier interval (TF's rule)
-    assert {int(a): float(b) for a, b in table} == {0: 0.1, 1: 0.1, 2: 0.1, 3: 0.01, 4: 0.01,
-                                                    5: 0.001, 6: 0.001}
+    # boundaries at epochs 2 and 4 = steps 10 and 20, each in the earlier interval (TF's rule)
+    assert {int(a): float(b) for a, b in table} == {
+        0: 0.1, 3: 0.1, 6: 0.1, 9: 0.1, 12: 0.01, 15: 0.01, 18: 0.01, 21: 0.001, 24: 0.001,
+        27: 0.001, 30: 0.001}
     assert (tmp_path / "os2s.lr.png").stat().st_size > 1000
-    status, out, _ = _check_in_process(capsys, path, "--steps-per-epoch", "10", "--no-plot")
+    status, out, _ = _check_in_process(capsys, path, "--steps-per-epoch", "20", "--no-plot")
     assert status == 0 and "      step  learning rate" in out and "        60  0.001" in out
 
 
@@ -783,8 +786,9 @@ def test_check_config_rejects_code_and_missing_run_length(tmp_path, capsys):
         base_params = {"optimizer": "Adam", "lr_policy": "poly_decay",
                        "lr_policy_params": {"learning_rate": 0.1}}
     """)
-    status, _, err = _check_in_process(capsys, no_length, "--no-plot")
-    assert status == 1 and "--num-steps" in err
+    status, out, _ = _check_in_process(capsys, no_length, "--no-plot")  # train's default run
+    assert status == 0 and "neither max_steps nor num_epochs: the default run of trainop " \
+        "train, 60 steps (--num-steps)" in out and "        60  0" in out
     status, out, _ = _check_in_process(capsys, no_length, "--no-plot", "--num-steps", "10")
     assert status == 0 and "        10  0" in out  # poly_decay reaches min_lr 0 at the end
 

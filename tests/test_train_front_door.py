@@ -69,15 +69,17 @@ def test_unfillable_openseq2seq_schedule_names_the_length_to_pass(tmp_path, caps
                    f"got -200 (filled as last step 800 - begin_decay_at 1000): the run is {run}; "
                    f"pass the steps per epoch (--steps-per-epoch, build(steps_per_epoch=)) or "
                    f"the run length (--num-steps, build(num_steps=))\n")
-    status, out, err = _run(capsys, "check-config", str(recipe), "--no-plot")
+    # check-config: the same rule, the same verdict and words
+    status, out, check_err = _run(capsys, "check-config", str(recipe), "--no-plot", *per_epoch)
     assert status == 1
-    assert "the run is num_epochs 400 x 1 step(s) per epoch = 400 steps; pass the steps per " \
-           "epoch (--steps-per-epoch" in err
-    # the default --steps-per-epoch (10) fills it as OpenSeq2Seq would: 4000 - 1000 steps
-    status, out, err = _run(capsys, "check-config", str(recipe), "--no-plot",
-                            "--steps-per-epoch", "10")
+    assert check_err.split(": ValueError: ", 1)[1] == err.split(f"{recipe}: ", 1)[1]
+    # the default --steps-per-epoch (10 in both) fills it as OpenSeq2Seq would: 4000 - 1000
+    status, out, err = _run(capsys, "check-config", str(recipe), "--no-plot")
     assert status == 0, err
     assert "'decay_steps': 3000" in out
+    status, out, err = _run(capsys, "train", str(recipe), "--out", str(tmp_path / "run"),
+                            "--steps", "2", "--no-progress")
+    assert status == 0, err
 
 
 def test_summary_shows_first_and_last_loss_and_the_rate_first_to_last():

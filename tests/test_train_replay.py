@@ -48,7 +48,8 @@ FLOAT16_TOLERANCE = 2e-2
 
 @pytest.mark.parametrize(("scaling", "params", "min_skips"), [
     ("Backoff", {"scale_max": 2.0 ** 24, "step_window": 4}, 5),  # halves, regrows, overflows
-    ("LogMax", {"scale_max": 2.0 ** 30}, 1),  # its moments aim above float16's range once
+    # its moments aim above float16's range once; OpenSeq2Seq's LogMax (the replay's)
+    ("LogMax", {"scale_max": 2.0 ** 30, "upstream_quirks": True}, 1),
 ])
 def test_mixed_precision_with_overflows_replays_within_float16_rounding(
         tmp_path, capsys, scaling, params, min_skips):
@@ -104,21 +105,6 @@ base_params = {{
     status, out, err = _train(tmp_path, capsys, text, "reg.py", "--steps", "5")
     assert status == 0, out + err
     assert 0 < _largest(out) <= tolerance
-
-
-@pytest.mark.parametrize("second_moment", ["persistent", "openseq2seq"])
-def test_novograd_replays_as_openseq2seq_tf_code(tmp_path, capsys, second_moment):
-    text = f"""
-base_params = {{
-    "max_steps": 100, "optimizer": "NovoGrad",
-    "optimizer_params": {{"beta1": 0.95, "beta2": 0.98, "weight_decay": 0.001,
-                          "second_moment": {second_moment!r}}},
-    "lr_policy": "poly_decay", "lr_policy_params": {{"learning_rate": 0.02, "power": 2.0}},
-}}
-"""
-    status, out, err = _train(tmp_path, capsys, text, "novograd.py", "--steps", "6")
-    assert status == 0, out + err
-    assert 0 < _largest(out) <= 1e-5
 
 
 def test_returnn_accumulation_clips_and_epoch_rates_replay(tmp_path, capsys):

@@ -25,9 +25,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("file", help="an OpenSeq2Seq .py config, a RETURNN config, or a trainop "
                                 ".yaml/.json recipe")
     p.add_argument("--num-steps", type=int, default=None,
-                   help="run length in steps (default: the config's max_steps)")
+                   help="run length in steps (default: as trainop train: the config's "
+                        "max_steps, else num_epochs x steps per epoch, else 60)")
     p.add_argument("--steps-per-epoch", type=int, default=None,
-                   help="steps per epoch, for configs that run num_epochs")
+                   help="micro-steps per epoch, for configs that run num_epochs (default: "
+                        "10, as trainop train; divided by iter_size as OpenSeq2Seq does)")
     p.add_argument("--plot", default=None,
                    help="PNG file for the schedule plot (default: <file name>.lr.png here)")
     p.add_argument("--no-plot", action="store_true", help="write no plot")
@@ -58,19 +60,37 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(recipe, args: argparse.Namespace) -> None:
-    from trainop.interfaces.recipes.explain import pipeline_steps, schedule, warnings_for
+    from trainop.interfaces.recipes.explain import (
+        optimizer_modes,
+        pipeline_steps,
+        schedule,
+        warnings_for,
+    )
     from trainop.interfaces.recipes.notes import TF_NOTES, hyperparameters
+    from trainop.interfaces.recipes.openseq2seq import optimizer_params
+    from trainop.interfaces.train.cli import DEFAULT_STEPS, DEFAULT_STEPS_PER_EPOCH, run_length
 
-    schedule_ = schedule(recipe, args.num_steps, args.steps_per_epoch)  # may raise: first
+    length = run_length(recipe, args.num_steps, args.steps_per_epoch)  # train's rule
+    schedule_ = schedule(recipe, **length)  # may raise: first
+    if "steps_per_epoch" in length and args.steps_per_epoch is None:
+        schedule_.notes.append(f"num_epochs={recipe.options['num_epochs']} x "
+                               f"{length['steps_per_epoch']} step(s) per epoch: the default "
+                               f"--steps-per-epoch {DEFAULT_STEPS_PER_EPOCH} of trainop train "
+                               f"and check-config (micro-steps // iter_size)")
+    elif length.get("num_steps") == DEFAULT_STEPS and args.num_steps is None:
+        schedule_.notes.append(f"the config has neither max_steps nor num_epochs: the default "
+                               f"run of trainop train, {DEFAULT_STEPS} steps (--num-steps)")
     out = sys.stdout.write
     o = recipe.options
     cls = recipe.optimizer_class
     out(f"recipe: {args.file} (format: {recipe.format}; builds: {recipe.builds})\n")
-    given = o["optimizer_params"] if recipe.builds == "TrainOp" else (
+    given = optimizer_params(o) if recipe.builds == "TrainOp" else (
         o["optimizer"] if isinstance(o["optimizer"], dict) else {})
     hyper = _built_torch_hyperparameters(recipe) or hyperparameters(cls, given)
     out(f"optimizer: {cls.__module__}.{cls.__name__}\n")
     out("  " + ", ".join(f"{k}={_short(v)}" for k, v in hyper.items()) + "\n")
+    for mode in optimizer_modes(recipe):
+        out(f"  mode: {mode}\n")
     if cls.__name__ in TF_NOTES:
         out(f"  TF numerics: {TF_NOTES[cls.__name__]}\n")
     out("gradient pipeline (in order):\n")

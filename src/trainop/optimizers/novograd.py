@@ -29,8 +29,9 @@ class NovoGrad(Optimizer):
     ``second_moment="openseq2seq"`` reproduces the code OpenSeq2Seq ships, for porting its
     recipes number for number: its second moment is never stored, so every step uses
     ``v = n2`` (``beta2`` has no effect, the slot stays 0) and ``d = g / sqrt(v + epsilon)``.
-    The default ``"persistent"`` is the published algorithm. Sparse gradients are densified
-    (upstream takes a dense path too).
+    The default ``"persistent"`` is the published algorithm; an OpenSeq2Seq recipe
+    (``trainop.load_recipe``) builds ``"openseq2seq"`` unless it sets ``second_moment`` itself.
+    Sparse gradients are densified (upstream takes a dense path too).
 
     Args:
         learning_rate: float >= 0, default 1.0 (normally a policy). beta1: [0, 1), 0.95.

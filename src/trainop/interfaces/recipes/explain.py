@@ -12,11 +12,32 @@ from trainop.interfaces.recipes import openseq2seq
 from trainop.interfaces.recipes.recipe import Recipe
 from trainop.training.returnn.updater import SEED_ADVICE
 
-__all__ = ["Schedule", "pipeline_steps", "schedule", "warnings_for"]
+__all__ = ["Schedule", "optimizer_modes", "pipeline_steps", "schedule", "warnings_for"]
 
 
 def _fmt(value: Any) -> str:
     return getattr(value, "__name__", None) or repr(value)
+
+
+def optimizer_modes(recipe: Recipe) -> list[str]:
+    """Where the optimizer's behaviour was chosen for an OpenSeq2Seq recipe, and why: the
+    upstream behaviour the importer selected (``openseq2seq.UPSTREAM_BEHAVIOUR``), or the
+    recipe's own override of it."""
+    if recipe.builds != "TrainOp" or recipe.optimizer_class is None:
+        return []
+    o = recipe.options
+    chosen = openseq2seq.upstream_choices(o)
+    out = [f"{arg}={value!r} (OpenSeq2Seq's behaviour, chosen for this recipe: {why})"
+           for arg, (value, why) in chosen.items()]
+    for base, choices in openseq2seq.UPSTREAM_BEHAVIOUR.items():
+        if not issubclass(recipe.optimizer_class, base):
+            continue
+        for arg, (value, _) in choices.items():
+            given = o["optimizer_params"].get(arg, value)
+            if arg not in chosen and given != value:
+                out.append(f"{arg}={given!r} (set by the recipe; OpenSeq2Seq's code behaves "
+                           f"as {arg}={value!r})")
+    return out
 
 
 def pipeline_steps(recipe: Recipe) -> list[str]:

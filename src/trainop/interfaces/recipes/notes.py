@@ -30,9 +30,11 @@ TF_NOTES = {
     "AdadeltaOptimizer": "TF1 Adadelta: lr defaults to 0.001 (torch: 1.0), epsilon 1e-8",
     "FtrlOptimizer": "TF1 FTRL-proximal; the accumulator starts at 0.1",
     "GradientDescentOptimizer": "w -= lr*g",
-    "NovoGrad": "OpenSeq2Seq NovoGrad: per-layer second moment of the gradient norm (v = "
-                "|g|^2 on the first step), weight decay added to the normalized gradient, "
-                "then TF momentum; no bias correction",
+    "NovoGrad": "OpenSeq2Seq NovoGrad: the gradient over the layer's second moment of its "
+                "norm (second_moment='openseq2seq', OpenSeq2Seq's code: v = |g|^2 every "
+                "step, g/sqrt(v+epsilon); 'persistent', the paper's: a moving average, "
+                "g/(sqrt(v)+epsilon)), weight decay added to the normalized gradient, then TF "
+                "momentum; no bias correction",
 }
 
 

@@ -6,7 +6,9 @@ Options (OpenSeq2Seq's names; default when absent):
 
 =========================  =====================================================================
 ``optimizer``              required: a name (``"Adam"``, ``"Momentum"``, ...) or a trainop class
-``optimizer_params``       ``{}``; the class's arguments (checked; an unknown one names the closest)
+``optimizer_params``       ``{}``; the class's arguments (checked; an unknown one: the closest);
+                           ``UPSTREAM_BEHAVIOUR`` fills what OpenSeq2Seq's code does where
+                           trainop's default differs (NovoGrad: ``second_moment="openseq2seq"``)
 ``lr_policy``              required: a policy function (``poly_decay``, ``tf.train.cosine_decay``)
 ``lr_policy_params``       ``{}``; ``decay_steps``/``begin_decay_at``/``steps_per_epoch`` filled
                            from the run length at ``build`` (``fill_policy_params``)
@@ -53,6 +55,7 @@ from trainop.interfaces.recipes.names import (
     TF1_POLICY_FUNCTIONS,
     resolve_name,
 )
+from trainop.optimizers.novograd import NovoGrad
 from trainop.processing import AutomaticLossScaler
 from trainop.processing.larc import LARC
 from trainop.registry import get_optimizer_class
@@ -60,8 +63,9 @@ from trainop.schedules import fill_policy_params, policy
 from trainop.training.optimize_loss import TrainOp, optimize_loss
 from trainop.training.summaries import check_summaries
 
-__all__ = ["DEFAULTS", "build", "fill_for_run", "filled_policy_params", "learning_rate_fn",
-           "options_from", "optimizer_class", "run_length"]
+__all__ = ["DEFAULTS", "UPSTREAM_BEHAVIOUR", "build", "fill_for_run", "filled_policy_params",
+           "learning_rate_fn", "optimizer_class", "optimizer_params", "options_from",
+           "run_length", "upstream_choices"]
 
 DEFAULTS: dict[str, Any] = {
     "optimizer": None, "optimizer_params": {}, "lr_policy": None, "lr_policy_params": {},
@@ -69,6 +73,16 @@ DEFAULTS: dict[str, Any] = {
     "loss_scaling_params": None, "dtype": torch.float32, "summaries": None, "iter_size": 1,
     "freeze_variables_regex": None, "regularizer": None, "regularizer_params": {},
     "use_horovod": False, "max_steps": None, "num_epochs": None, "save_summaries_steps": None,
+}
+#: Where trainop's default (for new work) is not what OpenSeq2Seq's code does: optimizer class
+#: -> {argument: (the value that reproduces OpenSeq2Seq, why)}. An OpenSeq2Seq recipe gets it
+#: unless its ``optimizer_params`` set the argument (the user's override); docs/recipes.md
+#: lists every such place.
+UPSTREAM_BEHAVIOUR: dict[type, dict[str, tuple[Any, str]]] = {
+    NovoGrad: {"second_moment": (
+        "openseq2seq", "OpenSeq2Seq's NovoGrad never stores its second moment (v = |g|^2 at "
+                       "every step, beta2 unused: open_seq2seq/optimizers/novograd.py); "
+                       "optimizer_params second_moment='persistent': the paper's algorithm")},
 }
 _HALF = (torch.float16, torch.bfloat16)
 _DICTS = ("optimizer_params", "lr_policy_params", "regularizer_params")
@@ -198,6 +212,22 @@ def optimizer_class(optimizer: Any) -> type[Optimizer]:
                          f"{optimizer.name} (an import trainop does not map)")
     raise TypeError(f"Expected `optimizer` to be a name or a trainop.Optimizer subclass, got "
                     f"{describe(optimizer)}")
+
+
+def upstream_choices(options: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
+    """``{argument: (value, why)}``: what this recipe's optimizer gets from
+    ``UPSTREAM_BEHAVIOUR`` because its ``optimizer_params`` leave the argument out."""
+    cls = optimizer_class(options["optimizer"])
+    given = options["optimizer_params"]
+    return {arg: choice for base, choices in UPSTREAM_BEHAVIOUR.items()
+            if issubclass(cls, base) for arg, choice in choices.items() if arg not in given}
+
+
+def optimizer_params(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The optimizer's arguments ``build`` passes: the recipe's ``optimizer_params`` (a new
+    dict) with ``upstream_choices`` filled in."""
+    return {**options["optimizer_params"],
+            **{arg: value for arg, (value, _) in upstream_choices(options).items()}}
 
 
 def _policy_function(fn: Any) -> Callable[..., Any]:
@@ -366,7 +396,7 @@ def build(options: Mapping[str, Any], model: torch.nn.Module,
         return total if terms is None else total + terms
 
     train_op = optimize_loss(
-        total_loss, o["optimizer"], o["optimizer_params"], lr, var_list=variables,
+        total_loss, o["optimizer"], optimizer_params(o), lr, var_list=variables,
         dtype=o["dtype"], clip_gradients=o["max_grad_norm"], summaries=o["summaries"],
         larc_params=o["larc_params"], loss_scaling=o["loss_scaling"],
         loss_scaling_params=o["loss_scaling_params"], on_horovod=bool(o["use_horovod"]),

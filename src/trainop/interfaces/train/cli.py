@@ -6,8 +6,10 @@ The recipe (an OpenSeq2Seq config, a RETURNN config, or trainop's YAML/JSON: see
 downloaded; float16 weights when the recipe's dtype is 'mixed' or float16), which trains for
 ``--steps`` micro-steps with a progress bar (loss, learning rate, loss scale, skipped updates).
 Written to ``--out``: TensorBoard event files (``tensorboard/``, when the ``tensorboard``
-package is installed) and ``dashboard.png`` (loss, learning rate, global gradient norm, loss
-scale, skipped updates; when matplotlib is installed); then a one-paragraph summary.
+package is installed), ``history.csv`` and ``dashboard.png`` (loss, learning rate, global
+gradient norm, loss scale, skipped updates; when matplotlib is installed); then a one-paragraph
+summary. An earlier run's files in ``--out`` are moved to ``--out/previous/<n>`` first (one
+line on stderr says where), so every run starts clean.
 
 The recipe's own rates: a RETURNN recipe runs in epochs of ``--steps-per-epoch`` micro-steps
 (default 10) under RETURNN's learning-rate control (``learning_rates`` per epoch, newbob on
@@ -31,9 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BuiltRun", "add_parser", "build_run", "is_recipe_error", "run"]
+__all__ = ["DEFAULT_STEPS", "DEFAULT_STEPS_PER_EPOCH", "BuiltRun", "add_parser", "build_run",
+           "RUN_FILES", "is_recipe_error", "run", "run_length", "set_aside"]
 
 PROG = "trainop train"
+DEFAULT_STEPS = 60
 DEFAULT_STEPS_PER_EPOCH = 10
 
 
@@ -44,7 +48,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="recipe: OpenSeq2Seq config (.py), RETURNN config "
                                 "(.config/.py) or trainop YAML/JSON")
-    p.add_argument("--steps", type=int, default=60, help="micro-steps (default: 60)")
+    p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+                   help="micro-steps (default: %(default)s)")
     p.add_argument("--steps-per-epoch", type=int, default=DEFAULT_STEPS_PER_EPOCH,
                    help="micro-steps per epoch: RETURNN's per-epoch learning rates, "
                         "OpenSeq2Seq's num_epochs (default: %(default)s)")
@@ -72,12 +77,15 @@ def _fail(message: str) -> int:
 
 
 def _progress(total: int, enabled: bool):
-    """A callback drawing a tqdm bar (or nothing) with loss, lr, loss scale and skips."""
+    """A callback drawing a tqdm bar (or nothing) with loss, lr, loss scale and skips; without
+    tqdm (a dependency of trainop, so only where it was removed) one line says so."""
     if not enabled:
         return None, None
     try:
         from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm is a dependency of the cli extra
+    except ImportError:
+        print(f"{PROG}: no progress bar: the tqdm package is missing (pip install tqdm)",
+              file=sys.stderr)
         return None, None
     bar = tqdm(total=total, unit="step", file=sys.stderr, leave=False)
 
@@ -101,6 +109,27 @@ def _writer(out: Path):
         except ImportError:
             return None
         return SummaryWriter(str(out / "tensorboard"))
+
+
+#: What a run writes to ``--out``; an earlier run's are moved aside (``set_aside``).
+RUN_FILES = ("history.csv", "dashboard.png", "tensorboard")
+
+
+def set_aside(out: Path) -> Path | None:
+    """Move an earlier run's files in ``out`` (``RUN_FILES``) into ``out/previous/<n>`` (the
+    next free number), so that this run starts clean and no two runs' TensorBoard events
+    overlay; the folder they went to, or None when there were none."""
+    found = [out / name for name in RUN_FILES if (out / name).exists()]
+    if not found:
+        return None
+    n = 1
+    while (out / "previous" / str(n)).exists():
+        n += 1
+    target = out / "previous" / str(n)
+    target.mkdir(parents=True)
+    for path in found:
+        path.rename(target / path.name)
+    return target
 
 
 def is_recipe_error(error: BaseException) -> bool:
@@ -130,19 +159,25 @@ def _check_args(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _run_length(recipe, args: argparse.Namespace) -> dict[str, int | None]:
-    """``build``'s ``num_steps``/``steps_per_epoch`` for this run (see the module doc)."""
+def run_length(recipe, num_steps: int | None = None, steps_per_epoch: int | None = None,
+               steps: int = DEFAULT_STEPS) -> dict[str, int]:
+    """``build``'s ``num_steps``/``steps_per_epoch`` for an OpenSeq2Seq recipe, the one rule of
+    ``trainop train`` and ``check-config`` (see the module doc): ``num_steps`` where given or
+    where the config has neither ``max_steps`` nor ``num_epochs`` (then ``steps``, the run's
+    micro-steps); nothing with ``max_steps``; with ``num_epochs``, ``steps_per_epoch``
+    micro-steps (default ``DEFAULT_STEPS_PER_EPOCH``) // ``iter_size`` updates per epoch."""
     if recipe.builds != "TrainOp":
         return {}
     o = recipe.options
-    if args.num_steps is not None or (o["max_steps"] is None and o["num_epochs"] is None):
-        return {"num_steps": args.num_steps or args.steps}
+    if num_steps is not None or (o["max_steps"] is None and o["num_epochs"] is None):
+        return {"num_steps": num_steps or steps}
     if o["max_steps"] is not None:
         return {}
-    per_epoch = args.steps_per_epoch // o["iter_size"]  # OpenSeq2Seq: steps_in_epoch //= iter_size
+    micro = steps_per_epoch or DEFAULT_STEPS_PER_EPOCH
+    per_epoch = micro // o["iter_size"]  # OpenSeq2Seq: steps_in_epoch //= iter_size
     if per_epoch < 1:
         raise ValueError(f"Expected --steps-per-epoch >= iter_size {o['iter_size']} (an "
-                         f"epoch of at least one update), got {args.steps_per_epoch}")
+                         f"epoch of at least one update), got {micro}")
     return {"steps_per_epoch": per_epoch}
 
 
@@ -213,7 +248,9 @@ def build_run(args: argparse.Namespace) -> BuiltRun:
     def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.mse_loss(model(x), y)
 
-    built = recipe.build(model, loss, summary_writer=writer, **_run_length(recipe, args))
+    built = recipe.build(model, loss, summary_writer=writer, **run_length(recipe, args.num_steps,
+                                                                     args.steps_per_epoch,
+                                                                     args.steps))
     control = recipe.learning_rate_control() if recipe.builds == "Updater" else None
     return BuiltRun(recipe, model, initial, batches, built, control, _regularizer(recipe), half,
                     writer, notes)
@@ -227,6 +264,10 @@ def run(args: argparse.Namespace) -> int:
 
     from trainop.interfaces.train.loop import train_model
 
+    moved = set_aside(Path(args.out))
+    if moved is not None:
+        print(f"{PROG}: --out {args.out} held an earlier run: its files are now in {moved}",
+              file=sys.stderr)
     # The built-in model is tiny: one thread is fastest, and spares a busy machine the
     # oversubscription that made a step 50x slower with 2 threads beside other work.
     torch.set_num_threads(1)
@@ -266,6 +307,10 @@ def run(args: argparse.Namespace) -> int:
               f"control" if control is not None else "")
     print(f"{PROG}: {args.file} ({recipe.format}), {type(built).__name__} with "
           f"{recipe.optimizer_class.__name__}, {args.steps} micro-steps{epochs}")
+    from trainop.interfaces.recipes.explain import optimizer_modes
+
+    for mode in optimizer_modes(recipe):
+        print(f"  mode: {mode}")
     history = train_model(built, model, batches, writer=writer, progress=after_step,
                           control=control, steps_per_epoch=args.steps_per_epoch)
     if bar is not None:
@@ -303,6 +348,8 @@ def _compare(args, plan, initial, batches, history, snapshots, half) -> int:
     worst = deviations(snapshots, theirs)
     tolerance = args.tolerance if args.tolerance is not None else (
         1e-5 if half is None else 2e-2)
+    for note in plan.notes:  # where trainop is configured unlike the upstream replay
+        print(f"--compare-tf: {note}")
     print("largest relative deviation of the parameters from TensorFlow's, per step:")
     for k, value in enumerate(worst):
         if k < 5 or k == len(worst) - 1 or k % 10 == 9:

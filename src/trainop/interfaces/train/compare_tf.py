@@ -1,12 +1,16 @@
 """``trainop train --compare-tf``: replay the run with TensorFlow's own ops (TF1 compat graph
 mode) and report, per step, the largest deviation of trainop's parameters from TensorFlow's.
 
-The replay rebuilds the built-in LSTM (``model.LSTMCellModel``: the same equations and gate
-order, written with ``tf.matmul``/``tf.sigmoid``/``tf.tanh``) from the same initial weights,
-feeds the same batches and runs the update that ``replay_plan.ReplayPlan`` describes with
-TensorFlow's ops; the learning rate of each step is the value trainop's schedule gave that step,
-fed as a float (the schedules' parity with TF's decay functions is tested on their own).
+The replay is an oracle, never a mirror: every stage is built from the upstream definition of
+the recipe's own system (OpenSeq2Seq's code, RETURNN's TF updater, TF's kernels); from trainop
+it takes only the recipe's values (rates, betas, clip norms, ``iter_size``, the loss scaler's
+parameters), never a mode or an order trainop is configured in. The stages (docs/recipes.md
+lists them with their sources):
 
+- The model: the built-in LSTM (``model.LSTMCellModel``'s equations and gate order with
+  ``tf.matmul``/``tf.sigmoid``/``tf.tanh``) from the same initial weights, on the same batches;
+  the learning rate of each step is fed as the value trainop's schedule gave it (the
+  schedules' parity with TF's decay functions is tested on their own).
 - Variables: float32 resource variables (the masters); in mixed precision the model reads
   ``tf.cast(master, float16)``, as OpenSeq2Seq's mixed-precision variable getter, and the loss
   ``float32(mean((y_hat - y)^2))`` is multiplied by the loss scale ``S`` before ``tf.gradients``.
@@ -15,19 +19,21 @@ fed as a float (the schedules' parity with TF's decay functions is tested on the
 - A micro-step: the gradients (float16 ones cast to float32, times ``1/S``) are added to
   float32 accumulators, divided by ``iter_size`` (OpenSeq2Seq) or summed (RETURNN); RETURNN's
   ``G`` (the micro-step's raw global norm) is kept for its global-norm steps.
-- An update micro-step (OpenSeq2Seq: ``k % iter_size == 0``, quirk Q5, or ``(k + 1) %
-  iter_size == 0`` with ``accumulate_first``; RETURNN: ``k % N == N - 1``): OpenSeq2Seq's
-  ``tf.clip_by_global_norm`` (``max_grad_norm``) or LARC (``t = min(max(eta ||w|| / (lr (||g|| +
-  eps)), min_update), 1)`` in clip mode, ``max(eta ||w|| / (||g|| + eps), min_update)`` in scale
-  mode); RETURNN's ``tf.clip_by_value``, ``tf.clip_by_norm``, ``clip_by_average_norm``,
-  ``tf.clip_by_global_norm`` (``use_norm=G`` where RETURNN measures ``G`` on the raw
-  gradients), the NaN/Inf filter (``tf.where``) and the zeroing above ``G``; then, with an
-  automatic loss scale, the overflow check (a NaN, or an infinite ``max |g|``) and the scaler's
-  update in TF ops (Backoff: halve on overflow, double every ``step_window`` calls after the
-  last; LogMax: the moments of ``log2 max |g|``), the update skipped on overflow; then
-  ``tf.compat.v1.train.<Name>Optimizer.apply_gradients`` (Nadam: ``ResourceApplyAdam`` with
-  ``use_nesterov``, as ``tf.contrib.opt.NadamOptimizer``; NovoGrad: OpenSeq2Seq's per-layer
-  rescaling, then ``MomentumOptimizer(momentum=beta1)``), and the accumulators zeroed.
+- An update micro-step: OpenSeq2Seq's ``k % iter_size == 0`` (quirk Q5), RETURNN's ``k % N ==
+  N - 1``. OpenSeq2Seq: ``tf.clip_by_global_norm`` (``max_grad_norm``) or LARC (``t =
+  min(max(eta ||w|| / (lr (||g|| + eps)), min_update), 1)`` in clip mode, ``max(eta ||w|| /
+  (||g|| + eps), min_update)`` in scale mode). RETURNN, in its updater's order
+  (``RETURNN_ORDER``): ``tf.clip_by_value``, ``tf.clip_by_norm``, ``clip_by_average_norm``,
+  ``tf.clip_by_global_norm(use_norm=G)``, the NaN/Inf filter (``tf.where``), the zeroing when
+  ``G`` is not finite or above the threshold. Then, with an automatic loss scale, the overflow
+  check (a NaN, or an infinite ``max |g|``) and the scaler's update in TF ops (Backoff: halve
+  on overflow, double every ``step_window`` calls after the last, the counter read before its
+  increment, quirk Q2; LogMax: the moments of ``log2 max |g|`` as OpenSeq2Seq's code has them,
+  quirk Q3: ``2**log_max`` sampled on overflow, ``2**(16 - cutoff)``), the update skipped on
+  overflow; then ``tf.compat.v1.train.<Name>Optimizer.apply_gradients`` (Nadam:
+  ``ResourceApplyAdam`` with ``use_nesterov``, as ``tf.contrib.opt.NadamOptimizer``;
+  NovoGrad: OpenSeq2Seq's code, ``_novograd``, then ``MomentumOptimizer(momentum=beta1)``),
+  and the accumulators zeroed.
 """
 
 from __future__ import annotations
@@ -70,29 +76,20 @@ def _lstm(tf, weights, x, hidden: int):
 
 
 def _novograd(tf, kwargs, grads, variables):
-    """OpenSeq2Seq's NovoGrad before its Momentum update: per variable, with ``n2 =
-    sum(g^2)``, ``g / (sqrt(v) + eps)`` with ``v`` the stored moving average of ``n2``
-    (``second_moment="persistent"``) or ``g / sqrt(n2 + eps)`` (``"openseq2seq"``, the shipped
-    code, whose average is never stored); ``+ weight_decay * w``; ``* (1 - beta1)`` with
-    ``grad_averaging``."""
-    out, moments = [], []
-    for k, (g, w) in enumerate(zip(grads, variables, strict=True)):
-        n2 = tf.reduce_sum(tf.square(g))
-        if kwargs["second_moment"] == "persistent":
-            ema = tf.compat.v1.get_variable(f"nvgrad2_ema{k}", initializer=0.0,
-                                            use_resource=True, trainable=False)
-            v = tf.where(tf.equal(ema, 0.0), n2,
-                         ema * kwargs["beta2"] + n2 * (1.0 - kwargs["beta2"]))
-            moments.append(ema.assign(v))
-            d = g / (tf.sqrt(v) + kwargs["epsilon"])
-        else:
-            d = g / tf.sqrt(n2 + kwargs["epsilon"])
+    """OpenSeq2Seq's NovoGrad before its Momentum update, as its code behaves
+    (``open_seq2seq/optimizers/novograd.py``; spec §7.1), whatever mode trainop runs in: per
+    variable, ``n2 = sum(g^2)`` and ``d = g / sqrt(n2 + eps)`` (its moving average is computed
+    from a variable that is never assigned, so it is ``n2`` at every step and ``beta2`` has no
+    effect); ``+ weight_decay * w``; ``* (1 - beta1)`` with ``grad_averaging``."""
+    out = []
+    for g, w in zip(grads, variables, strict=True):
+        d = g / tf.sqrt(tf.reduce_sum(tf.square(g)) + kwargs["epsilon"])
         if kwargs["weight_decay"] > 0:
             d = d + w * kwargs["weight_decay"]
         if kwargs["grad_averaging"]:
             d = d * (1.0 - kwargs["beta1"])
         out.append(d)
-    return out, moments
+    return out
 
 
 def _optimizer(tf, plan: ReplayPlan, lr):
@@ -131,10 +128,20 @@ def _penalty(tf, regularizer, w):
     return scale * (tf.nn.l2_loss(w) if kind == "l2" else tf.reduce_sum(tf.abs(w)))
 
 
+#: RETURNN's TF updater's per-gradient steps in its order (``_post_process_grad`` in
+#: ``returnn/tf/updater.py``), whatever order trainop's pipeline has; both global-norm steps use
+#: ``G``, the global norm of the micro-step's raw gradients, as RETURNN measures it.
+RETURNN_ORDER = ("clip_by_value", "clip_by_norm", "clip_by_average_norm", "clip_by_global_norm",
+                 "nan_inf_filter", "clip_to_zero")
+
+
 def _returnn_steps(tf, plan: ReplayPlan, grads, raw_norm):
-    for stage, args in plan.steps:
-        if stage in ("clip_by_global_norm", "clip_to_zero"):
-            norm = raw_norm if args.get("use_norm") == "given" else tf.linalg.global_norm(grads)
+    given = dict(plan.steps)
+    unknown = sorted(set(given) - set(RETURNN_ORDER))
+    if unknown:  # pragma: no cover - replay_plan admits these stages only
+        raise ValueError(f"no replay of {unknown}")
+    for stage in (s for s in RETURNN_ORDER if s in given):
+        args = given[stage]
         if stage == "clip_by_value":
             grads = [tf.clip_by_value(g, args["clip_value_min"], args["clip_value_max"])
                      for g in grads]
@@ -144,13 +151,13 @@ def _returnn_steps(tf, plan: ReplayPlan, grads, raw_norm):
             grads = [tf.clip_by_norm(g, args["clip_norm"] * tf.cast(tf.size(g), tf.float32))
                      for g in grads]
         elif stage == "clip_by_global_norm":
-            grads, _ = tf.clip_by_global_norm(grads, args["clip_norm"], use_norm=norm)
+            grads, _ = tf.clip_by_global_norm(grads, args["clip_norm"], use_norm=raw_norm)
         elif stage == "nan_inf_filter":
             grads = [tf.where(tf.math.is_finite(g), g, tf.zeros_like(g)) for g in grads]
-        elif stage == "clip_to_zero":
-            grads = [tf.where(norm > args["threshold"], tf.zeros_like(g), g) for g in grads]
-        else:  # pragma: no cover - replay_plan admits these stages only
-            raise ValueError(f"no replay of {stage}")
+        else:
+            zero = tf.logical_or(tf.logical_not(tf.math.is_finite(raw_norm)),
+                                 raw_norm > args["threshold"])
+            grads = [tf.where(zero, tf.zeros_like(g), g) for g in grads]
     return grads
 
 
@@ -199,7 +206,9 @@ class _Scaler:
             new = tf.clip_by_value(new, a["scale_min"], a["scale_max"])
             return tf.group(self.scale.assign(new), last.assign(tf.where(overflow, i, last)),
                             i.assign_add(1))
-        x = tf.where(overflow, tf.constant(a["log_max"], tf.float32), tf.math.log(amax)
+        # OpenSeq2Seq's LogMaxScaler as its code behaves (quirk Q3, whatever trainop runs): the
+        # overflow sample 2**log_max, a literal 16 in the exponent, log2(0) = -inf taken in
+        x = tf.where(overflow, tf.constant(2.0 ** a["log_max"], tf.float32), tf.math.log(amax)
                      / tf.math.log(2.0))
         state = {n: var(n, v) for n, v in (("x_hat", 0.0), ("slow_x_hat", 0.0),
                                            ("xsquared_hat", 0.0), ("b1_corr", 1.0),
@@ -213,21 +222,20 @@ class _Scaler:
         c2 = state["b2_corr"] * b2
         slow_mu = slow / (1 - c2)
         sigma = tf.sqrt(tf.maximum(sq / (1 - c2) - slow_mu * slow_mu, 0.0))
-        scale = tf.clip_by_value(tf.pow(2.0, a["log_max"] - (mu + a["overflow_std_dev"] * sigma)),
+        scale = tf.clip_by_value(tf.pow(2.0, 16.0 - (mu + a["overflow_std_dev"] * sigma)),
                                  a["scale_min"], a["scale_max"])
-        valid = tf.logical_or(overflow, amax > 0)  # trainop's fixed LogMax: amax 0 changes nothing
         new = {"x_hat": x_hat, "b1_corr": c1, "slow_x_hat": slow, "xsquared_hat": sq,
                "b2_corr": c2}
-        ops = [state[n].assign(tf.where(valid, v, state[n])) for n, v in new.items()]
-        ops.append(self.scale.assign(tf.where(valid, scale, self.scale)))
+        ops = [state[n].assign(v) for n, v in new.items()]
+        ops.append(self.scale.assign(scale))
         return tf.group(*ops)
 
 
 def _updates(plan: ReplayPlan, k: int) -> bool:
+    """RETURNN: ``k % N == N - 1``; OpenSeq2Seq: ``k % iter_size == 0`` (quirk Q5: its first
+    update has one micro-step's gradient), whatever window trainop is configured with."""
     n = plan.accumulate
-    if plan.front == "returnn":
-        return k % n == n - 1
-    return (k + 1) % n == 0 if plan.accumulate_first else k % n == 0
+    return k % n == n - 1 if plan.front == "returnn" else k % n == 0
 
 
 def replay_in_tf(initial: LSTMCellModel, plan: ReplayPlan,
@@ -301,11 +309,9 @@ def _replay(initial: LSTMCellModel, plan: ReplayPlan,
         update_scale = scaler.update(overflow, amax)
         optimizer = _optimizer(tf, plan, lr * plan.lr_multiplier)
         final = [k.read_value() for k in kept]
-        moments = []
         if plan.tf_class == "NovoGrad":
-            final, moments = _novograd(tf, plan.kwargs, final, variables)
-        with tf.control_dependencies(moments):
-            apply = optimizer.apply_gradients(list(zip(final, variables, strict=True)))
+            final = _novograd(tf, plan.kwargs, final, variables)
+        apply = optimizer.apply_gradients(list(zip(final, variables, strict=True)))
         reset = tf.group(*[a.assign(tf.zeros_like(a)) for a in accumulators])
         nothing = tf.no_op()
         init = tf.compat.v1.global_variables_initializer()

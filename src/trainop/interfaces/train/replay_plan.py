@@ -7,8 +7,10 @@ Replayable:
 - the update: a TF1 optimizer class (GradientDescent, Momentum, Adam, LazyAdam on dense
   gradients, Adagrad, Adadelta, RMSProp, Ftrl, ProximalGradientDescent, ProximalAdagrad),
   contrib's Nadam (TF's Adam kernel with ``use_nesterov``) or OpenSeq2Seq's NovoGrad (its TF
-  code: per-layer rescaled gradients into TF's Momentum), with constant hyperparameters but
-  the learning rate, one parameter group;
+  code as it behaves, whatever ``second_moment`` trainop runs: per-layer rescaled gradients
+  into TF's Momentum), with constant hyperparameters but the learning rate, one parameter
+  group; the plan takes the recipe's values and never a trainop mode (``notes`` say where
+  trainop is configured unlike upstream);
 - OpenSeq2Seq's ``optimize_loss``: ``dtype`` float32 or ``'mixed'`` (float16 weights cast from
   float32 masters, OpenSeq2Seq's wrapper), a static, ``Backoff`` or ``LogMax`` loss scale,
   ``iter_size`` accumulation, ``max_grad_norm``, LARC, the l1/l2 ``regularizer`` on the weights
@@ -18,7 +20,7 @@ Replayable:
   (by the micro-step's raw norm where RETURNN measures it there), ``gradient_nan_inf_filter``.
 
 Refused: gradient noise (random draws TensorFlow cannot repeat), ``torch.optim`` classes
-(RETURNN's PyTorch backend: no TF counterpart), NovoGrad and other optimizers without a TF 1
+(RETURNN's PyTorch backend: no TF counterpart), optimizers without a TF 1
 class, several parameter groups, the skip-and-abort of invalid steps, decoupled constraints.
 """
 
@@ -56,6 +58,11 @@ TF_CLASSES["NadamOptimizer"] = "NadamOptimizer"
 #: OpenSeq2Seq's NovoGrad is TF code: per-layer rescaled gradients into TF's Momentum kernel.
 TF_CLASSES["NovoGrad"] = "NovoGrad"
 
+#: The upstream constructor's arguments where trainop's class has more (its own modes): the
+#: replay takes these values only, never trainop's mode (OpenSeq2Seq's ``NovoGrad.__init__``).
+UPSTREAM_ARGUMENTS = {"NovoGrad": ("beta1", "beta2", "epsilon", "weight_decay",
+                                   "grad_averaging")}
+
 #: RETURNN's per-gradient steps the replay has (processor class -> its stage's name).
 _RETURNN_STEPS = (ClipByValue, ClipByNorm, ClipByAverageNorm, ClipByGlobalNorm, NanInfFilter,
                   ClipToZero)
@@ -67,8 +74,7 @@ class ReplayPlan:
 
     ``front``: ``"openseq2seq"`` or ``"returnn"``; ``tf_class`` and ``kwargs``: TensorFlow's
     optimizer and its arguments but the learning rate; ``accumulate``: micro-steps per update
-    (``iter_size`` or ``accum_grad_multiple_step``); ``accumulate_first``: trainop's
-    full-window option of ``optimize_loss``; ``half``: the weights' dtype name in mixed
+    (``iter_size`` or ``accum_grad_multiple_step``); ``half``: the weights' dtype name in mixed
     precision (``"float16"``) or ``None``; ``scaler``: ``(kind, arguments)`` with kind
     ``"static"``, ``"backoff"`` or ``"logmax"``, or ``None``; ``clip``: OpenSeq2Seq's
     ``max_grad_norm``; ``larc``: LARC's arguments; ``steps``: RETURNN's per-gradient steps in
@@ -80,7 +86,6 @@ class ReplayPlan:
     tf_class: str
     kwargs: dict[str, Any]
     accumulate: int = 1
-    accumulate_first: bool = False
     half: str | None = None
     scaler: tuple[str, dict[str, Any]] | None = None
     clip: float | None = None
@@ -88,6 +93,7 @@ class ReplayPlan:
     steps: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     lr_multiplier: float = 1.0
     regularizer: tuple[str, float] | None = None
+    notes: tuple[str, ...] = ()
 
 
 def _scaler(scaler: Any) -> tuple[str, dict[str, Any]]:
@@ -99,16 +105,25 @@ def _scaler(scaler: Any) -> tuple[str, dict[str, Any]]:
         return "backoff", {k: getattr(scaler, k) for k in
                            ("scale_min", "scale_max", "step_factor", "step_window")}
     if isinstance(scaler, LogMaxLossScaler):
-        if scaler.upstream_quirks:
-            raise ValueError("the LogMax scaler's upstream_quirks are not replayed (trainop's "
-                             "fixed LogMax is)")
         return "logmax", {k: getattr(scaler, k) for k in
                           ("scale_min", "scale_max", "log_max", "beta1", "beta2",
                            "overflow_std_dev")}
     raise ValueError(f"the loss scaler {type(scaler).__name__} has no replay")
 
 
-def _optimizer(optimizer: Any) -> tuple[str, dict[str, Any]]:
+def _scaler_notes(scaler: Any) -> tuple[str, ...]:
+    inner = scaler.scaler if isinstance(scaler, AutomaticLossScaler) else scaler
+    if isinstance(inner, LogMaxLossScaler) and not inner.upstream_quirks:
+        return ("trainop's LogMax loss scaler runs the fixed rule (overflow sample log_max, "
+                "log_max in the exponent, amax 0 ignored); the replay is OpenSeq2Seq's code "
+                "(2**log_max, 16; loss_scaling_params upstream_quirks=True in trainop): they "
+                "differ from the first overflow on",)
+    return ()
+
+
+def _optimizer(optimizer: Any) -> tuple[str, dict[str, Any], tuple[str, ...]]:
+    """``(TF class, its arguments, notes)``: the arguments are the upstream constructor's
+    (``UPSTREAM_ARGUMENTS``); a trainop mode that changes the numbers is a note."""
     import inspect
 
     name = type(optimizer).__name__
@@ -118,16 +133,25 @@ def _optimizer(optimizer: Any) -> tuple[str, dict[str, Any]]:
     if len(optimizer.param_groups) != 1:
         raise ValueError("it replays one parameter group, the optimizer has "
                          f"{len(optimizer.param_groups)}")
-    accepted = set(inspect.signature(type(optimizer).__init__).parameters)
+    accepted = set(UPSTREAM_ARGUMENTS.get(name, ())) or (
+        set(inspect.signature(type(optimizer).__init__).parameters)
+        - {"learning_rate", "name", "use_locking", "params"})
     kwargs = {}
     for key, value in optimizer.param_groups[0].items():
         arg = optimizer._arg_names.get(key, key)
-        if arg in accepted and arg not in ("learning_rate", "name", "use_locking", "params"):
+        if arg in accepted:
             if callable(value) or isinstance(value, torch.Tensor):
                 raise ValueError(f"it replays constant hyperparameters, `{arg}` is "
                                  f"{type(value).__name__}")
             kwargs[arg] = value
-    return TF_CLASSES[name], kwargs
+    notes = ()
+    mode = optimizer.param_groups[0].get("second_moment")
+    if name == "NovoGrad" and mode != "openseq2seq":
+        notes = (f"trainop's NovoGrad runs second_moment={mode!r} (the paper's stored second "
+                 f"moment); the replay is OpenSeq2Seq's code (open_seq2seq/optimizers/"
+                 f"novograd.py), which never stores it: they differ from the second update "
+                 f"on",)
+    return TF_CLASSES[name], kwargs, notes
 
 
 def _regularizer(regularizer: Any) -> tuple[str, float] | None:
@@ -153,11 +177,15 @@ def _openseq2seq(built: TrainOp, regularizer: Any) -> ReplayPlan:
         half = "float16" if torch.float16 in dtypes else None
     elif any(p.dtype != torch.float32 for p in built._variables):
         raise ValueError("it replays float32 weights, or float16 ones in mixed precision")
-    tf_class, kwargs = _optimizer(inner)
+    tf_class, kwargs, notes = _optimizer(inner)
+    if built._accumulate_first and built._iter_size > 1:
+        notes += ("trainop accumulates a full window first (accumulate_first); OpenSeq2Seq "
+                  "updates on micro-steps k % iter_size == 0 (quirk Q5), as the replay does",)
     scaler = clip = larc = None
     for processor in built.pipeline.processors:
         if isinstance(processor, LossScale):
             scaler = _scaler(processor.scaler)
+            notes += _scaler_notes(processor.scaler)
         elif isinstance(processor, ClipByGlobalNorm):
             clip = float(processor.clip_norm)
         elif isinstance(processor, LARC) and processor.learning_rate is None:
@@ -165,9 +193,9 @@ def _openseq2seq(built: TrainOp, regularizer: Any) -> ReplayPlan:
                     ("larc_eta", "larc_mode", "min_update", "epsilon")}
         else:
             raise ValueError(f"the gradient step {type(processor).__name__} has no replay")
-    return ReplayPlan("openseq2seq", tf_class, kwargs, accumulate=built._iter_size,
-                      accumulate_first=built._accumulate_first, half=half, scaler=scaler,
-                      clip=clip, larc=larc, regularizer=_regularizer(regularizer))
+    return ReplayPlan("openseq2seq", tf_class, kwargs, accumulate=built._iter_size, half=half,
+                      scaler=scaler, clip=clip, larc=larc, regularizer=_regularizer(regularizer),
+                      notes=notes)
 
 
 def _returnn(built: Updater) -> ReplayPlan:
@@ -187,16 +215,15 @@ def _returnn(built: Updater) -> ReplayPlan:
             raise ValueError("gradient_noise adds random draws that TensorFlow cannot repeat")
         if not isinstance(processor, _RETURNN_STEPS):
             raise ValueError(f"the gradient step {name} has no replay")
-        args = {k: v for k, v in vars(processor).items()
-                if k in ("clip_value_min", "clip_value_max", "clip_norm", "threshold",
-                         "use_norm")}
+        args = {k: v for k, v in vars(processor).items()  # values only: RETURNN's G is used
+                if k in ("clip_value_min", "clip_value_max", "clip_norm", "threshold")}
         steps.append((processor.stage, {k: float(v) if isinstance(v, torch.Tensor) else v
                                         for k, v in args.items()}))
-    tf_class, kwargs = _optimizer(group.optimizer)
+    tf_class, kwargs, notes = _optimizer(group.optimizer)
     base = float(built.get_current_step_learning_rate())
     rate = float(group.optimizer.param_groups[0]["lr"]())
     return ReplayPlan("returnn", tf_class, kwargs, accumulate=max(group.n, 1), steps=steps,
-                      lr_multiplier=rate / base if base else 1.0)
+                      lr_multiplier=rate / base if base else 1.0, notes=notes)
 
 
 def tf_plan(built: TrainOp | Updater, regularizer: Any = None) -> ReplayPlan:
