@@ -38,7 +38,7 @@ from typing import Any
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_FSTRING_FIELDS", "MAX_INT_BITS", "MAX_SAME_HASH",
            "MAX_SYNTAX_DEPTH", "MAX_WEIGHT", "MAX_WORK", "BoundExceeded", "KeyGuard", "Meter",
-           "check_int_bits", "check_keys", "check_weight", "is_array", "is_numpy_scalar"]
+           "check_int_bits", "check_hashes", "check_weight", "is_array", "is_numpy_scalar"]
 
 MAX_FILE_BYTES = 4 << 20
 MAX_WEIGHT = 1_100_000
@@ -146,7 +146,7 @@ class KeyGuard:
         return key
 
 
-def check_keys(keys: Any) -> Any:
+def check_hashes(keys: Any) -> Any:
     """``keys`` (an iterable, returned as a list) when no hash is shared by more than
     ``MAX_SAME_HASH`` distinct keys, else raise ``BoundExceeded``."""
     guard = KeyGuard()

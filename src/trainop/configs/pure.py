@@ -21,7 +21,7 @@ from trainop.configs.bounds import (
     MAX_WEIGHT,
     BoundExceeded,
     Meter,
-    check_keys,
+    check_hashes,
     check_weight,
     is_array,
     is_numpy_scalar,
@@ -84,9 +84,9 @@ def _container(kind: type) -> Callable[..., Any]:
         items = elements(meter, args[0])
         check_weight(meter.weight(items) + meter.weight(kwargs))
         if kind is set:
-            check_keys(items)
+            check_hashes(items)
         elif kind is dict and not isinstance(items, dict):  # pairs (``dict(zip(k, v))``)
-            check_keys(p[0] for p in items if isinstance(p, list | tuple) and len(p) == 2)
+            check_hashes(p[0] for p in items if isinstance(p, list | tuple) and len(p) == 2)
         return kind(items, **kwargs)
     return call
 

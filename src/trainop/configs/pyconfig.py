@@ -33,8 +33,8 @@ from trainop.configs.bounds import (
     BoundExceeded,
     KeyGuard,
     Meter,
+    check_hashes,
     check_int_bits,
-    check_keys,
     check_weight,
     is_numpy_scalar,
 )
@@ -151,7 +151,7 @@ class _Evaluator:
         return self.built(tuple(self._elements(node.elts)))
 
     def _Set(self, node: ast.Set) -> set:
-        return self.built(set(check_keys(self._elements(node.elts))))
+        return self.built(set(check_hashes(self._elements(node.elts))))
 
     def _Dict(self, node: ast.Dict) -> dict:
         out: dict = {}
@@ -406,7 +406,7 @@ class _Evaluator:
         return self._comprehension(node, lambda: self(node.elt))
 
     def _SetComp(self, node: ast.SetComp) -> set:
-        return set(check_keys(self._comprehension(node, lambda: self(node.elt))))
+        return set(check_hashes(self._comprehension(node, lambda: self(node.elt))))
 
     def _DictComp(self, node: ast.DictComp) -> dict:
         guard = KeyGuard()
