@@ -69,9 +69,10 @@ def test_a_fifo_opt_pt_is_refused_without_waiting(tmp_path):
 def test_another_models_returnn_file_is_refused(tmp_path):
     path = _returnn_file(tmp_path, _model(width=3))
     ours = _engine(ADAM)
-    with pytest.raises(ValueError, match=r"Expected 'exp_avg' of '0.weight' in the optimizer "
-                                         r"file .* to have the parameter's shape \(2, 2\), got "
-                                         r"\(3, 2\): another model's"):
+    with pytest.raises(ValueError, match=r"The optimizer file '.*theirs.opt.pt': Expected the "
+                                         r"state 'exp_avg' of parameter 0 in the Adam checkpoint "
+                                         r"to have the parameter's shape \(2, 2\), got \(3, 2\): "
+                                         r"another model's"):
         ours.load_optimizer(path)
     assert ours.optimizer.state_dict()["state"] == {}
 
@@ -100,8 +101,9 @@ def test_nan_moments_are_refused(tmp_path):
 
     path = _returnn_file(tmp_path, model, poison=poison)
     ours = _engine(ADAM, model=model)
-    with pytest.raises(ValueError, match=r"Expected 'exp_avg_sq' of '0.weight' in the optimizer "
-                                         r"file .* to be finite, got NaN or inf"):
+    with pytest.raises(ValueError, match=r"The optimizer file '.*theirs.opt.pt': Expected the "
+                                         r"state 'exp_avg_sq' of parameter 0 in the Adam "
+                                         r"checkpoint to be finite, got NaN or inf"):
         ours.load_optimizer(path)
     assert _state(ours) == {}
 
@@ -150,3 +152,33 @@ def test_a_string_accum_grad_multiple_step_under_tf_semantics():
     with pytest.raises(ValueError, match=r"Expected `accum_grad_multiple_step` to be an int >= 0, "
                                          r"got .2. \(str\)"):
         _engine({"accum_grad_multiple_step": "2"}, "tf")
+
+
+def _poisoned_own_file(tmp_path, change):
+    model = _model()
+    ours = _engine(ADAM, model=model)
+    ours.set_current_train_step(global_train_step=0, epoch=1, epoch_continuous=0.0)
+    model(torch.ones(3, 2)).sum().backward()
+    ours.step()
+    path = str(tmp_path / "ours.opt.pt")
+    ours.save_optimizer(path)
+    saved = torch.load(path, weights_only=False)
+    change(saved["trainop"]["groups"][0]["optimizer"]["state"][0])
+    torch.save(saved, path)
+    return path
+
+
+@pytest.mark.parametrize("change, pattern", [
+    (lambda s: s["exp_avg_sq"].fill_(float("nan")), r"'exp_avg_sq' of parameter 0 in the Adam "
+                                                    r"checkpoint to be finite"),
+    (lambda s: s.update(exp_avg=torch.zeros(3, 3)), r"'exp_avg' of parameter 0 in the Adam "
+                                                    r"checkpoint to have the parameter's shape "
+                                                    r"\(2, 2\), got \(3, 3\)"),
+])
+def test_trainops_own_file_with_bad_torch_moments(tmp_path, change, pattern):
+    """The Updater's torch.optim groups (backend torch) are checked as RETURNN's file is."""
+    path = _poisoned_own_file(tmp_path, change)
+    fresh = _engine(ADAM)
+    with pytest.raises(ValueError, match=pattern):
+        fresh.load_optimizer(path)
+    assert _state(fresh) == {}

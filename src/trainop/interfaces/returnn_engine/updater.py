@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from trainop.configs.reading import open_regular
+from trainop.contract.checkpoint import validate_loadable
 from trainop.contract.validation import describe
 from trainop.training.returnn.options import DEFAULTS
 from trainop.training.returnn.updater import Updater
@@ -205,42 +206,11 @@ class EngineUpdater:
         if len(self.updater.optimizers) != 1:
             raise ValueError("Expected one optimizer to load RETURNN's own optimizer file into, "
                              f"got {len(self.updater.optimizers)} (updater_opts groups)")
-        self._check_torch_state(filename, state["optimizer"])
+        try:  # torch's load_state_dict checks neither shapes nor finiteness
+            validate_loadable(self.optimizer, state["optimizer"])
+        except ValueError as error:
+            raise ValueError(f"The optimizer file {filename!r}: {error}") from None
         self.optimizer.load_state_dict(state["optimizer"])
-
-    def _check_torch_state(self, filename: str, saved: Any) -> None:
-        """RETURNN's ``optimizer`` state: every tensor of a parameter's state shaped as the
-        parameter (or a scalar, as ``step``) and finite; torch's ``load_state_dict`` checks
-        neither (another model's moments, NaN moments)."""
-        if not isinstance(saved, dict) or not isinstance(saved.get("state"), dict) or \
-                not isinstance(saved.get("param_groups"), list):
-            raise ValueError(f"Expected the optimizer file {filename!r} to hold a torch "
-                             f"optimizer state_dict ('state', 'param_groups'), got "
-                             f"{describe(saved)}")
-        ids = [i for g in saved["param_groups"] if isinstance(g, dict)
-               for i in g.get("params", [])]
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        if len(ids) != len(params):
-            raise ValueError(f"Expected the optimizer file {filename!r} to hold the state of "
-                             f"{len(params)} parameters, got {len(ids)}: another model's")
-        shapes = {i: (n, p.shape) for i, n, p in zip(ids, self._param_names(), params,
-                                                       strict=True)}
-        for key, entry in saved["state"].items():
-            name, shape = shapes.get(key, (None, None))
-            if name is None or not isinstance(entry, dict):
-                raise ValueError(f"Expected the optimizer file {filename!r} to hold state for "
-                                 f"the parameter ids {describe(ids)}, got {describe(key)}")
-            for slot, value in entry.items():
-                if not isinstance(value, torch.Tensor):
-                    continue
-                if value.dim() and value.shape != shape:
-                    raise ValueError(f"Expected {slot!r} of {name!r} in the optimizer file "
-                                     f"{filename!r} to have the parameter's shape "
-                                     f"{tuple(shape)}, got {tuple(value.shape)}: another "
-                                     f"model's")
-                if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-                    raise ValueError(f"Expected {slot!r} of {name!r} in the optimizer file "
-                                     f"{filename!r} to be finite, got NaN or inf")
 
 
 class TorchSemanticsUpdater(EngineUpdater):
