@@ -128,6 +128,11 @@ ERRORS: list[Row] = [
     Row("arange-big-int", evaluate("import numpy\na = numpy.arange(2**70, 2**70 + 5)\nb = a ** a"),
         R, r"^c.config:2: numpy.arange\(1180591620717411303424, 1180591620717411303429\) with "
            r"an integer beyond 64 bits \(the array would hold Python ints, beyond the bounds\)$"),
+    Row("rate-beyond-float", lambda: trainop.load_recipe(_file(
+        "r.config", "learning_rate = 0.1\nlearning_rates = [2**4000, 0.1]\n"))
+        .learning_rate_control(), ValueError,
+        r"^Expected `learning_rates\[1\]` to be a number a float holds \(\|x\| < 2\*\*1023\), "
+        r"got an integer of 4001 bits$"),
     Row("yaml-syntax", load("r.yaml", "format: trainop\nx: [1\n"), R,
         r"r.yaml:3: invalid YAML: while parsing a flow sequence expected ',' or ']', but got "
         r"'<stream end>'$"),
