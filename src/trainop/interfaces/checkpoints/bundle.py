@@ -129,6 +129,7 @@ class _Shard:
                                                              f"{message}"),
             noun="a TF checkpoint shard",
             missing=lambda _: CorruptCheckpoint(f"{what}: the data file {file!r} is missing"))
+        self.handle = os.fdopen(self.fd, "rb", buffering=0)  # reads straight into the tensor
 
     def read(self, offset: int, size: int, what: str) -> bytearray:
         if offset + size > self.size:
@@ -138,11 +139,12 @@ class _Shard:
         view, done = memoryview(out), 0
         while done < size:
             try:
-                got = os.preadv(self.fd, [view[done:]], offset + done)
+                self.handle.seek(offset + done)
+                got = self.handle.readinto(view[done:])
             except OSError as exc:
                 raise CorruptCheckpoint(f"{what}: {self.file!r} cannot be read: "
                                         f"{exc.strerror or exc}") from None
-            if got == 0:
+            if not got:
                 raise CorruptCheckpoint(f"{what}: {self.file!r} ended at byte {offset + done} "
                                         f"while read (bytes {offset}..{offset + size} "
                                         f"expected): truncated")
@@ -150,7 +152,7 @@ class _Shard:
         return out
 
     def close(self) -> None:
-        os.close(self.fd)
+        self.handle.close()
 
 
 def _read_entry(name: str, fields: dict, shards: dict, prefix: str,
