@@ -123,6 +123,10 @@ ERRORS: list[Row] = [
     Row("same-hash-yaml", load("r.yaml", "format: trainop\nx:\n" + "".join(
         f"  {i * (2**61 - 1)}: 0\n" for i in range(17))), R,
         r"r.yaml: a dict or set would hold more than 16 distinct keys with one hash"),
+    Row("same-hash-yaml-merge", load("r.yaml", "format: trainop\n" + "".join(
+        f"a{a}: &a{a}\n" + "".join(f"  {(a * 9 + i) * (2**61 - 1)}: 0\n" for i in range(9))
+        for a in range(2)) + "x:\n  <<: [*a0, *a1]\n"), R,
+        r"r.yaml: a dict or set would hold more than 16 distinct keys with one hash"),
     Row("fstring-fields", evaluate('x = f"' + "{''}" * 1_300_000 + '"'), R,
         r"^c.config:1: an f-string with more than 10,000 fields \(MAX_FSTRING_FIELDS\)$"),
     Row("arange-big-int", evaluate("import numpy\na = numpy.arange(2**70, 2**70 + 5)\nb = a ** a"),

@@ -101,6 +101,7 @@ def _check_keys(loader: Any, root: Any) -> None:
             continue
         seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
+            loader.flatten_mapping(node)  # ``<<: [*a, *b]`` merges: their keys count here too
             guard = KeyGuard()
             for key, value in node.value:
                 if isinstance(key, yaml.ScalarNode):
