@@ -38,6 +38,42 @@ def _tensorflow_stays_eager():
         assert tf.executing_eagerly(), "this test left TensorFlow in graph mode (eager disabled)"
 
 
+def _torch_globals() -> dict:
+    return {
+        "num_threads": torch.get_num_threads(),
+        "default_dtype": torch.get_default_dtype(),
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "deterministic_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+        "grad_enabled": torch.is_grad_enabled(),
+        "inference_mode": torch.is_inference_mode_enabled(),
+        "anomaly_mode": torch.is_anomaly_enabled(),
+        "anomaly_check_nan": torch.is_anomaly_check_nan_enabled(),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+
+
+@pytest.fixture(autouse=True)
+def _torch_globals_restored():
+    """No test may leave torch's global state changed for the tests after it (#34: one that ran
+    ``trainop train`` in process left one thread set, and a RETURNN engine test after it
+    failed on correct code): threads, default dtype, deterministic flags, grad, inference and
+    anomaly modes, matmul precision. The leaking test fails, naming what it changed."""
+    before = _torch_globals()
+    yield
+    after = _torch_globals()
+    changed = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
+    if changed:
+        torch.set_num_threads(before["num_threads"])  # the next tests run as before
+        torch.set_default_dtype(before["default_dtype"])
+        torch.use_deterministic_algorithms(before["deterministic_algorithms"],
+                                           warn_only=before["deterministic_warn_only"])
+        torch.set_grad_enabled(before["grad_enabled"])
+        torch.autograd.set_detect_anomaly(before["anomaly_mode"],
+                                          check_nan=before["anomaly_check_nan"])
+        torch.set_float32_matmul_precision(before["float32_matmul_precision"])
+    assert not changed, f"this test changed torch's global state (before, after): {changed}"
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "native: needs trainop's native C kernels (skipped where "
                             "they cannot be built or TRAINOP_NATIVE=0)")

@@ -105,6 +105,38 @@ ERRORS: list[Row] = [
         r"^c.config:4: evaluating the file takes more than 2,000,000 steps \(MAX_WORK\)$"),
     Row("depth", evaluate("x = []\n" + "".join("x = [x]\n" for _ in range(101))), R,
         r"^c.config:101: a value nests deeper than 100 levels \(MAX_DEPTH\)$"),
+    # #34: hash floods (every i * (2**61 - 1) hashes to 0), f-strings of many fields,
+    # numpy.arange over integers beyond int64 (an object array the bounds do not see)
+    Row("same-hash-dict-comp", evaluate(f"x = {{i * {2**61 - 1}: 0 for i in range(40000)}}"), R,
+        r"^c.config:1: a dict or set would hold more than 16 distinct keys with one hash "
+        r"\(MAX_SAME_HASH; 36893488147419103216 is one\): building it is quadratic$"),
+    Row("same-hash-set", evaluate(f"x = {{i * {2**61 - 1} for i in range(40000)}}"), R,
+        r"^c.config:1: a dict or set would hold more than 16 distinct keys with one hash"),
+    Row("same-hash-dict-zip", evaluate(f"x = dict(zip([i * {2**61 - 1} for i in range(40000)], "
+                                       f"range(40000)))"), R,
+        r"^c.config:1: a dict or set would hold more than 16 distinct keys with one hash"),
+    Row("same-hash-set-call", evaluate(f"x = set([i * {2**61 - 1} for i in range(40000)])"), R,
+        r"^c.config:1: a dict or set would hold more than 16 distinct keys with one hash"),
+    Row("same-hash-dict-display", evaluate("x = {" + ", ".join(f"{i * (2**61 - 1)}: 0"
+                                                               for i in range(17)) + "}"), R,
+        r"^c.config:1: a dict or set would hold more than 16 distinct keys with one hash"),
+    Row("same-hash-yaml", load("r.yaml", "format: trainop\nx:\n" + "".join(
+        f"  {i * (2**61 - 1)}: 0\n" for i in range(17))), R,
+        r"r.yaml: a dict or set would hold more than 16 distinct keys with one hash"),
+    Row("same-hash-yaml-merge", load("r.yaml", "format: trainop\n" + "".join(
+        f"a{a}: &a{a}\n" + "".join(f"  {(a * 9 + i) * (2**61 - 1)}: 0\n" for i in range(9))
+        for a in range(2)) + "x:\n  <<: [*a0, *a1]\n"), R,
+        r"r.yaml: a dict or set would hold more than 16 distinct keys with one hash"),
+    Row("fstring-fields", evaluate('x = f"' + "{''}" * 1_300_000 + '"'), R,
+        r"^c.config:1: an f-string with more than 10,000 fields \(MAX_FSTRING_FIELDS\)$"),
+    Row("arange-big-int", evaluate("import numpy\na = numpy.arange(2**70, 2**70 + 5)\nb = a ** a"),
+        R, r"^c.config:2: numpy.arange\(1180591620717411303424, 1180591620717411303429\) with "
+           r"an integer beyond 64 bits \(the array would hold Python ints, beyond the bounds\)$"),
+    Row("rate-beyond-float", lambda: trainop.load_recipe(_file(
+        "r.config", "learning_rate = 0.1\nlearning_rates = [2**4000, 0.1]\n"))
+        .learning_rate_control(), ValueError,
+        r"^Expected `learning_rates\[1\]` to be a number a float holds \(\|x\| < 2\*\*1023\), "
+        r"got an integer of 4001 bits$"),
     Row("yaml-syntax", load("r.yaml", "format: trainop\nx: [1\n"), R,
         r"r.yaml:3: invalid YAML: while parsing a flow sequence expected ',' or ']', but got "
         r"'<stream end>'$"),
@@ -166,3 +198,25 @@ ERRORS: list[Row] = [
 @pytest.mark.parametrize("row", ERRORS, ids=ids(ERRORS))
 def test_error(row):
     check(row)
+
+
+_FLOODS = [r for r in ERRORS if r.id.startswith(("same-hash", "fstring", "arange-big"))]
+
+
+@pytest.mark.parametrize("row", _FLOODS, ids=ids(_FLOODS))
+def test_floods_are_refused_fast(row):
+    """#34: each of these ~100-byte configs ran for minutes or hours (quadratic dict/set
+    building, quadratic f-string parsing) or to the memory cap (object arrays)."""
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(R):
+        row.call()
+    assert time.monotonic() - start < 2
+
+
+def test_equal_keys_are_not_a_flood():
+    config = evaluate_python_config("x = set([0] * 100000)\ny = {1: 0, 1.0: 1, True: 2}\n"
+                                    "z = dict([(-1, 0), (-2, 1)])", "c.config")
+    assert config.values["x"] == {0} and config.values["y"] == {1: 2}
+    assert config.values["z"] == {-1: 0, -2: 1}  # hash(-1) == hash(-2): one collision is fine

@@ -244,8 +244,9 @@ def test_to_torch_refuses_unmappable_target():
 
 def test_save_errors(tmp_path):
     model, opt = _setup()
-    with pytest.raises(ValueError, match=r"Expected `global_step` to be an integer >= 0 or None, "
-                                         r"got -1"):
+    with pytest.raises(ValueError, match=r"Expected `global_step` to be an integer in "
+                                         r"\[0, 2\*\*62\] \(the int64 counter must not wrap\) "
+                                         r"or None, got -1"):
         ckpt.save_tf(tmp_path / "x", model, opt, names=NAMES, global_step=-1)
     with pytest.raises(TypeError, match=r"Expected variable 'a' to be a tensor of a dtype TF "
                                         r"checkpoints hold"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 
 import torch
@@ -110,6 +111,39 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _memory_bytes() -> int:
+    """This machine's physical memory (a large number where it cannot be read)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 1 << 50
+
+
+#: Bytes the largest workload needs per unit of --scale: (a)'s 32M float32 parameters held
+#: about 8 times over (parameter, gradient, two slots, the peers' copies).
+_SCALE_BYTES = 32 * 2**20 * 4 * 8
+
+
+def _scale(text: str) -> float:
+    value = _positive_float(text)
+    need, have = value * _SCALE_BYTES, _memory_bytes()
+    if need > have:
+        raise argparse.ArgumentTypeError(
+            f"expected a scale whose workloads fit in memory (at most {have / _SCALE_BYTES:.3g} "
+            f"here: workload (a) needs about {need / 2**30:,.0f} GiB at --scale {text}, this "
+            f"machine has {have / 2**30:,.0f} GiB)")
+    return value
+
+
+def _probe_mib(text: str) -> int:
+    value = _int_at_least(1)(text)
+    limit = _memory_bytes() // 4 >> 20
+    if value > limit:
+        raise argparse.ArgumentTypeError(f"expected an integer in [1, {limit}] (a quarter of "
+                                         f"this machine's memory), got {value}")
+    return value
+
+
 def _int_at_least(minimum: int) -> Callable[[str], int]:
     def convert(text: str) -> int:
         try:
@@ -145,6 +179,14 @@ def _json_path(text: str) -> str:
         raise argparse.ArgumentTypeError(f"directory does not exist: {folder}")
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"is a directory: {text}")
+    if os.path.exists(text) and not os.path.isfile(text):
+        raise argparse.ArgumentTypeError(f"is not a regular file: {text}")
+    try:  # a directory that takes no new file (/proc, /sys, read-only) fails now, not at the end
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"cannot write in {folder}: "
+                                         f"{error.strerror or error}") from None
     return text
 
 
@@ -165,7 +207,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "workloads)")
     p.add_argument("--workloads", type=_comma_list("workloads", _workload, lambda: list(WORKLOADS)),
                    default=list(WORKLOADS), metavar="LIST", help="subset of a,b,c,d (default: all)")
-    p.add_argument("--scale", type=_positive_float, default=DEFAULT_SCALE,
+    p.add_argument("--scale", type=_scale, default=DEFAULT_SCALE,
                    help=f"size multiplier; 1 = the issue's sizes (default: {DEFAULT_SCALE})")
     p.add_argument("--dtype", choices=DTYPES, default="float32", help="(default: float32)")
     p.add_argument("--device", type=_device, default="cpu", help="cpu or cuda[:N] (default: cpu)")
@@ -175,7 +217,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--warmup", type=_int_at_least(0), default=3,
                    help="untimed steps first (default: 3)")
     p.add_argument("--seed", type=_int_at_least(0), default=0, help="data seed (default: 0)")
-    p.add_argument("--probe-mib", type=_int_at_least(1), default=128,
+    p.add_argument("--probe-mib", type=_probe_mib, default=128,
                    help="bandwidth probe buffer size in MiB (default: 128)")
     p.add_argument("--json", type=_json_path, default=None, metavar="PATH",
                    help="also write the full result as JSON ('-': JSON on stdout instead of "
@@ -242,14 +284,25 @@ _MODES = {
 }
 
 
+def _wrote_json(result: dict, path: str) -> bool:
+    """Write the JSON result; a failure (a full disk) is one line on stderr, not a traceback."""
+    try:
+        write_json(result, path)
+    except OSError as error:
+        print(f"trainop bench: cannot write --json {path}: {error.strerror or error}",
+              file=sys.stderr)
+        return False
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``trainop bench`` with parsed ``args``; returns the exit status."""
     mode = next((m for m in _MODES if getattr(args, m)), None)
     if mode is not None:
         run_mode, render = _MODES[mode]
         result = run_mode(args)
-        if args.json is not None:
-            write_json(result, args.json)
+        if args.json is not None and not _wrote_json(result, args.json):
+            return 1
         if args.json != "-":
             sys.stdout.write(render(result))
         return 0 if result.get("passed", True) else 1
@@ -271,8 +324,8 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     result = run_benchmark(config)
-    if args.json is not None:
-        write_json(result, args.json)
+    if args.json is not None and not _wrote_json(result, args.json):
+        return 1
     if args.json != "-":
         sys.stdout.write(render_markdown(result))
     return result["verdict"]["exit_status"]

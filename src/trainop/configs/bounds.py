@@ -19,6 +19,12 @@ limit                  value                      what it bounds
 ``MAX_INT_BITS``       4,096                      the bits of an integer (about 1,233 digits)
 ``MAX_DEPTH``          100                        nesting of a value (lists in lists, ...)
 ``MAX_SYNTAX_DEPTH``   200                        nesting of the file's syntax tree
+``MAX_FSTRING_FIELDS`` 10,000                     ``{...}`` fields of one f-string literal
+                                                  (Python's parser is quadratic in them:
+                                                  refused before the file is parsed)
+``MAX_SAME_HASH``      16                         distinct keys of one dict or set sharing one
+                                                  hash (``{i * (2**61 - 1): 0 ...}`` all hash
+                                                  to 0: building it would be quadratic)
 =====================  =========================  ==============================================
 
 A value beyond a limit is a ``trainop.RecipeError`` naming the file, the line and the limit.
@@ -30,9 +36,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_INT_BITS", "MAX_SYNTAX_DEPTH", "MAX_WEIGHT",
-           "MAX_WORK", "BoundExceeded", "Meter", "check_int_bits", "check_weight", "is_array",
-           "is_numpy_scalar"]
+__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_FSTRING_FIELDS", "MAX_INT_BITS", "MAX_SAME_HASH",
+           "MAX_SYNTAX_DEPTH", "MAX_WEIGHT", "MAX_WORK", "BoundExceeded", "KeyGuard", "Meter",
+           "check_int_bits", "check_hashes", "check_weight", "is_array", "is_numpy_scalar"]
 
 MAX_FILE_BYTES = 4 << 20
 MAX_WEIGHT = 1_100_000
@@ -40,6 +46,8 @@ MAX_WORK = 2_000_000
 MAX_INT_BITS = 4096
 MAX_DEPTH = 100
 MAX_SYNTAX_DEPTH = 200
+MAX_SAME_HASH = 16
+MAX_FSTRING_FIELDS = 10_000
 
 
 class BoundExceeded(Exception):
@@ -116,6 +124,39 @@ class Meter:
         depth = max(depth, 1)
         self._seen[key] = (value, weight, depth)
         return weight, depth
+
+
+class KeyGuard:
+    """The keys of one dict or set being built, grouped by hash: more than ``MAX_SAME_HASH``
+    distinct keys with one hash raise before they are inserted (each insertion would compare
+    against all of them). Equal keys (``[0] * 1000`` into a set) are one key, not a
+    collision; the cost is linear in the keys times at most ``MAX_SAME_HASH``."""
+
+    def __init__(self) -> None:
+        self._groups: dict[int, list[Any]] = {}
+
+    def add(self, key: Any) -> Any:
+        group = self._groups.setdefault(hash(key), [])
+        if not any(k is key or k == key for k in group):
+            group.append(key)
+            if len(group) > MAX_SAME_HASH:
+                raise BoundExceeded(f"a dict or set would hold more than {MAX_SAME_HASH} "
+                                    f"distinct keys with one hash (MAX_SAME_HASH; "
+                                    f"{_short_repr(key)} is one): building it is quadratic")
+        return key
+
+
+def check_hashes(keys: Any) -> Any:
+    """``keys`` (an iterable, returned as a list) when no hash is shared by more than
+    ``MAX_SAME_HASH`` distinct keys, else raise ``BoundExceeded``."""
+    guard = KeyGuard()
+    return [guard.add(k) for k in keys]
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value) if isinstance(value, int | float | str | bytes) and not (
+        isinstance(value, str | bytes) and len(value) > 40) else type(value).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def check_weight(weight: int, what: str = "a value") -> None:

@@ -17,7 +17,15 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from trainop.configs.bounds import MAX_WEIGHT, Meter, check_weight, is_array, is_numpy_scalar
+from trainop.configs.bounds import (
+    MAX_WEIGHT,
+    BoundExceeded,
+    Meter,
+    check_hashes,
+    check_weight,
+    is_array,
+    is_numpy_scalar,
+)
 
 __all__ = ["BUILTINS", "NUMPY", "NotPure", "elements", "is_array"]
 
@@ -75,6 +83,10 @@ def _container(kind: type) -> Callable[..., Any]:
             raise NotPure(f"{kind.__name__}() with {len(args)} arguments")
         items = elements(meter, args[0])
         check_weight(meter.weight(items) + meter.weight(kwargs))
+        if kind is set:
+            check_hashes(items)
+        elif kind is dict and not isinstance(items, dict):  # pairs (``dict(zip(k, v))``)
+            check_hashes(p[0] for p in items if isinstance(p, list | tuple) and len(p) == 2)
         return kind(items, **kwargs)
     return call
 
@@ -200,6 +212,10 @@ def _arange(meter: Meter, args: list, kwargs: dict) -> Any:
     if not 1 <= len(given) <= 3 or "start" not in given:
         raise NotPure("numpy.arange without a start")
     values = [_real(given[k], k) for k in names if k in given]
+    if any(isinstance(v, int) and not -2**63 <= v < 2**63 for v in values):
+        # numpy would make an object array of Python ints, beyond the bounds' reach
+        raise BoundExceeded(f"numpy.arange{_brief(values)} with an integer beyond 64 bits "
+                            f"(the array would hold Python ints, beyond the bounds)")
     start, stop, step = (0, values[0], 1) if len(values) == 1 else (*values, 1)[:3]
     if step == 0 or not all(math.isfinite(v) for v in (start, stop, step)):
         raise NotPure("numpy.arange with a zero or non-finite argument")
@@ -207,6 +223,11 @@ def _arange(meter: Meter, args: list, kwargs: dict) -> Any:
     check_weight(count + 1, f"numpy.arange{tuple(values)}")
     meter.charge(count)
     return _numpy().arange(*values)
+
+
+def _brief(values: list) -> str:
+    text = repr(tuple(values))
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _array_of(meter: Meter, value: Any) -> Any:

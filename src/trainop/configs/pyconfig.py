@@ -20,15 +20,20 @@ would build more is a ``RecipeError``, and so is a file that is not Python.
 from __future__ import annotations
 
 import ast
+import io
 import operator
+import tokenize
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainop.configs.bounds import (
+    MAX_FSTRING_FIELDS,
     MAX_SYNTAX_DEPTH,
     BoundExceeded,
+    KeyGuard,
     Meter,
+    check_hashes,
     check_int_bits,
     check_weight,
     is_numpy_scalar,
@@ -146,20 +151,23 @@ class _Evaluator:
         return self.built(tuple(self._elements(node.elts)))
 
     def _Set(self, node: ast.Set) -> set:
-        return self.built(set(self._elements(node.elts)))
+        return self.built(set(check_hashes(self._elements(node.elts))))
 
     def _Dict(self, node: ast.Dict) -> dict:
         out: dict = {}
         weight = 1
+        guard = KeyGuard()
         for k, v in zip(node.keys, node.values, strict=True):
             if k is None:  # {**other}
                 other = self(v)
                 if not isinstance(other, Mapping):
                     raise _NotData(node, "** of a value that is not a dict")
+                for key in other:
+                    guard.add(key)
                 out.update(other)
                 weight += self.meter.weight(other)
             else:
-                key = self(k)
+                key = guard.add(self(k))
                 try:
                     out[key] = self(v)
                 except _NotData as exc:
@@ -172,15 +180,17 @@ class _Evaluator:
         return self.built(out)
 
     def _JoinedStr(self, node: ast.JoinedStr) -> str:
-        parts = []
+        parts, size = [], 0
         for v in node.values:
+            self.meter.charge(1)
             if isinstance(v, ast.FormattedValue):
                 if v.format_spec is not None or v.conversion not in (-1, None):
                     raise _NotData(node, "formatted string with a format spec")
                 parts.append(BUILTINS["str"](self.meter, [self(v.value)], {}))
             else:
                 parts.append(str(self(v)))
-            check_weight(sum(len(p) for p in parts), "the string")
+            size += len(parts[-1])  # a running total: linear in the parts, however many
+            check_weight(size, "the string")
         return self.built("".join(parts))
 
     # ------------------------------------------------------------------ names
@@ -396,10 +406,12 @@ class _Evaluator:
         return self._comprehension(node, lambda: self(node.elt))
 
     def _SetComp(self, node: ast.SetComp) -> set:
-        return set(self._comprehension(node, lambda: self(node.elt)))
+        return set(check_hashes(self._comprehension(node, lambda: self(node.elt))))
 
     def _DictComp(self, node: ast.DictComp) -> dict:
-        return dict(self._comprehension(node, lambda: (self(node.key), self(node.value))))
+        guard = KeyGuard()
+        return dict(self._comprehension(
+            node, lambda: (guard.add(self(node.key)), self(node.value))))
 
 
 def _is_number(value: Any) -> bool:
@@ -416,6 +428,7 @@ def parse_python(source: str, filename: str = "<config>") -> ast.Module:
     if "\0" in source:
         line = source.count("\n", 0, source.index("\0")) + 1
         raise RecipeError(filename, line, "invalid Python: a NUL byte")
+    _check_fstrings(source, filename)
     try:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as exc:
@@ -426,6 +439,27 @@ def parse_python(source: str, filename: str = "<config>") -> ast.Module:
                           ) from None
     _check_depth(tree, filename)
     return tree
+
+
+def _check_fstrings(source: str, filename: str) -> None:
+    """Refuse an f-string of more than ``MAX_FSTRING_FIELDS`` fields before ``ast.parse``
+    (whose time is quadratic in them). Only a file with that many ``{`` in all is tokenized
+    to look (in Python 3.11 an f-string is one token)."""
+    if source.count("{") <= MAX_FSTRING_FIELDS:
+        return
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type != tokenize.STRING:
+                continue
+            prefix = token.string[:token.string.find(token.string[-1])].lower()
+            if "f" in prefix and token.string.count("{") > MAX_FSTRING_FIELDS:
+                raise RecipeError(filename, token.start[0], f"an f-string with more than "
+                                                            f"{MAX_FSTRING_FIELDS:,} fields "
+                                                            f"(MAX_FSTRING_FIELDS)")
+    except (tokenize.TokenError, SyntaxError) as exc:
+        line = exc.args[1][0] if len(exc.args) > 1 and isinstance(exc.args[1], tuple) else None
+        raise RecipeError(filename, getattr(exc, "lineno", None) or line,
+                          f"invalid Python: {exc.args[0]}") from None
 
 
 def _check_depth(tree: ast.AST, filename: str) -> None:

@@ -15,7 +15,14 @@ import json
 import math
 from typing import Any
 
-from trainop.configs.bounds import MAX_DEPTH, BoundExceeded, Meter, check_int_bits, check_weight
+from trainop.configs.bounds import (
+    MAX_DEPTH,
+    BoundExceeded,
+    KeyGuard,
+    Meter,
+    check_int_bits,
+    check_weight,
+)
 from trainop.configs.errors import RecipeError
 
 __all__ = ["load_json", "load_yaml"]
@@ -35,6 +42,7 @@ def load_yaml(text: str, filename: str) -> Any:
         if node is None:
             return None
         _node_weight(node, {}, 0)
+        _check_keys(loader, node)
         return Meter().check(loader.construct_document(node), "the YAML document")
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -79,6 +87,28 @@ def _node_weight(node: Any, seen: dict[int, int], level: int) -> int:
         check_weight(weight, "the YAML document (aliases expanded)")
     seen[key] = weight
     return weight
+
+
+def _check_keys(loader: Any, root: Any) -> None:
+    """Every mapping's scalar keys, as Python values, through a ``KeyGuard`` (40,000 integer
+    keys with one hash would make building the dict quadratic); each node visited once."""
+    import yaml
+
+    seen, stack = set(), [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or isinstance(node, yaml.ScalarNode):
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            loader.flatten_mapping(node)  # ``<<: [*a, *b]`` merges: their keys count here too
+            guard = KeyGuard()
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    guard.add(loader.construct_object(key))
+                stack.extend((key, value))
+        else:
+            stack.extend(node.value)
 
 
 def _yaml_int_bits(text: str) -> int:

@@ -244,6 +244,38 @@ def validate_loadable(obj: Any, state_dict: Any) -> None:
         raise ValueError(f"Expected the param groups of the {type(obj).__name__} checkpoint to "
                          f"hold {[len(g['params']) for g in obj.param_groups]} parameters, got "
                          f"{describe(groups)}")
+    _check_torch_entries(obj, state_dict)
+
+
+def _check_torch_entries(obj: torch.optim.Optimizer, state_dict: Mapping) -> None:
+    """What torch's ``load_state_dict`` does not check: each saved state belongs to a
+    parameter id of the saved groups, and its tensors are finite and shaped for that parameter
+    (0-dim, or each dimension the parameter's or 1: Adafactor's factored rows and columns)."""
+    ids = [i for g in state_dict["param_groups"] for i in g["params"]]
+    params = [p for g in obj.param_groups for p in g["params"]]
+    shapes = dict(zip(ids, (tuple(p.shape) for p in params), strict=True))
+    state = state_dict["state"]
+    if not isinstance(state, Mapping):
+        raise ValueError(f"Expected the {type(obj).__name__} checkpoint's 'state' to be a dict, "
+                         f"got {describe(state)}")
+    for key, entry in state.items():
+        if key not in shapes or not isinstance(entry, Mapping):
+            raise ValueError(f"Expected the {type(obj).__name__} checkpoint's state to be keyed "
+                             f"by the parameter ids {describe(ids)}, got {describe(key)}")
+        shape = shapes[key]
+        for slot, value in entry.items():
+            if not isinstance(value, torch.Tensor):
+                continue
+            if value.dim() and (value.dim() != len(shape) or any(
+                    n not in (m, 1) for n, m in zip(value.shape, shape, strict=True))):
+                raise ValueError(f"Expected the state {slot!r} of parameter {ids.index(key)} "
+                                 f"in the {type(obj).__name__} checkpoint to have the "
+                                 f"parameter's shape {shape}, got {tuple(value.shape)}: another "
+                                 f"model's")
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                raise ValueError(f"Expected the state {slot!r} of parameter {ids.index(key)} in "
+                                 f"the {type(obj).__name__} checkpoint to be finite, got NaN "
+                                 f"or inf")
 
 
 def validate_optimizer_state(opt: Any, state_dict: Any, *, unsaved: str,

@@ -13,7 +13,8 @@ from typing import NamedTuple
 
 import torch
 
-__all__ = ["RowSlices", "row_slices", "raw_row_slices", "update_rows"]
+__all__ = ["RowSlices", "coalesced_rows_distinct", "row_slices", "raw_row_slices",
+           "update_rows"]
 
 
 class RowSlices(NamedTuple):
@@ -23,9 +24,26 @@ class RowSlices(NamedTuple):
     values: torch.Tensor
 
 
+def coalesced_rows_distinct(indices: torch.Tensor) -> bool:
+    """Whether the row indices of a gradient flagged coalesced are what the flag says: strictly
+    increasing. ``torch.sparse_coo_tensor(..., is_coalesced=True)`` takes the caller's word and
+    ``coalesce()`` then does nothing, so repeated rows would reach the update unsummed (one
+    comparison pass; the flag is never trusted without it)."""
+    return indices.numel() < 2 or bool((indices[1:] > indices[:-1]).all())
+
+
+def _honest(grad: torch.Tensor) -> torch.Tensor:
+    """``grad``, or a truly coalesced copy where its coalesced flag is wrong."""
+    if grad.is_coalesced() and grad.sparse_dim() == 1 and \
+            not coalesced_rows_distinct(grad._indices()[0]):
+        return torch.sparse_coo_tensor(grad._indices(), grad._values(), grad.shape).coalesce()
+    return grad
+
+
 def row_slices(grad: torch.Tensor) -> RowSlices:
-    """Deduplicate a sparse COO gradient into unique rows and their summed values."""
-    coalesced = grad.coalesce()
+    """Deduplicate a sparse COO gradient into unique rows and their summed values (a gradient
+    wrongly flagged coalesced is coalesced for real)."""
+    coalesced = _honest(grad).coalesce()
     if coalesced.sparse_dim() == 1:
         return RowSlices(coalesced.indices()[0], coalesced.values())
     # More than one sparse dimension: gather the touched rows of the dense equivalent.
@@ -36,7 +54,7 @@ def row_slices(grad: torch.Tensor) -> RowSlices:
 def raw_row_slices(grad: torch.Tensor) -> RowSlices:
     """The rows of a sparse gradient as given, duplicates kept (for scatter-add style updates)."""
     if grad.is_coalesced() or grad.sparse_dim() != 1:
-        return row_slices(grad)
+        return row_slices(grad)  # checks the flag
     return RowSlices(grad._indices()[0], grad._values())
 
 

@@ -21,13 +21,13 @@ restores it).
 from __future__ import annotations
 
 import math
-import mmap
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
+from trainop.configs.reading import open_regular, read_regular
 from trainop.interfaces.checkpoints.crc32c import crc32c, mask, unmask
 from trainop.interfaces.checkpoints.dtypes import TF_TO_TORCH, TORCH_TO_TF, tf_dtype_name
 from trainop.interfaces.checkpoints.sstable import read_table, write_table
@@ -36,6 +36,9 @@ from trainop.interfaces.checkpoints.wire import CorruptCheckpoint, encode, parse
 __all__ = ["TFCheckpoint", "read_bundle", "write_bundle"]
 
 _PRODUCER = 1  # kTensorBundleVersion
+#: The largest ``.index`` read (an entry is its name plus ~30 bytes: millions of variables);
+#: a larger one, ``/dev/zero`` or a FIFO is refused before a byte is read.
+MAX_INDEX_BYTES = 256 << 20
 
 
 class TFCheckpoint(dict):
@@ -50,16 +53,25 @@ def _shard_name(prefix: str, shard: int, num_shards: int) -> str:
     return f"{prefix}.data-{shard:05d}-of-{num_shards:05d}"
 
 
-def _first(fields: dict, number: int, default=0):
+def _first(fields: dict, number: int, what: str, default: int | bytes = 0):
+    """The field's last value, which must have the default's wire type (an int or bytes): a
+    hostile index's mistyped field is a ``CorruptCheckpoint`` naming ``what``."""
     values = fields.get(number)
-    return values[-1] if values else default
+    if not values:
+        return default
+    if any(type(v) is not type(default) for v in values):
+        raise CorruptCheckpoint(f"{what}: field {number} holds "
+                                f"{'bytes' if type(default) is int else 'a number'}, not "
+                                f"{'a number' if type(default) is int else 'bytes'}: damaged")
+    return values[-1]
 
 
 def _shape(data: bytes, what: str) -> tuple[int, ...]:
     fields = parse(data, what)
-    if _first(fields, 3):
+    if _first(fields, 3, what):
         raise CorruptCheckpoint(f"{what}: the shape has unknown rank")
-    shape = tuple(signed64(_first(parse(dim, what), 1)) for dim in fields.get(2, []))
+    _first(fields, 2, what, b"")  # every dim a message
+    shape = tuple(signed64(_first(parse(dim, what), 1, what)) for dim in fields.get(2, []))
     if any(n < 0 for n in shape):  # two negative sizes would pass the byte-count check
         raise CorruptCheckpoint(f"{what}: the shape {shape} has a negative size")
     return shape
@@ -67,24 +79,27 @@ def _shape(data: bytes, what: str) -> tuple[int, ...]:
 
 def _header(value: bytes, index: str) -> int:
     fields = parse(value, f"{index} header")
-    if _first(fields, 2) != 0:
+    what = f"{index} header"
+    if _first(fields, 2, what) != 0:
         raise CorruptCheckpoint(f"{index}: a big-endian checkpoint; only little-endian ones are "
                                 f"supported")
-    version = parse(_first(fields, 3, b""), f"{index} header version")
-    if _first(version, 2) > _PRODUCER:
-        raise CorruptCheckpoint(f"{index}: needs a reader of version >= {_first(version, 2)}; "
+    version = parse(_first(fields, 3, what, b""), f"{what} version")
+    if _first(version, 2, what) > _PRODUCER:
+        raise CorruptCheckpoint(f"{index}: needs a reader of version >= "
+                                f"{_first(version, 2, what)}; "
                                 f"this one reads version {_PRODUCER}")
-    return _first(fields, 1, 1)
+    return _first(fields, 1, what, 1)
 
 
 def _index_entries(prefix: str) -> tuple[int, list[tuple[str, dict]]]:
     index = f"{prefix}.index"
-    try:
-        data = Path(index).read_bytes()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"No TF checkpoint at {prefix!r}: {index!r} does not exist "
-                                f"(pass the prefix Saver.save returned, without "
-                                f"'.index')") from None
+
+    def missing(_: str) -> Exception:
+        return FileNotFoundError(f"No TF checkpoint at {prefix!r}: {index!r} does not exist "
+                                 f"(pass the prefix Saver.save returned, without '.index')")
+
+    data = read_regular(index, MAX_INDEX_BYTES, lambda message: CorruptCheckpoint(
+        f"{index}: {message}"), noun="a TF checkpoint index", missing=missing)
     table = read_table(data, index)
     if not table or table[0][0] != b"":
         raise CorruptCheckpoint(f"{index}: no bundle header (the entry with the empty key)")
@@ -93,32 +108,64 @@ def _index_entries(prefix: str) -> tuple[int, list[tuple[str, dict]]]:
     for key, value in table[1:]:
         if key.startswith(b"\x00"):
             continue  # a slice of a partitioned variable: reported under the variable's name
-        name = key.decode("utf-8", errors="replace")
+        try:
+            name = key.decode("utf-8")
+        except UnicodeDecodeError:
+            # TF's names are UTF-8; two invalid keys would collapse into one name if replaced
+            raise CorruptCheckpoint(f"{index}: the variable name {key!r} is not UTF-8: "
+                                    f"damaged") from None
         entries.append((name, parse(value, f"{index} entry {name!r}")))
     return num_shards, entries
 
 
-def _open_shard(file: str, what: str):
-    """The shard's bytes, memory-mapped (tensors are copied out one at a time)."""
-    try:
-        with open(file, "rb") as handle:
-            if os.fstat(handle.fileno()).st_size == 0:
-                return b""
-            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    except FileNotFoundError:
-        raise CorruptCheckpoint(f"{what}: the data file {file!r} is missing") from None
+class _Shard:
+    """One data file, open for positioned reads (no memory map: a file truncated while read
+    is a ``CorruptCheckpoint``, never a SIGBUS)."""
+
+    def __init__(self, file: str, what: str):
+        self.file = file
+        self.fd, self.size = open_regular(
+            file, 1 << 62, lambda message: CorruptCheckpoint(f"{what}: the data file {file!r} "
+                                                             f"{message}"),
+            noun="a TF checkpoint shard",
+            missing=lambda _: CorruptCheckpoint(f"{what}: the data file {file!r} is missing"))
+        self.handle = os.fdopen(self.fd, "rb", buffering=0)  # reads straight into the tensor
+
+    def read(self, offset: int, size: int, what: str) -> bytearray:
+        if offset + size > self.size:
+            raise CorruptCheckpoint(f"{what}: bytes {offset}..{offset + size} lie past the end "
+                                    f"of {self.file!r} ({self.size} bytes): truncated")
+        out = bytearray(size)
+        view, done = memoryview(out), 0
+        while done < size:
+            try:
+                self.handle.seek(offset + done)
+                got = self.handle.readinto(view[done:])
+            except OSError as exc:
+                raise CorruptCheckpoint(f"{what}: {self.file!r} cannot be read: "
+                                        f"{exc.strerror or exc}") from None
+            if not got:
+                raise CorruptCheckpoint(f"{what}: {self.file!r} ended at byte {offset + done} "
+                                        f"while read (bytes {offset}..{offset + size} "
+                                        f"expected): truncated")
+            done += got
+        return out
+
+    def close(self) -> None:
+        self.handle.close()
 
 
 def _read_entry(name: str, fields: dict, shards: dict, prefix: str,
                 num_shards: int, verify: bool) -> torch.Tensor | str:
-    number = _first(fields, 1)
+    where = f"{prefix}.index entry {name!r}"
+    number = _first(fields, 1, where)
     if fields.get(7):
         return "a partitioned variable (saved in slices)"
     if number not in TF_TO_TORCH:
         return f"a {tf_dtype_name(number)} tensor"
     dtype = TF_TO_TORCH[number]
-    shape = _shape(_first(fields, 2, b""), f"{prefix}.index entry {name!r}")
-    shard, offset, size = _first(fields, 3), _first(fields, 4), _first(fields, 5)
+    shape = _shape(_first(fields, 2, where, b""), where)
+    shard, offset, size = (_first(fields, n, where) for n in (3, 4, 5))
     expected = math.prod(shape) * dtype.itemsize
     what = f"TF checkpoint {prefix!r}, variable {name!r}"
     if size != expected:
@@ -127,14 +174,10 @@ def _read_entry(name: str, fields: dict, shards: dict, prefix: str,
     if not 0 <= shard < num_shards:
         raise CorruptCheckpoint(f"{what}: shard {shard} of {num_shards}")
     if shard not in shards:
-        shards[shard] = _open_shard(_shard_name(prefix, shard, num_shards), what)
-    data = shards[shard]
-    if offset + size > len(data):
-        raise CorruptCheckpoint(f"{what}: bytes {offset}..{offset + size} lie past the end "
-                                f"of {_shard_name(prefix, shard, num_shards)!r} ({len(data)} "
-                                f"bytes): truncated")
-    raw = bytearray(data[offset:offset + size])
-    if verify and 6 in fields and crc32c(raw) != unmask(_first(fields, 6)):
+        shards[shard] = _Shard(_shard_name(prefix, shard, num_shards), what)
+    raw = shards[shard].read(offset, size, what)
+    # TF's reader compares every entry's CRC, an absent one reading as 0 (proto3's default)
+    if verify and crc32c(raw) != unmask(_first(fields, 6, where)):
         raise CorruptCheckpoint(f"{what}: the data fail their CRC-32C check: damaged")
     if not raw:
         return torch.empty(shape, dtype=dtype)
@@ -167,7 +210,7 @@ def read_bundle(prefix: str | os.PathLike, *, verify_checksums: bool = True) -> 
     """
     prefix = os.fspath(prefix)
     num_shards, entries = _index_entries(prefix)
-    shards: dict[int, bytes | mmap.mmap] = {}
+    shards: dict[int, _Shard] = {}
     tensors, unsupported = {}, {}
     try:
         for name, fields in entries:
@@ -177,9 +220,8 @@ def read_bundle(prefix: str | os.PathLike, *, verify_checksums: bool = True) -> 
             else:
                 tensors[name] = value
     finally:
-        for data in shards.values():
-            if isinstance(data, mmap.mmap):
-                data.close()
+        for shard in shards.values():
+            shard.close()
     return TFCheckpoint(tensors, unsupported)
 
 
@@ -195,9 +237,17 @@ def _as_bytes(tensor: torch.Tensor) -> bytes:
 
 
 def write_bundle(prefix: str | os.PathLike, tensors: Mapping[str, torch.Tensor]) -> None:
-    """Write ``tensors`` as a one-shard V2 checkpoint at ``prefix`` (files replaced
-    atomically: written beside, then renamed)."""
+    """Write ``tensors`` as a one-shard V2 checkpoint at ``prefix``.
+
+    Both files are written in full under temporary names beside the old ones and only then
+    renamed over them (data, then index): a failure while writing leaves the old checkpoint
+    as it was and no temporary file; only an interruption between the two renames (two system
+    calls) can leave a new data file beside the old index (the CRCs then refuse it)."""
     prefix = os.fspath(prefix)
+    if not isinstance(prefix, str) or os.path.basename(prefix) in ("", ".", ".."):
+        raise ValueError(f"Expected the checkpoint prefix to name a file (as "
+                         f"'run/model.ckpt'), got {prefix!r}: its files would be hidden ones "
+                         f"('.index', '.data-...') or lie in a directory's place")
     for name, tensor in tensors.items():
         if not isinstance(name, str) or not name or name.startswith("\x00"):
             raise ValueError(f"Expected TF variable names to be non-empty strings, got {name!r}")
@@ -213,10 +263,22 @@ def write_bundle(prefix: str | os.PathLike, tensors: Mapping[str, torch.Tensor])
         data += raw
     header = encode([(1, 1), (3, encode([(1, _PRODUCER)]))])
     index = write_table([(b"", header), *entries])
-    parent = Path(prefix).parent
-    parent.mkdir(parents=True, exist_ok=True)
-    for file, content in ((_shard_name(prefix, 0, 1), bytes(data)),
-                          (f"{prefix}.index", index)):
-        partial = f"{file}.tmp{os.getpid()}"
-        Path(partial).write_bytes(content)
+    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
+    files = ((_shard_name(prefix, 0, 1), bytes(data)), (f"{prefix}.index", index))
+    partials = [f"{file}.tmp{os.getpid()}" for file, _ in files]
+    try:  # both files written in full before either replaces the old one
+        for partial, (_, content) in zip(partials, files, strict=True):
+            _write_synced(partial, content)
+    except BaseException:
+        for partial in partials:
+            Path(partial).unlink(missing_ok=True)
+        raise
+    for partial, (file, _) in zip(partials, files, strict=True):
         os.replace(partial, file)
+
+
+def _write_synced(file: str, content: bytes) -> None:
+    with open(file, "wb") as handle:
+        handle.write(content)
+        handle.flush()
+        os.fsync(handle.fileno())

@@ -20,10 +20,12 @@ from typing import Any
 
 import torch
 
+from trainop.contract.state import STEP_LIMIT
 from trainop.contract.validation import check_bool
 from trainop.interfaces.checkpoints.binding import resolve
 from trainop.interfaces.checkpoints.bundle import read_bundle
 from trainop.interfaces.checkpoints.convert import to_torch
+from trainop.interfaces.checkpoints.dtypes import exact_int
 from trainop.interfaces.checkpoints.layouts import identity
 from trainop.interfaces.checkpoints.mixed import master_bindings, scaler_of, unwrap
 from trainop.interfaces.checkpoints.naming import MASTER_SCOPE, SCALER_NAMES, find
@@ -98,10 +100,12 @@ def _step_value(plan: _Plan, global_step: Any) -> int | None:
     if tensor.dim() != 0 or tensor.is_floating_point() or tensor.dtype == torch.bool:
         raise TypeError(f"Expected the global step {name!r} to be a 0-dim integer, got "
                         f"{tensor.dtype} of shape {tuple(tensor.shape)}")
-    if int(tensor) < 0:
-        raise ValueError(f"Expected the global step {name!r} >= 0, got {int(tensor)}")
-    plan.report.global_step = int(tensor)
-    return int(tensor)
+    value = exact_int(tensor)
+    if not 0 <= value <= STEP_LIMIT:
+        raise ValueError(f"Expected the global step {name!r} in [0, 2**62] (the int64 counter "
+                         f"must not wrap), got {value}")
+    plan.report.global_step = value
+    return value
 
 
 def _load_slots(plan: _Plan, optimizer, bindings) -> dict[int, dict]:

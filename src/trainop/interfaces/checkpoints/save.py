@@ -19,9 +19,11 @@ from typing import Any
 
 import torch
 
+from trainop.contract.state import STEP_LIMIT
 from trainop.interfaces.checkpoints.binding import resolve
 from trainop.interfaces.checkpoints.bundle import write_bundle
 from trainop.interfaces.checkpoints.convert import to_tf
+from trainop.interfaces.checkpoints.dtypes import exact_int
 from trainop.interfaces.checkpoints.layouts import Layout
 from trainop.interfaces.checkpoints.mixed import master_bindings, scaler_of, unwrap
 from trainop.interfaces.checkpoints.naming import SCALER_NAMES
@@ -73,10 +75,11 @@ def _step(optimizer: Any, groups: list[int], global_step: Any) -> torch.Tensor |
         return torch.tensor(steps.pop(), dtype=torch.int64)
     if isinstance(global_step, torch.Tensor) and global_step.dim() == 0 and not (
             global_step.is_floating_point() or global_step.dtype == torch.bool):
-        global_step = int(global_step)
-    if isinstance(global_step, bool) or not isinstance(global_step, int) or global_step < 0:
-        raise ValueError(f"Expected `global_step` to be an integer >= 0 or None, got "
-                         f"{global_step!r}")
+        global_step = exact_int(global_step)
+    if (isinstance(global_step, bool) or not isinstance(global_step, int)
+            or not 0 <= global_step <= STEP_LIMIT):
+        raise ValueError(f"Expected `global_step` to be an integer in [0, 2**62] (the int64 "
+                         f"counter must not wrap) or None, got {global_step!r}")
     return torch.tensor(global_step, dtype=torch.int64)
 
 

@@ -13,12 +13,14 @@ apply (where the update rules differ), so they are stated, not hidden.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
+from trainop.contract.state import STEP_LIMIT
 from trainop.contract.validation import describe
 from trainop.interfaces.checkpoints.torch_rules import Rule, rule_for
 
@@ -48,6 +50,12 @@ def _check_groups(rule: Rule, torch_groups: list, optimizer: Any, torch_name: st
                                  f"{group[option]!r} (group {gi}) to "
                                  f"{type(optimizer).__name__}: TF's rule has no counterpart "
                                  f"(only {option}={allowed!r} maps)")
+        for option in rule.foreign:
+            if option in group:
+                raise ValueError(f"Cannot map group {gi} to {type(optimizer).__name__}: its "
+                                 f"option {option!r} belongs to another torch optimizer (a "
+                                 f"NAdam state_dict?), not torch.optim.{rule.torch_name}")
+        _check_agree(rule, group, own[gi], gi)
         if rule.torch_name == "SGD" and not group.get("momentum", 0) > 0:
             raise ValueError(f"Cannot map torch.optim.SGD with momentum={group.get('momentum')} "
                              f"(group {gi}) to MomentumOptimizer: it keeps no momentum buffer")
@@ -57,17 +65,60 @@ def _check_groups(rule: Rule, torch_groups: list, optimizer: Any, torch_name: st
                         f"{type(optimizer).__name__}, got torch.optim.{torch_name}")
 
 
+def _plain(value: Any) -> float | None:
+    """A hyperparameter as a number, or None for one that is not a plain value (a schedule)."""
+    if isinstance(value, bool | int | float):
+        return float(value)
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value)
+    return None
+
+
+def _check_agree(rule: Rule, tgroup: dict, group: dict, gi: int) -> None:
+    for option, index, own in rule.agree:
+        if option not in tgroup or own not in group:
+            continue
+        theirs = tgroup[option] if index is None else tgroup[option][index]
+        mine = _plain(group[own])
+        if mine is not None and _plain(theirs) != mine:
+            where = option if index is None else f"{option}[{index}]"
+            raise ValueError(f"Cannot map torch.optim.{rule.torch_name} with {where}={theirs!r} "
+                             f"(group {gi}): the trainop optimizer has {own}={group[own]!r}; "
+                             f"the state depends on it (build either with the other's value)")
+
+
+#: Up to this step the beta powers are TF's float32 product, one multiplication per step;
+#: beyond it, ``beta ** step`` in float64 rounded to float32 (no loop; the two differ by
+#: about ``step * 2**-24`` relative, torch's own bias correction being float64's).
+EXACT_POWER_STEPS = 1 << 16
+
+
 def _power(beta: float, step: int) -> torch.Tensor:
-    """``beta^step`` as TF accumulates it: a float32 product, one multiplication per step."""
+    """``beta^step`` as TF accumulates it (see ``EXACT_POWER_STEPS``)."""
     factor = np.float32(beta)
+    if step > EXACT_POWER_STEPS:
+        return torch.tensor(float(factor) ** step, dtype=torch.float32)
     value = np.float32(1.0)
     for _ in range(step):
         value = np.float32(value * factor)
     return torch.tensor(value, dtype=torch.float32)
 
 
+def _step_of(entry: dict, gi: int) -> int:
+    raw = entry["step"]
+    try:
+        value = float(raw)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"Expected the torch state's `step` (group {gi}) to be a number, got "
+                        f"{describe(raw)}") from None
+    if not (math.isfinite(value) and value == int(value) and 0 <= value <= STEP_LIMIT):
+        raise ValueError(f"Expected the torch state's `step` (group {gi}) to be a whole number "
+                         f"in [0, 2**62], got {value!r}")
+    return int(value)
+
+
 def _group_step(entries: list[dict], gi: int) -> int | None:
-    steps = {int(e["step"]) for e in entries if "step" in e}
+    steps = {_step_of(e, gi) for e in entries if "step" in e}
     if len(steps) > 1:
         raise ValueError(f"Cannot map group {gi}: its parameters are at different steps "
                          f"{sorted(steps)} (torch counts per parameter; trainop and TF keep one "
@@ -101,6 +152,9 @@ def from_torch_optim(torch_optimizer_or_state_dict: Any, optimizer: Any) -> list
                   if isinstance(torch_optimizer_or_state_dict, torch.optim.Optimizer) else "")
     source = _torch_state_dict(torch_optimizer_or_state_dict)
     _check_groups(rule, source["param_groups"], optimizer, torch_name)
+    if torch_name:
+        _check_shapes(torch_optimizer_or_state_dict, optimizer)
+    _check_ids(source)
     sd = optimizer.state_dict()
     sd["param_groups"] = [dict(g) for g in sd["param_groups"]]
     state = dict(sd["state"])
@@ -115,6 +169,12 @@ def from_torch_optim(torch_optimizer_or_state_dict: Any, optimizer: Any) -> list
                 if missing:
                     raise ValueError(f"Expected the torch state of parameter {index} to hold "
                                      f"{list(rule.keys(tgroup))}, it lacks {missing}")
+                extra = sorted(set(entry) - set(rule.keys(tgroup)) - {"step"})
+                if extra:
+                    raise ValueError(f"Expected the torch state of parameter {index} to hold "
+                                     f"{list(rule.keys(tgroup))} (torch.optim."
+                                     f"{rule.torch_name}), it also holds {extra}: another "
+                                     f"optimizer's state (NAdam's mu_product?)")
                 slots = {k: v.detach().to(device=param.device, dtype=param.dtype).clone()
                          for k, v in rule.to_trainop(entry, tgroup).items()}
                 for k, v in slots.items():
@@ -140,6 +200,40 @@ def from_torch_optim(torch_optimizer_or_state_dict: Any, optimizer: Any) -> list
     return list(rule.notes)
 
 
+def _check_shapes(torch_optimizer: torch.optim.Optimizer, optimizer: Any) -> None:
+    for gi, (tgroup, group) in enumerate(zip(torch_optimizer.param_groups,
+                                             optimizer.param_groups, strict=True)):
+        for pi, (theirs, mine) in enumerate(zip(tgroup["params"], group["params"],
+                                                strict=True)):
+            if theirs.shape != mine.shape:
+                raise ValueError(f"Expected parameter {pi} of group {gi} to have the same shape "
+                                 f"in both optimizers, got {tuple(theirs.shape)} (torch) and "
+                                 f"{tuple(mine.shape)} (trainop): not the same model")
+
+
+def _check_ids(source: dict) -> None:
+    known = {tid for g in source["param_groups"] for tid in g["params"]}
+    stray = [k for k in source["state"] if k not in known]
+    if stray:
+        raise ValueError(f"Expected the torch state's keys to be the parameter ids of its "
+                         f"param_groups ({describe(sorted(known, key=repr))}), got "
+                         f"{describe(stray)}: nothing would be loaded for them")
+
+
+def _check_powers(group: dict, step: int, gi: int) -> None:
+    """The beta powers must be ``beta^(step + 1)``: torch keeps only ``step``."""
+    non_slot = group["non_slot"]
+    for name, beta in (("beta1_power", "beta1"), ("beta2_power", "beta2")):
+        if name not in non_slot or _plain(group.get(beta)) is None:
+            continue
+        held, want = float(non_slot[name]), float(_power(_plain(group[beta]), step + 1))
+        if abs(held - want) > abs(want) * (step + 2) * 2.0 ** -23 + 1e-45:
+            raise ValueError(f"Cannot map group {gi} to torch: its {name} {held!r} is not "
+                             f"{beta}^(step + 1) = {want!r} for its step {step} (torch keeps "
+                             f"only the step; the state was changed by hand or loaded from "
+                             f"a TF checkpoint whose global_step is not Adam's count)")
+
+
 def to_torch_optim(optimizer: Any, torch_optimizer: torch.optim.Optimizer) -> list[str]:
     """Load the trainop ``optimizer``'s state into ``torch_optimizer`` (a ``torch.optim``
     optimizer over the same parameters): the inverse of ``from_torch_optim``, by the same
@@ -157,9 +251,13 @@ def to_torch_optim(optimizer: Any, torch_optimizer: torch.optim.Optimizer) -> li
                         f"{describe(torch_optimizer)}")
     target = torch_optimizer.state_dict()
     _check_groups(rule, target["param_groups"], optimizer, type(torch_optimizer).__name__)
+    _check_shapes(torch_optimizer, optimizer)
     state = {}
-    for tgroup, group in zip(target["param_groups"], optimizer.param_groups, strict=True):
+    for gi, (tgroup, group) in enumerate(zip(target["param_groups"], optimizer.param_groups,
+                                             strict=True)):
         step = int(group["non_slot"]["step"])
+        if rule.beta_powers:
+            _check_powers(group, step, gi)
         for tid, param in zip(tgroup["params"], group["params"], strict=True):
             slots = optimizer.state.get(param)
             if not slots:

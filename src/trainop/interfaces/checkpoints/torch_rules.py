@@ -13,10 +13,13 @@ the notes stating what differs in the update rules (reported, never approximated
                                                    lr * momentum_buffer <-> momentum
     Adagrad                AdagradOptimizer        sum <-> accumulator
 
-Refused: ``amsgrad`` (TF has no max slot), SGD ``dampening`` != 0 and ``weight_decay`` != 0
-(TF's Momentum has neither), Adam's coupled ``weight_decay`` != 0, Adagrad ``lr_decay`` != 0,
-``maximize`` (TF minimises), and the moments of parameters at different steps within a group
-(trainop keeps one count per group, as TF keeps one beta power).
+Refused: torch's betas other than the trainop optimizer's (the beta powers are the betas'),
+an SGD ``nesterov`` other than ``use_nesterov``, state keys or group options of another
+optimizer (NAdam's ``mu_product``/``momentum_decay``), ``amsgrad`` (TF has no max slot),
+SGD ``dampening`` != 0 and ``weight_decay`` != 0 (TF's Momentum has neither), Adam's coupled
+``weight_decay`` != 0, Adagrad ``lr_decay`` != 0, ``maximize`` (TF minimises), and the
+moments of parameters at different steps within a group (trainop keeps one count per group,
+as TF keeps one beta power).
 """
 
 from __future__ import annotations
@@ -62,6 +65,11 @@ class Rule:
     notes: tuple[str, ...]
     beta_powers: bool = False
     steps: bool = True  # torch keeps a per-parameter ``step`` (SGD does not)
+    #: (torch option, index in it or None, trainop hyperparameter) that must agree: the state
+    #: depends on them (beta powers on the betas; Nesterov's update on the flag)
+    agree: tuple[tuple[str, int | None, str], ...] = ()
+    #: torch group options only other optimizers have (``momentum_decay``: NAdam)
+    foreign: tuple[str, ...] = ()
 
 
 def _adam_to_trainop(entry, group):
@@ -106,18 +114,23 @@ def _rms_to_torch(slots, group):
     return entry
 
 
+_BETAS = (("betas", 0, "beta1"), ("betas", 1, "beta2"))
+_NOT_ADAM = ("momentum_decay",)  # NAdam's group (its state adds mu_product)
+
 RULES: tuple[Rule, ...] = (
     Rule("AdamW", (AdamWOptimizer,), (), lambda g: ("exp_avg", "exp_avg_sq"),
          _adam_to_trainop, _adam_to_torch, {"amsgrad": False, "maximize": False},
-         (_EPS_ADAM, _ADAMW), beta_powers=True),
+         (_EPS_ADAM, _ADAMW), beta_powers=True, agree=_BETAS, foreign=_NOT_ADAM),
     Rule("Adam", (AdamOptimizer,), (AdamWOptimizer, LazyAdamOptimizer, NadamOptimizer),
          lambda g: ("exp_avg", "exp_avg_sq"), _adam_to_trainop, _adam_to_torch,
          {"amsgrad": False, "maximize": False, "weight_decay": 0,
-          "decoupled_weight_decay": False}, (_EPS_ADAM,), beta_powers=True),
+          "decoupled_weight_decay": False}, (_EPS_ADAM,), beta_powers=True, agree=_BETAS,
+         foreign=_NOT_ADAM),
     Rule("SGD", (MomentumOptimizer,), (MomentumWOptimizer,), lambda g: ("momentum_buffer",),
          lambda e, g: {"momentum": e["momentum_buffer"]},
          lambda s, g: {"momentum_buffer": s["momentum"]},
-         {"dampening": 0, "weight_decay": 0, "maximize": False}, (), steps=False),
+         {"dampening": 0, "weight_decay": 0, "maximize": False}, (), steps=False,
+         agree=(("nesterov", None, "use_nesterov"),)),
     Rule("RMSprop", (RMSPropOptimizer,), (), _rms_keys, _rms_to_trainop, _rms_to_torch,
          {"weight_decay": 0, "maximize": False}, (_EPS_RMS,)),
     Rule("Adagrad", (AdagradOptimizer,), (), lambda g: ("sum",),

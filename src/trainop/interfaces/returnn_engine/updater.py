@@ -35,6 +35,8 @@ from typing import Any
 
 import torch
 
+from trainop.configs.reading import open_regular
+from trainop.contract.checkpoint import validate_loadable
 from trainop.contract.validation import describe
 from trainop.training.returnn.options import DEFAULTS
 from trainop.training.returnn.updater import Updater
@@ -75,7 +77,8 @@ class EngineUpdater:
         options = {key: config.typed_value(key) for key in DEFAULTS if config.has(key)}
         options["backend"] = self.semantics
         accum = options.get("accum_grad_multiple_step")
-        if self.semantics == "tf" and (callable(accum) or (accum or 0) > 1) and \
+        many = callable(accum) or (isinstance(accum, int | float) and accum > 1)
+        if self.semantics == "tf" and many and \
                 torch.distributed.is_available() and torch.distributed.is_initialized():
             raise ValueError(f"Expected no `accum_grad_multiple_step` in distributed training "
                              f"with semantics='tf' (RETURNN's engine reduces the gradients at "
@@ -176,12 +179,23 @@ class EngineUpdater:
         """A ``.opt.pt`` of this updater (the whole Updater state) or of RETURNN's own torch
         updater (its ``optimizer`` state; the parameters must be the same, in the same
         order)."""
-        state = torch.load(filename, map_location=self._device)
+        fd, _ = open_regular(  # a FIFO would block torch.load for ever
+            os.fspath(filename), 1 << 62,
+            lambda message: ValueError(f"The optimizer file {filename!r} {message}"),
+            noun="an optimizer file",
+            missing=lambda _: FileNotFoundError(f"No optimizer file {filename!r}"))
+        with os.fdopen(fd, "rb") as handle:
+            state = torch.load(handle, map_location=self._device)
         if not isinstance(state, dict):
             raise ValueError(f"Expected the optimizer file {filename!r} to hold a dict, got "
                              f"{describe(state)}")
         if "optimizer" not in state and {"param_groups", "state"} <= set(state):
             state = {"optimizer": state}  # RETURNN's old format
+        names = state.get("param_names")
+        if names is not None and names != self._param_names():
+            raise ValueError(f"Expected the optimizer file {filename!r} to hold the parameters "
+                             f"{describe(self._param_names())} in this order, got "
+                             f"{describe(names)}: another model's")
         if "trainop" in state:
             if state.get("trainop_semantics") != self.semantics:
                 raise ValueError(f"Expected the optimizer file {filename!r} to be written with "
@@ -189,13 +203,13 @@ class EngineUpdater:
                                  f"{state.get('trainop_semantics')!r}")
             self.updater.load_state_dict(state["trainop"])
             return
-        names = state.get("param_names")
-        if names is not None and names != self._param_names():
-            raise ValueError(f"Expected the optimizer file {filename!r} to hold the parameters "
-                             f"{self._param_names()} in this order, got {names}")
         if len(self.updater.optimizers) != 1:
             raise ValueError("Expected one optimizer to load RETURNN's own optimizer file into, "
                              f"got {len(self.updater.optimizers)} (updater_opts groups)")
+        try:  # torch's load_state_dict checks neither shapes nor finiteness
+            validate_loadable(self.optimizer, state["optimizer"])
+        except ValueError as error:
+            raise ValueError(f"The optimizer file {filename!r}: {error}") from None
         self.optimizer.load_state_dict(state["optimizer"])
 
 

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,11 +140,19 @@ def is_recipe_error(error: BaseException) -> bool:
         type(error).__module__.split(".")[0] == "yaml"
 
 
+#: The most micro-steps of one run: the built-in model is a demonstration, and the run's
+#: history keeps a row per micro-step (the batches are made while training, one at a time).
+MAX_STEPS = 1_000_000
+
+
 def _check_args(args: argparse.Namespace) -> str | None:
     for name in ("steps", "steps_per_epoch", "num_steps"):
         value = getattr(args, name)
         if value is not None and value < 1:
             return f"expected --{name.replace('_', '-')} >= 1, got {value}"
+    if args.steps > MAX_STEPS:
+        return (f"expected --steps <= {MAX_STEPS:,} (the history keeps a row per micro-step), "
+                f"got {args.steps:,}")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         return f"expected --out to be a directory (new or existing), got the file {out}"
@@ -209,7 +219,7 @@ class BuiltRun:
     recipe: Any
     model: Any
     initial: Any
-    batches: list
+    batches: Any
     built: Any
     control: Any
     regularizer: Any
@@ -227,7 +237,7 @@ def build_run(args: argparse.Namespace) -> BuiltRun:
     import torch
 
     from trainop.interfaces.recipes import load_recipe
-    from trainop.interfaces.train.model import LSTMCellModel, make_batches
+    from trainop.interfaces.train.model import Batches, LSTMCellModel
 
     writer, notes = None, []
     recipe = load_recipe(args.file)
@@ -239,10 +249,9 @@ def build_run(args: argparse.Namespace) -> BuiltRun:
                          "missing (pip install 'trainop[tensorboard]')")
     half = _half_dtype(recipe)
     model = LSTMCellModel(seed=args.seed)
-    batches = make_batches(args.steps, seed=args.seed + 1)
+    batches = Batches(args.steps, seed=args.seed + 1, dtype=half)  # made while training
     if half is not None:
         model = model.to(half)
-        batches = [(x.to(half), y.to(half)) for x, y in batches]
     initial = copy.deepcopy(model)
 
     def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -256,21 +265,50 @@ def build_run(args: argparse.Namespace) -> BuiltRun:
                     writer, notes)
 
 
+def _writable(out: Path) -> str | None:
+    """Why the run's files cannot be written in ``out`` (``/proc/self``, ``/sys/...``,
+    ``/dev/full/x``), or None: the folder is made and a file written and removed in it."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out) as probe:
+            probe.write(b"x")
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as error:
+        return f"cannot write the run's files in --out {out}: {error.strerror or error}"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    """``trainop train`` with parsed ``args``; the exit status. Library code: torch's thread
+    count, set to 1 for the run, is restored when it returns or raises."""
     problem = _check_args(args)
     if problem:
         return _fail(problem)
     import torch
 
+    # The built-in model is tiny: one thread is fastest, and spares a busy machine the
+    # oversubscription that made a step 50x slower with 2 threads beside other work.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _run(args)
+    except BrokenPipeError:  # the output piped into `head`: the command's caller handles it
+        raise
+    except OSError as error:  # writing the run's files (a disk filling up while training)
+        return _fail(f"cannot write the run's files in --out {args.out}: "
+                     f"{error.strerror or error}")
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(args: argparse.Namespace) -> int:
     from trainop.interfaces.train.loop import train_model
 
     moved = set_aside(Path(args.out))
     if moved is not None:
         print(f"{PROG}: --out {args.out} held an earlier run: its files are now in {moved}",
               file=sys.stderr)
-    # The built-in model is tiny: one thread is fastest, and spares a busy machine the
-    # oversubscription that made a step 50x slower with 2 threads beside other work.
-    torch.set_num_threads(1)
     out = Path(args.out)
     try:
         prepared = build_run(args)
@@ -290,7 +328,9 @@ def run(args: argparse.Namespace) -> int:
             plan = tf_plan(built, prepared.regularizer)
         except ValueError as error:
             return _fail(f"--compare-tf cannot replay {args.file}: {error}")
-    out.mkdir(parents=True, exist_ok=True)
+    problem = _writable(out)
+    if problem:
+        return _fail(problem)
     if writer is None:
         writer = _writer(out)
     snapshots: list[dict] = []

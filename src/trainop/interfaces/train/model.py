@@ -13,10 +13,12 @@ TensorFlow replay of ``--compare-tf`` can rebuild the same graph from the same w
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 import torch
 from torch import nn
 
-__all__ = ["FEATURES", "OUTPUTS", "LSTMCellModel", "make_batches"]
+__all__ = ["FEATURES", "OUTPUTS", "Batches", "LSTMCellModel", "make_batches"]
 
 FEATURES, OUTPUTS = 4, 2
 
@@ -55,12 +57,10 @@ class LSTMCellModel(nn.Module):
         return torch.stack(outputs, dim=1)
 
 
-def make_batches(count: int, *, batch: int = 16, steps: int = 8, seed: int = 1
-                 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """``count`` batches ``(x [batch, steps, 4], y [batch, steps, 2])`` from ``seed``."""
+def _generate(count: int, batch: int, steps: int, seed: int
+              ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(seed)
     mix = torch.randn(FEATURES, OUTPUTS, generator=g)
-    out = []
     time = torch.arange(steps, dtype=torch.float32)
     for _ in range(count):
         freq = torch.rand(batch, 1, FEATURES, generator=g) * 0.8 + 0.2
@@ -68,5 +68,38 @@ def make_batches(count: int, *, batch: int = 16, steps: int = 8, seed: int = 1
         x = torch.sin(time[None, :, None] * freq + phase)
         x = x + 0.05 * torch.randn(x.shape, generator=g)
         running = x.cumsum(dim=1) / (time[None, :, None] + 1)
-        out.append((x, running @ mix))
-    return out
+        yield x, running @ mix
+
+
+def make_batches(count: int, *, batch: int = 16, steps: int = 8, seed: int = 1
+                 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``count`` batches ``(x [batch, steps, 4], y [batch, steps, 2])`` from ``seed``."""
+    return list(_generate(count, batch, steps, seed))
+
+
+class Batches(Sequence):
+    """``make_batches(count, seed=seed)`` (cast to ``dtype`` when given) made while iterated,
+    never held at once: ``trainop train --steps 3000000`` needs one batch in memory, not 13 GB.
+    Each iteration makes them again from the seed (the same values); ``batches[k]`` makes
+    the first ``k + 1``."""
+
+    def __init__(self, count: int, *, seed: int = 1, dtype: torch.dtype | None = None) -> None:
+        self.count, self.seed, self.dtype = count, seed, dtype
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for x, y in _generate(self.count, 16, 8, self.seed):
+            yield (x, y) if self.dtype is None else (x.to(self.dtype), y.to(self.dtype))
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(self.count))]
+        k = index + self.count if index < 0 else index
+        if not 0 <= k < self.count:
+            raise IndexError(f"batch {index} of {self.count}")
+        for j, pair in enumerate(self):
+            if j == k:
+                return pair
+        raise IndexError(f"batch {index} of {self.count}")  # pragma: no cover

@@ -19,7 +19,7 @@ import torch
 
 from trainop.kernels.native import boundary, fork, metadata
 from trainop.kernels.native._binding import SUFFIXES, doubles, function, supports
-from trainop.kernels.row_slices import RowSlices
+from trainop.kernels.row_slices import RowSlices, coalesced_rows_distinct
 
 __all__ = ["first_outside", "sparse_rows", "unique_rows"]
 
@@ -55,7 +55,7 @@ def unique_rows(grad: torch.Tensor) -> RowSlices | None:
     if not grad.is_sparse or grad.sparse_dim() != 1 or not supports(grad.dtype, grad.device):
         return None
     indices, values = grad._indices()[0], grad._values()
-    if grad.is_coalesced():
+    if grad.is_coalesced() and coalesced_rows_distinct(indices):  # else: the flag lies
         return RowSlices(indices, values)
     indices, values = indices.contiguous(), values.contiguous()
     if (not boundary.plain_dense([indices, values]) or indices.dtype != torch.int64

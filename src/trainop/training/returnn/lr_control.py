@@ -63,6 +63,9 @@ class EpochData:
 
 def _number(name: str, value: Any, nan: bool = False) -> float:
     """``value`` as float; NaN only with ``nan`` (scores: RETURNN stores a NaN score)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2 ** 1023:
+        raise ValueError(f"Expected `{name}` to be a number a float holds (|x| < 2**1023), got "
+                         f"an integer of {value.bit_length()} bits")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             not nan and math.isnan(value)):
         raise TypeError(f"Expected `{name}` to be a number, got {describe(value)}")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
+import math
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -37,8 +38,8 @@ import torch
 
 from trainop.configs import Unresolved, check_keys
 from trainop.contract.checkpoint import validate_loadable
-from trainop.contract.ranges import NON_NEGATIVE
-from trainop.contract.validation import check_real, describe
+from trainop.contract.ranges import NON_NEGATIVE, POSITIVE
+from trainop.contract.validation import Interval, check_int, check_real, describe
 from trainop.processing import (
     ClipByAverageNorm,
     ClipByGlobalNorm,
@@ -385,9 +386,9 @@ class Updater:
                 raise ValueError(f"Expected no `{refused}` argument of `dynamic_learning_rate` "
                                  f"with backend='{backend}' ({why}); it gets {gets}")
             if self._torch:  # RETURNN's torch backend: host numbers, the epoch
-                return lambda lr: dynamic(global_train_step=self._step_count, epoch=self.epoch,
-                                          epoch_continuous=self.epoch_continuous,
-                                          learning_rate=self._base_lr)
+                return lambda lr: self._checked_lr(dynamic(
+                    global_train_step=self._step_count, epoch=self.epoch,
+                    epoch_continuous=self.epoch_continuous, learning_rate=self._base_lr))
             return lambda lr: dynamic(network=self._model, global_train_step=self.global_train_step,
                                       learning_rate=lr)
         if self._torch:
@@ -398,7 +399,11 @@ class Updater:
             if set(dynamic) != {"interval", "decay"}:
                 raise ValueError(f"Expected `dynamic_learning_rate` as a dict to have exactly the "
                                  f"keys ['decay', 'interval'], got {sorted(dynamic)}")
-            interval, decay = int(dynamic["interval"]), float(dynamic["decay"])
+            interval = check_int("dynamic_learning_rate['interval']", dynamic["interval"],
+                                 POSITIVE)
+            # a decay above 1 grows the rate up to decay ** (interval - 1) times: to inf
+            decay = check_real("dynamic_learning_rate['decay']", dynamic["decay"],
+                               Interval(0.0, 1.0, low_closed=False))
 
             def cyclic(lr: torch.Tensor) -> torch.Tensor:  # lr * decay ** (t mod interval)
                 step = torch.remainder(self.global_train_step.to(lr.device), interval)
@@ -407,6 +412,21 @@ class Updater:
             return cyclic
         raise TypeError(f"Expected `dynamic_learning_rate` to be a callable, a dict "
                         f"{{'interval', 'decay'}} or None, got {describe(dynamic)}")
+
+    def _checked_lr(self, value: Any) -> float:
+        """A torch-backend ``dynamic_learning_rate``'s result: a finite number >= 0 (NaN, inf
+        or a negative rate would train on silently; TF's backend refuses them too)."""
+        try:
+            lr = float(value)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"Expected `dynamic_learning_rate` to return a number, got "
+                            f"{describe(value)} at global_train_step {self._step_count}, "
+                            f"epoch {self.epoch}") from None
+        if not (math.isfinite(lr) and lr >= 0):
+            raise ValueError(f"Expected `dynamic_learning_rate` to return a finite learning "
+                             f"rate >= 0, got {lr} at global_train_step {self._step_count}, "
+                             f"epoch {self.epoch}")
+        return lr
 
     def _lr_fn(self, multiplier: float) -> Callable[[], torch.Tensor]:
         scale = world_size() if self._options["use_horovod"] and \
