@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+
 import torch
 
 import trainop
@@ -18,8 +19,8 @@ from trainop.bench.gpu_timing import Candidate
 from trainop.bench.specs import SPECS
 from trainop.processing import MixedPrecisionOptimizerWrapper
 
-__all__ = ["TRITON", "copy_probe", "numel", "optax_adam", "torch_adam", "torch_mixed", "trainop_mixed",
-           "trainop_optimizer", "transformer_shapes", "triton_unavailable"]
+__all__ = ["TRITON", "copy_probe", "numel", "optax_adam", "torch_adam", "torch_mixed",
+           "trainop_mixed", "trainop_optimizer", "transformer_shapes", "triton_unavailable"]
 
 TRITON = "triton"
 LR = 1e-3
