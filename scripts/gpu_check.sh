@@ -4,7 +4,7 @@
 #   1. install this checkout into the machine's own Python (--no-deps: nothing is downloaded);
 #   2. `trainop doctor` (Triton, CUDA, what `auto` picks);
 #   3. the CUDA tests (pytest, every failure reported, not stopping at the first);
-#   4. `trainop bench --device cuda` (the GPU suite, two runs so one timeout loses half).
+#   4. `trainop bench --device cuda` (the GPU suite, in three runs so that a timeout loses one).
 # Writes a log, the tables (markdown and JSON) and a summary to $OUT (default ./gpu-check/).
 # Exit status: 0 all phases passed, 1 a phase failed or timed out, 3 no CUDA device.
 #
@@ -28,9 +28,13 @@ esac
 TESTS_A=(tests/test_cuda.py tests/test_triton_cuda.py)
 TESTS_B=(tests/test_cuda_capture.py tests/test_cuda_tf_parity.py)
 # phase -> seconds (sum 450 s; the 8-minute budget keeps 30 s for Python's start-ups)
-declare -A LIMIT=([preflight]=20 [install]=60 [doctor]=20 [tests_existing]=90 [tests_new]=60
-                  [bench_main]=120 [bench_other]=80)
-ORDER=(preflight install doctor tests_existing tests_new bench_main bench_other)
+declare -A LIMIT=([preflight]=20 [install]=45 [doctor]=15 [tests_existing]=90 [tests_new]=50
+                  [bench_main]=120 [bench_other1]=55 [bench_other2]=55)
+ORDER=(preflight install doctor tests_existing tests_new bench_main bench_other1 bench_other2)
+# The GPU suite's workloads by run (key prefixes, see `trainop bench --help`).
+BENCH_main=adam,post_backward,mixed,captured
+BENCH_other1=other_Ada,other_Ftrl,other_Gradient,other_Lazy
+BENCH_other2=other_Momentum,other_Nadam,other_Novo,other_Proximal,other_RMS
 
 if [[ $DRY == 1 ]]; then
   echo "gpu_check (dry run): python '$PY', output '$OUT', scale $SCALE"
@@ -39,6 +43,7 @@ if [[ $DRY == 1 ]]; then
     echo "  $phase: at most ${LIMIT[$phase]} s"; total=$((total + LIMIT[$phase]))
   done
   echo "  tests: ${TESTS_A[*]} | ${TESTS_B[*]}"
+  echo "  bench --gpu-workloads: $BENCH_main | $BENCH_other1 | $BENCH_other2"
   echo "  total at most $total s"
   exit 0
 fi
@@ -105,11 +110,12 @@ else
   FAILED=1
 fi
 
-phase bench_main bench_main.md "$PY" -m trainop bench --device cuda --scale "$SCALE" \
-  --repeats 10 --warmup 3 --no-progress --json "$OUT/bench_main.json" \
-  --gpu-workloads adam,post_backward,mixed,captured
-phase bench_other bench_other.md "$PY" -m trainop bench --device cuda --scale "$SCALE" \
-  --repeats 10 --warmup 3 --no-progress --json "$OUT/bench_other.json" --gpu-workloads other
+for run in main other1 other2; do
+  workloads="BENCH_$run"
+  phase "bench_$run" "bench_$run.md" "$PY" -m trainop bench --device cuda --scale "$SCALE" \
+    --repeats 10 --warmup 3 --no-progress --json "$OUT/bench_$run.json" \
+    --gpu-workloads "${!workloads}"
+done
 
 {
   echo
@@ -119,7 +125,7 @@ phase bench_other bench_other.md "$PY" -m trainop bench --device cuda --scale "$
     [[ -f $OUT/$f.txt ]] && echo "$f: $(grep -E '(passed|failed|error|skipped|no tests)' \
       "$OUT/$f.txt" | tail -n 1)"
   done
-  for f in bench_main bench_other; do
+  for f in bench_main bench_other1 bench_other2; do
     [[ -f $OUT/$f.md ]] && echo "$f: $(grep -E '^Targets:' "$OUT/$f.md" | tail -n 1)"
   done
   echo "files in $OUT"

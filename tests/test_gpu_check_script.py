@@ -43,3 +43,30 @@ def test_without_cuda_it_stops_at_once_with_a_clear_line(tmp_path):
     assert "gpu_check: no CUDA device" in out.stderr
     assert "stopped before anything ran" in out.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu_check.log", "preflight.txt"]
+
+
+def test_the_benchmark_runs_cover_every_other_optimizer_once():
+    from trainop.bench.specs import SPECS
+
+    line = next(x for x in _run("--dry-run").stdout.splitlines() if "--gpu-workloads:" in x)
+    runs = [r.strip().split(",") for r in line.split(":", 1)[1].split("|")]
+    keys = [f"other_{n}" for n in SPECS if n != "AdamOptimizer"]
+    for key in keys:
+        assert sum(any(key.startswith(p) for p in run) for run in runs) == 1, key
+
+
+def test_every_phase_runs_and_the_summary_names_them(tmp_path):
+    """With a stand-in for Python that succeeds at everything (as on a GPU machine where every
+    phase passes), every phase runs in order and the summary lists each as ok."""
+    fake = tmp_path / "python"
+    fake.write_text('#!/usr/bin/env bash\necho "fake python: $*"\n')
+    fake.chmod(0o755)
+    out = _run(OUT=str(tmp_path / "out"), PYTHON=str(fake))
+    assert out.returncode == 0, out.stdout + out.stderr
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    for phase in ("preflight", "install", "doctor", "tests_existing", "tests_new", "bench_main",
+                  "bench_other1", "bench_other2"):
+        assert re.search(rf"^{phase}\s+ok\s", summary, re.M), summary
+    log = (tmp_path / "out" / "gpu_check.log").read_text()
+    assert "-m trainop bench --device cuda --scale 1 --repeats 10" in log
+    assert "--no-deps --no-build-isolation -e" in log
