@@ -78,7 +78,10 @@ def torch_adam(sizes: list, device: torch.device, *, fused: bool) -> Candidate:
 def optax_adam(sizes: list, device: torch.device) -> Candidate:
     """optax's ``adam`` applied under one ``jax.jit`` (update and ``apply_updates``, buffers
     donated), timed on the host until the result is ready; ``ImportError`` without JAX/optax,
-    ``RuntimeError`` when JAX has no device of this kind."""
+    ``RuntimeError`` when JAX has no device of this kind. JAX is told not to take most of
+    the GPU's memory up front (``XLA_PYTHON_CLIENT_PREALLOCATE=false``, unless set), which
+    would leave torch's sides without room."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     jax = importlib.import_module("jax")
     optax = importlib.import_module("optax")
     platform = "gpu" if device.type == "cuda" else "cpu"
