@@ -28,7 +28,7 @@ esac
 TESTS_A=(tests/test_cuda.py tests/test_triton_cuda.py)
 TESTS_B=(tests/test_cuda_capture.py tests/test_cuda_tf_parity.py)
 # phase -> seconds (sum 450 s; the 8-minute budget keeps 30 s for Python's start-ups)
-declare -A LIMIT=([preflight]=20 [install]=45 [doctor]=15 [tests_existing]=90 [tests_new]=50
+declare -A LIMIT=([preflight]=20 [install]=30 [doctor]=30 [tests_existing]=90 [tests_new]=50
                   [bench_main]=120 [bench_other1]=55 [bench_other2]=55)
 ORDER=(preflight install doctor tests_existing tests_new bench_main bench_other1 bench_other2)
 # The GPU suite's workloads by run (key prefixes, see `trainop bench --help`).
