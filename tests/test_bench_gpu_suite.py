@@ -71,3 +71,15 @@ def test_suite_runs_on_the_cpu_at_a_tiny_scale(monkeypatch):
     text = render_gpu_suite(result)
     assert "| Adam, one 256M tensor | 2,684 | torch Adam fused |" in text
     assert "informational" in text
+
+
+def test_gpu_workloads_must_name_a_workload():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "trainop", "bench", "--gpu-suite",
+                          "--gpu-workloads", "adam,nope"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2
+    assert "expected comma-separated prefixes of adam_1x256M" in out.stderr
+    assert "'adam,nope'" in out.stderr

@@ -12,7 +12,7 @@ import torch
 from trainop.bench.boundary import render_boundary, run_boundary_benchmark
 from trainop.bench.candidates import AUTO, FLAT
 from trainop.bench.fsdp2 import render_fsdp2, run_fsdp2_benchmark
-from trainop.bench.gpu_suite import render_gpu_suite, run_gpu_suite
+from trainop.bench.gpu_suite import WORKLOAD_KEYS, render_gpu_suite, run_gpu_suite
 from trainop.bench.numerics import render_numerics, run_numerics_benchmark
 from trainop.bench.pipeline import render_pipeline, run_pipeline_benchmark
 from trainop.bench.report import render_markdown, write_json
@@ -99,6 +99,15 @@ def _workload(key: str) -> str:
         raise argparse.ArgumentTypeError(f"unknown workload {key!r}; valid: "
                                          f"{', '.join(WORKLOADS)}")
     return key
+
+
+def _gpu_workloads(text: str) -> list[str]:
+    prefixes = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [p for p in prefixes if not any(k.startswith(p) for k in WORKLOAD_KEYS)]
+    if not prefixes or unknown:
+        raise argparse.ArgumentTypeError(f"expected comma-separated prefixes of "
+                                         f"{', '.join(WORKLOAD_KEYS)}; got {text!r}")
+    return prefixes
 
 
 def _positive_float(text: str) -> float:
@@ -229,8 +238,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "default with --device cuda; on the CPU its triton rows need "
                         "TRITON_INTERPRET=1; uses --device, --scale, --repeats as rounds, "
                         "--warmup, --json, --gpu-workloads)")
-    p.add_argument("--gpu-workloads", metavar="LIST", default=None,
-                   type=lambda t: [x.strip() for x in t.split(",") if x.strip()],
+    p.add_argument("--gpu-workloads", metavar="LIST", default=None, type=_gpu_workloads,
                    help="with the GPU suite: only the workloads whose key starts with one of "
                         "these (adam_1x256M, adam_400, adam_2000, post_backward, mixed_bf16, "
                         "other_<class>, captured_step; e.g. adam,other)")

@@ -41,7 +41,7 @@ from trainop.bench.gpu_timing import Candidate, median_ratio, time_interleaved
 from trainop.bench.pipeline import torch_recipe, trainop_pipeline
 from trainop.bench.specs import SPECS
 
-__all__ = ["TARGETS", "render_gpu_suite", "run_gpu_suite"]
+__all__ = ["TARGETS", "WORKLOAD_KEYS", "render_gpu_suite", "run_gpu_suite"]
 
 M = 2 ** 20
 BIG = 256 * M
@@ -79,6 +79,11 @@ TARGETS: dict[str, tuple[Target, ...]] = {
     "other": (Target(TRITON_ROW, "pct", 85),),
     "captured_step": (Target("captured (graph replay)", "ratio", 1.0),),
 }
+
+
+#: Every workload's key, in the order of a run.
+WORKLOAD_KEYS = ("adam_1x256M", "adam_400", "adam_2000", "post_backward", "mixed_bf16",
+                 *(f"other_{n}" for n in SPECS if n != "AdamOptimizer"), "captured_step")
 
 
 def _scaled(n: int, scale: float, least: int = 1) -> int:
@@ -225,8 +230,7 @@ def run_gpu_suite(*, device: str = "cuda", scale: float = 1.0, rounds: int = 10,
         "warmup": warmup, "triton_rows": why_not or "implementation='triton'",
         "binding": dev.type == "cuda" and scale == 1 and rounds >= 10, "workloads": []}
     workloads = _workloads(scale, dev, why_not is None)
-    keys = [w["key"] for w in workloads] + ["captured_step"]
-    for key in keys:
+    for key in WORKLOAD_KEYS:
         if only and not any(key.startswith(o) for o in only):
             continue
         if key == "captured_step":
