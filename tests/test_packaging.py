@@ -43,13 +43,23 @@ def _doctor(**env):
 
 @pytest.mark.native
 def test_doctor_reports_versions_kernels_and_choices():
-    out = _doctor()
+    out = _doctor(TRITON_INTERPRET="1")
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"trainop {trainop.__version__}" in out.stdout
     assert "native C kernels: built and loaded" in out.stdout
     assert "metadata reader (C++): built and loaded" in out.stdout
+    lines = out.stdout.splitlines()
     for name in trainop.OPTIMIZER_CLASSES:
-        assert any(line.split()[:2] == [name, "native"] for line in out.stdout.splitlines())
+        assert any(line.split()[:2] == [name, "native"] for line in lines)
+    # #31: the GPU side. Triton is in the test extra; auto never picks it on CUDA until the
+    # GPU figures are recorded, and on CUDA Adam maps onto torch's fused kernel.
+    assert any(line.startswith("triton: ") and "importable" in line for line in lines)
+    assert "TRITON_INTERPRET: '1'" in out.stdout
+    cuda = lines[next(i for i, line in enumerate(lines) if "float32 CUDA parameters" in line):]
+    assert "opt-in until scripts/gpu_check.sh" in cuda[0]
+    picks = dict(line.split()[:2] for line in cuda[1:len(trainop.OPTIMIZER_CLASSES) + 1])
+    assert set(picks) == set(trainop.OPTIMIZER_CLASSES)
+    assert picks["AdamOptimizer"] == "fused" and "triton" not in picks.values()
 
 
 @pytest.mark.native

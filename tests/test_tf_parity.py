@@ -118,10 +118,13 @@ def make_gradients(sparse: bool, seed: int = 1234):
     return init, grads
 
 
-def run_trainop(case_or_factory, slot_names, init, grads, dtype):
+def run_trainop(case_or_factory, slot_names, init, grads, dtype, device="cpu"):
+    """trainop's trajectory (variable, global step, slots after every step); the variable, the
+    gradients and the global step on ``device`` (``tests/test_cuda_tf_parity.py``: CUDA)."""
     torch_dtype = getattr(torch, dtype)
-    var = torch.tensor(np.asarray(init, dtype=dtype), dtype=torch_dtype, requires_grad=True)
-    global_step = torch.zeros((), dtype=torch.int64)
+    var = torch.tensor(np.asarray(init, dtype=dtype), dtype=torch_dtype, device=device,
+                       requires_grad=True)
+    global_step = torch.zeros((), dtype=torch.int64, device=device)
     factory = getattr(case_or_factory, "make_trainop", case_or_factory)
     opt = factory(global_step)
     out = []
@@ -132,12 +135,12 @@ def run_trainop(case_or_factory, slot_names, init, grads, dtype):
                                            torch.as_tensor(values, dtype=torch_dtype), var.shape)
         else:
             grad = torch.as_tensor(g, dtype=torch_dtype)
-        opt.apply_gradients([(grad, var)], global_step=global_step)
-        step = {"var": var.detach().numpy().copy(), "global_step": int(global_step)}
+        opt.apply_gradients([(grad.to(device), var)], global_step=global_step)
+        step = {"var": var.detach().cpu().numpy().copy(), "global_step": int(global_step)}
         for name in slot_names:
             slot = opt.get_slot(var, name)
             assert slot is not None, f"trainop has no slot {name!r}"
-            step[name] = slot.detach().numpy().copy()
+            step[name] = slot.detach().cpu().numpy().copy()
         out.append(step)
     return out
 

@@ -13,6 +13,7 @@ import torch
 from trainop.bench.boundary import render_boundary, run_boundary_benchmark
 from trainop.bench.candidates import AUTO, FLAT
 from trainop.bench.fsdp2 import render_fsdp2, run_fsdp2_benchmark
+from trainop.bench.gpu_suite import WORKLOAD_KEYS, render_gpu_suite, run_gpu_suite
 from trainop.bench.numerics import render_numerics, run_numerics_benchmark
 from trainop.bench.pipeline import render_pipeline, run_pipeline_benchmark
 from trainop.bench.report import render_markdown, write_json
@@ -99,6 +100,15 @@ def _workload(key: str) -> str:
         raise argparse.ArgumentTypeError(f"unknown workload {key!r}; valid: "
                                          f"{', '.join(WORKLOADS)}")
     return key
+
+
+def _gpu_workloads(text: str) -> list[str]:
+    prefixes = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [p for p in prefixes if not any(k.startswith(p) for k in WORKLOAD_KEYS)]
+    if not prefixes or unknown:
+        raise argparse.ArgumentTypeError(f"expected comma-separated prefixes of "
+                                         f"{', '.join(WORKLOAD_KEYS)}; got {text!r}")
+    return prefixes
 
 
 def _positive_float(text: str) -> float:
@@ -206,7 +216,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "(default: all each optimizer offers, auto, and flat on dense "
                         "workloads)")
     p.add_argument("--workloads", type=_comma_list("workloads", _workload, lambda: list(WORKLOADS)),
-                   default=list(WORKLOADS), metavar="LIST", help="subset of a,b,c,d (default: all)")
+                   default=None, metavar="LIST", help="subset of a,b,c,d (default: all; naming "
+                   "them with --device cuda runs these instead of the GPU suite)")
     p.add_argument("--scale", type=_scale, default=DEFAULT_SCALE,
                    help=f"size multiplier; 1 = the issue's sizes (default: {DEFAULT_SCALE})")
     p.add_argument("--dtype", choices=DTYPES, default="float32", help="(default: float32)")
@@ -261,6 +272,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "checked C boundary against the same step with the pre-hardening "
                         "reads, on (a)-(d) (uses --scale, --repeats as steps per round, "
                         "--warmup, --json); exit status 1 above 1.05x")
+    p.add_argument("--gpu-suite", action="store_true",
+                   help="instead of the optimizer workloads, issue #31's GPU suite: trainop's "
+                        "Triton kernels (implementation='triton') and today's path against "
+                        "torch's fused/foreach Adam, torch's post-backward recipe, optax under "
+                        "jax.jit and a device-to-device copy, with the issue's targets (the "
+                        "default with --device cuda; on the CPU its triton rows need "
+                        "TRITON_INTERPRET=1; uses --device, --scale, --repeats as rounds, "
+                        "--warmup, --json, --gpu-workloads)")
+    p.add_argument("--gpu-workloads", metavar="LIST", default=None, type=_gpu_workloads,
+                   help="with the GPU suite: only the workloads whose key starts with one of "
+                        "these (adam_1x256M, adam_400, adam_2000, post_backward, mixed_bf16, "
+                        "other_<class>, captured_step; e.g. adam,other)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
     return p
@@ -278,6 +301,9 @@ _MODES = {
                    render_train_step),
     "numerics": (lambda a: run_numerics_benchmark(steps=a.repeats, warmup=a.warmup),
                  render_numerics),
+    "gpu_suite": (lambda a: run_gpu_suite(device=a.device, scale=a.scale, rounds=a.repeats,
+                                          warmup=a.warmup, only=a.gpu_workloads),
+                  render_gpu_suite),
     "pipeline": (lambda a: run_pipeline_benchmark(scale=a.scale, steps=a.repeats,
                                                   warmup=a.warmup, probe_mib=a.probe_mib),
                  render_pipeline),
@@ -297,6 +323,9 @@ def _wrote_json(result: dict, path: str) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``trainop bench`` with parsed ``args``; returns the exit status."""
+    if (args.device.startswith("cuda") and args.workloads is None
+            and not any(getattr(args, m) for m in _MODES)):
+        args.gpu_suite = True  # --device cuda alone: the GPU suite (#31)
     mode = next((m for m in _MODES if getattr(args, m)), None)
     if mode is not None:
         run_mode, render = _MODES[mode]
@@ -309,7 +338,7 @@ def run(args: argparse.Namespace) -> int:
     config = BenchConfig(
         optimizers=args.optimizers or list(SPECS),
         implementations=args.implementations,
-        workloads=args.workloads,
+        workloads=args.workloads or list(WORKLOADS),
         scale=args.scale,
         dtype=args.dtype,
         device=args.device,

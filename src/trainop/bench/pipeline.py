@@ -37,22 +37,29 @@ __all__ = ["render_pipeline", "run_pipeline_benchmark"]
 BYTES_PER_PARAM = 32
 TARGET = 1.4  # the gradient-processing issue's speed criterion
 INIT_SCALE = 2.0 ** 14
+CPU = torch.device("cpu")
 
 
-def make_tensors(sizes: list[int], seed: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    g = torch.Generator().manual_seed(seed)
-    params = [torch.nn.Parameter(torch.randn(n, generator=g) * 0.02) for n in sizes]
-    grads = [torch.randn(n, generator=g) * (INIT_SCALE * 1e-3) for n in sizes]
+def make_tensors(sizes: list, seed: int, device: torch.device = CPU
+                 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Parameters N(0, 0.02^2) and gradients N(0, (S * 1e-3)^2) of the given sizes (ints or
+    shapes), drawn on ``device`` from a generator seeded with ``seed``."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    params = [torch.nn.Parameter(torch.randn(n, generator=g, device=device) * 0.02)
+              for n in sizes]
+    grads = [torch.randn(n, generator=g, device=device) * (INIT_SCALE * 1e-3) for n in sizes]
     return params, grads
 
 
-def torch_recipe(sizes: list[int]) -> tuple[Callable[[], None], Callable[[], None]]:
-    params, saved = make_tensors(sizes, 0)
+def torch_recipe(sizes: list, device: torch.device = CPU
+                 ) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(refill, step) of torch's recipe: GradScaler unscale_, clip_grad_norm_, fused Adam."""
+    params, saved = make_tensors(sizes, 0, device)
     for p, g in zip(params, saved, strict=True):
         p.grad = g.clone()
     opt = torch.optim.Adam(params, lr=1e-3, fused=True)
-    scaler = torch.amp.GradScaler("cpu", init_scale=INIT_SCALE)
-    scaler.scale(torch.ones(()))  # creates the scale tensor, as scaling the loss does
+    scaler = torch.amp.GradScaler(device.type, init_scale=INIT_SCALE)
+    scaler.scale(torch.ones((), device=device))  # creates the scale tensor, as scaling a loss does
 
     def refill() -> None:
         for p, g in zip(params, saved, strict=True):
@@ -67,11 +74,13 @@ def torch_recipe(sizes: list[int]) -> tuple[Callable[[], None], Callable[[], Non
     return refill, step
 
 
-def trainop_pipeline(sizes: list[int]) -> tuple[Callable[[], None], Callable[[], None]]:
-    params, saved = make_tensors(sizes, 0)
+def trainop_pipeline(sizes: list, device: torch.device = CPU, implementation: str | None = None
+                     ) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(refill, step) of trainop's pipeline: loss-scale unscale, finite check, clip 1.0, Adam."""
+    params, saved = make_tensors(sizes, 0, device)
     for p, g in zip(params, saved, strict=True):
         p.grad = g.clone()
-    opt = trainop.AdamOptimizer(1e-3, params=params)
+    opt = trainop.AdamOptimizer(1e-3, params=params, implementation=implementation)
     pipe = GradientPipeline(opt, [LossScale(BackoffLossScaler(scale_max=INIT_SCALE)),
                                   ClipByGlobalNorm(1.0)])
 

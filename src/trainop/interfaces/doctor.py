@@ -3,8 +3,13 @@
 Prints the versions (Python, torch, trainop, numpy, and TensorFlow / tensorboard / PyYAML when
 installed, read from their metadata without importing them), whether the native C kernels and
 the C++ metadata reader build and load here (and why not), the build cache, and the
-implementation each optimizer picks for float32 CPU parameters. Exit status 0 when the native
-paths are in use, 1 when one of them is missing (the reason is printed).
+implementation each optimizer picks for float32 CPU parameters; then the GPU side: whether
+Triton imports (and its version), whether ``TRITON_INTERPRET`` is set, whether CUDA is
+available, and what each optimizer's ``auto`` picks for float32 CUDA parameters (asked of the
+optimizer's own dispatch, so it is what a step would run; ``implementation="triton"`` is opt-in
+until ``scripts/gpu_check.sh`` has passed on a GPU and its figures are in BENCHMARKS.md).
+Exit status 0 when the native paths are in use, 1 when one of them is missing (the reason is
+printed); the GPU lines are informational.
 """
 
 from __future__ import annotations
@@ -60,16 +65,44 @@ def run(args: argparse.Namespace | None = None) -> int:
             out(f"{label}: NOT in use: {reason}\n")
     out(f"build cache: {cache_dir()}\n")
     out("implementation each optimizer picks for float32 CPU parameters:\n")
-    for name, cls in sorted(trainop.OPTIMIZER_CLASSES.items()):
+    out("".join(_picks(trainop.OPTIMIZER_CLASSES, torch.device("cpu"), offers=True)))
+    out(f"triton: {_triton()}\n")
+    interpret = os.environ.get("TRITON_INTERPRET")
+    out(f"TRITON_INTERPRET: {interpret!r} (Triton kernels on CPU tensors)\n" if interpret
+        else "TRITON_INTERPRET: not set\n")
+    out("CUDA: " + (f"{torch.cuda.device_count()} device(s), {torch.cuda.get_device_name(0)}"
+                    if torch.cuda.is_available() else "not available") + "\n")
+    cuda = _picks(trainop.OPTIMIZER_CLASSES, torch.device("cuda"), offers=False)
+    out("implementation auto picks for float32 CUDA parameters"
+        + ("" if any(" triton" in line for line in cuda) else
+           " (Triton only when asked for, implementation='triton': opt-in until "
+           "scripts/gpu_check.sh has passed on a GPU)") + ":\n" + "".join(cuda))
+    return 1 if problems else 0
+
+
+def _picks(classes: dict, device, *, offers: bool) -> list[str]:
+    """One line per optimizer: what its ``auto`` (``implementation=None``) picks for float32
+    parameters on ``device``, asked of its dispatch (no tensor is put on ``device``)."""
+    import torch
+
+    lines = []
+    for name, cls in sorted(classes.items()):
         p = torch.nn.Parameter(torch.zeros(4))
         opt = _construct(cls, p)
         hp = opt._step_hyper(opt.param_groups[0])
-        choice = opt._choose_implementation(torch.float32, torch.device("cpu"),
-                                            hp.for_tensor(p))
-        out(f"  {name:34s} {choice:9s} (offers {', '.join(cls.IMPLEMENTATIONS)})\n")
-    out("CUDA: " + (f"{torch.cuda.device_count()} device(s)" if torch.cuda.is_available()
-                    else "not available") + "\n")
-    return 1 if problems else 0
+        choice = opt._choose_implementation(torch.float32, device, hp.for_tensor(p))
+        tail = f" (offers {', '.join(cls.IMPLEMENTATIONS)})" if offers else ""
+        lines.append(f"  {name:34s} {choice:9s}{tail}".rstrip() + "\n")
+    return lines
+
+
+def _triton() -> str:
+    """Whether Triton imports here, and its version (trainop's kernels import it lazily)."""
+    try:
+        import triton
+    except Exception as exc:  # ImportError, or a broken install
+        return f"not importable ({type(exc).__name__}: {exc})".splitlines()[0][:200]
+    return f"{getattr(triton, '__version__', _version('triton'))} (importable)"
 
 
 #: Values for the required constructor arguments (TF's signatures have a few).

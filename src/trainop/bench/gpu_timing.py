@@ -1,0 +1,111 @@
+"""Interleaved rounds timed on the device (``trainop bench --gpu-suite``), and the median of
+per-round ratios.
+
+Each round runs ONE step of every candidate, in an order rotated from round to round. On CUDA a
+step is timed by a pair of CUDA events recorded around it on the current stream (the device's
+time, not the host's launch time), read once per round after one synchronisation; a candidate
+that does not run on torch's stream (JAX) is timed on the host around a call that blocks until
+its result is ready. On the CPU every step is timed with ``time.perf_counter``. ``prepare``
+(untimed, before the step's first event) refills gradients where a step consumes them.
+
+The ratio of two candidates is the median over rounds of their per-round time ratio: a drift of
+the machine's speed during the run falls on both sides of each ratio.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["Candidate", "median_ratio", "time_interleaved"]
+
+
+@dataclass
+class Candidate:
+    """One side of a comparison: ``step`` timed, ``prepare`` run untimed before it; ``host``:
+    time on the host around a blocking ``step`` (work outside torch's stream)."""
+
+    step: Callable[[], object]
+    prepare: Callable[[], object] | None = None
+    host: bool = False
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+
+
+def time_interleaved(cands: dict[str, Candidate], *, rounds: int, warmup: int,
+                     device: torch.device) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """Seconds per round of each candidate, and the error of each candidate that raised (it
+    is dropped from the rounds that follow; its times are discarded)."""
+    cuda = device.type == "cuda"
+    live = dict(cands)
+    errors: dict[str, str] = {}
+    times: dict[str, list[float]] = {name: [] for name in cands}
+
+    def run(name: str, part: str = "both") -> bool:
+        """``prepare`` and/or ``step`` of ``name``; False (and dropped) when it raised."""
+        cand = live[name]
+        try:
+            if part != "step" and cand.prepare is not None:
+                cand.prepare()
+            if part != "prepare":
+                cand.step()
+        except Exception as exc:  # one failing candidate must not stop the comparison
+            errors[name] = _error(exc)
+            del live[name]
+            return False
+        return True
+
+    for _ in range(warmup):
+        for name in list(live):
+            run(name)
+    if cuda:
+        torch.cuda.synchronize(device)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for r in range(rounds):
+            order = list(live)
+            shift = r % len(order) if order else 0
+            events = []
+            for name in order[shift:] + order[:shift]:
+                if not run(name, "prepare"):
+                    continue
+                if cuda and not live[name].host:
+                    start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+                    start.record()
+                    ok = run(name, "step")
+                    end.record()
+                    if ok:
+                        events.append((name, start, end))
+                else:
+                    if cuda:
+                        torch.cuda.synchronize(device)
+                    t0 = time.perf_counter()
+                    ok = run(name, "step")
+                    elapsed = time.perf_counter() - t0
+                    if ok:
+                        times[name].append(elapsed)
+            if cuda:
+                torch.cuda.synchronize(device)
+                for name, start, end in events:
+                    times[name].append(start.elapsed_time(end) / 1e3)
+    finally:
+        if was_enabled:
+            gc.enable()
+    for name in errors:
+        times[name] = []
+    return times, errors
+
+
+def median_ratio(times: dict[str, list[float]], name: str, base: str) -> float | None:
+    """Median over rounds of ``times[name][r] / times[base][r]`` (None without both)."""
+    pairs = [a / b for a, b in zip(times.get(name, []), times.get(base, []), strict=False)
+             if b > 0]
+    return statistics.median(pairs) if pairs else None

@@ -1,0 +1,85 @@
+"""#31's GPU suite (``trainop bench --gpu-suite``, the default of ``--device cuda``), its
+plumbing run on the CPU at a tiny scale: every side is built and timed, the copy probe gives
+the bandwidth, the targets get verdicts, and the triton rows appear exactly where
+``implementation="triton"`` runs (Triton's interpreter on the CPU). The figures themselves come
+from ``scripts/gpu_check.sh`` on a GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trainop.bench import gpu_peers
+from trainop.bench.gpu_suite import TARGETS, render_gpu_suite, run_gpu_suite
+from trainop.bench.gpu_timing import Candidate, median_ratio, time_interleaved
+
+CPU = torch.device("cpu")
+
+
+def test_median_of_ratios_pairs_rounds():
+    times = {"a": [1.0, 2.0, 9.0], "b": [2.0, 2.0, 3.0]}
+    assert median_ratio(times, "a", "b") == 1.0  # ratios 0.5, 1, 3
+    assert median_ratio(times, "a", "missing") is None
+
+
+def test_a_failing_side_is_dropped_with_its_error():
+    calls = []
+
+    def boom():
+        raise RuntimeError("no kernel")
+
+    times, errors = time_interleaved(
+        {"ok": Candidate(lambda: calls.append(1), prepare=lambda: calls.append(0)),
+         "bad": Candidate(boom)}, rounds=3, warmup=1, device=CPU)
+    assert errors == {"bad": "RuntimeError: no kernel"}
+    assert len(times["ok"]) == 3 and times["bad"] == []
+    assert calls == [0, 1] * 4  # prepare before every step, warm-up included
+
+
+def test_transformer_shapes_are_355M_at_scale_one():
+    shapes = gpu_peers.transformer_shapes(1.0)
+    assert gpu_peers.numel(shapes) == 50257 * 1024 + 1024 * 1024 + 24 * 12_596_224 + 2048
+    assert len(shapes) == 2 + 24 * 12 + 2
+
+
+def test_suite_runs_on_the_cpu_at_a_tiny_scale(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    result = run_gpu_suite(device="cpu", scale=1e-5, rounds=2, warmup=1,
+                           only=["adam_1x", "adam_2000", "post", "mixed", "other_Momentum",
+                                 "captured"])
+    triton = gpu_peers.triton_unavailable(CPU) is None
+    keys = [w["key"] for w in result["workloads"]]
+    assert keys == ["adam_1x256M", "adam_2000", "post_backward", "mixed_bf16",
+                    "other_MomentumOptimizer", "other_MomentumWOptimizer", "captured_step"]
+    assert not result["binding"] and "passed" not in result
+    for w in result["workloads"][:-1]:
+        rows = {r["name"]: r for r in w["rows"]}
+        copy = rows["copy (bandwidth probe)"]
+        assert copy["median_s"] > 0 and w["copy_gbps"] > 0 and copy["pct"] == pytest.approx(100)
+        base = rows[w["baseline"]]
+        assert base["error"] is None and base["ratio"] == pytest.approx(1.0)
+        auto = rows["trainop auto (today's path)"]
+        assert auto["error"] is None and auto["gbps"] > 0
+        assert ("trainop triton" in rows) == triton
+        if triton:
+            assert rows["trainop triton"]["error"] is None, rows["trainop triton"]
+        assert len(w["targets"]) == len(TARGETS["other" if w["key"].startswith("other")
+                                                else w["key"]])
+    assert result["workloads"][-1]["skipped"] == "needs CUDA"
+    verdicts = result["met"] + result["missed"] + result["not_measured"]
+    assert verdicts == sum(len(w["targets"]) for w in result["workloads"])
+    text = render_gpu_suite(result)
+    assert "| Adam, one 256M tensor | 2,684 | torch Adam fused |" in text
+    assert "informational" in text
+
+
+def test_gpu_workloads_must_name_a_workload():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "trainop", "bench", "--gpu-suite",
+                          "--gpu-workloads", "adam,nope"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2
+    assert "expected comma-separated prefixes of adam_1x256M" in out.stderr
+    assert "'adam,nope'" in out.stderr
