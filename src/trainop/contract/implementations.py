@@ -1,5 +1,5 @@
-"""Which implementation runs an update (``reference``, ``foreach``, ``fused``, ``native``) and
-the two generic ones every algorithm gets: the per-tensor rule over ``TensorList``s (foreach)
+"""Which implementation runs an update (``reference``, ``foreach``, ``fused``, ``native``,
+``triton``) and the two generic ones every algorithm gets: the per-tensor rule over ``TensorList``s (foreach)
 and the hand-off to the dispatch. A mixin of ``Optimizer``; algorithms override the hooks
 (``_native_rule``, ``_apply_fused``, ``_fused_supported``)."""
 
@@ -11,11 +11,15 @@ import torch
 
 from trainop.contract.gate import Gate
 from trainop.contract.hyper import Prepared
-from trainop.kernels import dispatch, native
+from trainop.kernels import dispatch, native, triton
 from trainop.kernels.chunking import chunked
 from trainop.kernels.tensor_list import TensorList
 
-__all__ = ["Implementations"]
+__all__ = ["TRITON", "Implementations"]
+
+#: trainop's Triton kernels (``kernels.triton``): accepted by every optimizer, chosen only
+#: when asked for (CUDA float32; CPU tensors only under ``TRITON_INTERPRET=1``).
+TRITON = "triton"
 
 
 class Implementations:
@@ -61,8 +65,11 @@ class Implementations:
         """Precedence: the explicit ``implementation`` argument, then defaults by device and
         dtype: ``native`` (trainop's C kernels) for CPU float32/float64, else ``fused`` where
         the class maps TF's math onto a torch fused kernel for this dtype/device and these
-        hyperparameters (CUDA), else ``foreach``. An explicit ``fused`` that a dynamic
+        hyperparameters (CUDA), else ``foreach``. An explicit ``triton`` runs where the Triton
+        kernels run the dtype and device (``kernels.triton.supports``), else ``foreach``. An explicit ``fused`` that a dynamic
         hyperparameter rules out for one step (e.g. momentum 0) runs ``foreach``."""
+        if self._implementation == TRITON and triton.supports(dtype, device):
+            return TRITON
         native_ok = self._native_supported(dtype, device, hp)
         if native_ok and self._implementation in (None, "native"):
             return "native"  # (what choose() gives; the fused check is not needed)
@@ -84,6 +91,14 @@ class Implementations:
         """The C rule's name, its slot lists in the rule's order and its hyperparameters
         (see ``kernels/native/csrc/rules.h``)."""
         raise NotImplementedError
+
+    def _triton_rule(self, vars_: list[torch.Tensor], slots: dict[str, list], hp: Any,
+                     non_slot: dict[str, torch.Tensor]) -> tuple[str, list, list[Any]]:
+        """The Triton rule's name, slot lists and hyperparameters (Python numbers or 0-dim
+        device tensors, see ``kernels/triton``): the native rule's, where its hyperparameters
+        are the group's plain values; classes whose native hyperparameters come from device
+        state (Adam's beta powers, AdagradDA's step) override it to pass the tensors."""
+        return self._native_rule(vars_, slots, hp, non_slot)
 
     def _decoupled_weight_decay(self, hp: Any) -> float:
         """contrib's decoupled decay ``var -= wd * var`` the fused/native kernels apply

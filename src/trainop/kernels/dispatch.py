@@ -9,10 +9,13 @@ hands each bucket to one implementation:
 - ``foreach``: the same rule over lists (``opt._apply_foreach``);
 - ``fused``: torch's fused kernel where the class maps TF's math onto it (``opt._apply_fused``);
 - ``native``: trainop's C kernels (``kernels.native.run``), which check every tensor at the one
-  C boundary (``kernels.native.boundary``) and send what they cannot run to ``foreach``.
+  C boundary (``kernels.native.boundary``) and send what they cannot run to ``foreach``;
+- ``triton``: trainop's Triton kernels (``kernels.triton.run``, CUDA), the same rules with the
+  gate's multiplier and skip flag read on the device, sending what they cannot run to
+  ``foreach`` as the native kernels do.
 
 ``opt`` is the optimizer, used only through its algorithm hooks (``_choose_implementation``,
-``_native_rule``, ``_native_sparse_rule``, ``_apply_dense``, ``_apply_sparse``,
+``_native_rule``, ``_triton_rule``, ``_native_sparse_rule``, ``_apply_dense``, ``_apply_sparse``,
 ``_apply_foreach``, ``_apply_fused``, ``state``); this module imports nothing above the kernels.
 
 Example (what ``Optimizer.step`` does for one bucket)::
@@ -26,7 +29,7 @@ from typing import Any
 
 import torch
 
-from trainop.kernels import native
+from trainop.kernels import native, triton
 from trainop.kernels.row_slices import RowSlices, row_slices
 from trainop.kernels.shards import is_sharded, local_shards
 
@@ -96,6 +99,12 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
         implementation = opt._choose_implementation(vs[0].dtype, vs[0].device, hp)
         if bucket is not None:
             bucket.chosen_for, bucket.implementation = hp, implementation
+    if implementation == "triton":
+        rule, slots, hyper = opt._triton_rule(vs, slot_lists, hp, non_slot)
+        if triton.run(rule, [vs, gs, *slots], hyper, multiplier=gate.multiplier,
+                      found_inf=gate.found_inf):
+            return
+        implementation = "foreach"  # not a kernel's dtype/device, a subclass, non-contiguous
     if implementation == "native":
         rule, slots, hyper = opt._native_rule(vs, slot_lists, hp, non_slot)
         if native.run(rule, [vs, gs, *slots], hyper, multiplier=gate.multiplier,

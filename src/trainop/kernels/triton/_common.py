@@ -1,0 +1,55 @@
+"""What every Triton update kernel shares (imported only once Triton is importable).
+
+Each elementwise kernel runs one block of ``BLOCK`` elements per program and reads:
+
+- ``h``: the rule's hyperparameters as one float32 device tensor (``launch.device_scalars``),
+  so values that change per step (learning rate, beta powers, step counters) are read on the
+  device and no step reads a value on the host;
+- ``mult``: the gate's gradient multiplier (loss-scale inverse times the clip coefficient), a
+  0-dim device tensor, when ``HAS_MULT``; the gradient is ``float32(g * mult)`` as in the C
+  kernels (multiplying by 1 is exact, so no multiplier is the same as 1);
+- ``inf``: the gate's skip flag (``found_inf``), when ``HAS_INF``: nonzero masks every store,
+  so a skipped step writes nothing.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+__all__ = ["gradient", "hyper", "live", "sign"]
+
+
+@triton.jit
+def live(n, inf, HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
+    """This program's element offsets and the mask of those it updates (inside the tensor,
+    and the step not skipped)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if HAS_INF:
+        flag = tl.zeros((BLOCK,), tl.float32) + tl.load(inf).to(tl.float32)  # as a block
+        mask = mask & (flag == 0.0)
+    return offs, mask
+
+
+@triton.jit
+def gradient(grad, offs, mask, mult, HAS_MULT: tl.constexpr):
+    """The gradient of the masked elements, times the multiplier, in float32."""
+    g = tl.load(grad + offs, mask=mask, other=0.0).to(tl.float32)
+    if HAS_MULT:
+        g = g * tl.load(mult).to(tl.float32)
+    return g
+
+
+@triton.jit
+def hyper(h, k: tl.constexpr):
+    """Hyperparameter ``k`` of the rule (float32, read on the device)."""
+    return tl.load(h + k)
+
+
+@triton.jit
+def sign(x):
+    """torch.sign: 0 for zero and NaN."""
+    one = tl.full(x.shape, 1.0, tl.float32)
+    zero = tl.zeros(x.shape, tl.float32)
+    return tl.where(x > 0, one, zero) - tl.where(x < 0, one, zero)

@@ -1,0 +1,31 @@
+"""Gradient descent on Triton: ``var -= g * lr`` (``csrc/rules.h``'s ``gradient_descent``).
+
+hyper: lr.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from trainop.kernels.triton._common import gradient, hyper, live
+from trainop.kernels.triton.launch import device_scalars, launch
+
+__all__ = ["RULES"]
+
+
+@triton.jit
+def _gradient_descent(var, grad, h, mult, inf, n, HAS_MULT: tl.constexpr,
+                      HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
+    offs, mask = live(n, inf, HAS_INF, BLOCK)
+    g = gradient(grad, offs, mask, mult, HAS_MULT)
+    x = tl.load(var + offs, mask=mask)
+    tl.store(var + offs, x - g * hyper(h, 0), mask=mask)
+
+
+def gradient_descent(lists, values, multiplier, found_inf) -> None:
+    launch(_gradient_descent, lists, device_scalars(values, lists[0][0].device), multiplier,
+           found_inf)
+
+
+RULES = {"gradient_descent": gradient_descent}

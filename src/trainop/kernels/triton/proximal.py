@@ -1,0 +1,64 @@
+"""Proximal gradient descent and proximal Adagrad on Triton (``csrc/rules.h``'s
+``proximal_gd`` and ``proximal_adagrad``). The proximal step with step size s::
+
+    prox = var - g*s; var = sign(prox)*max(|prox| - s*l1, 0)/(s*l2 + 1)  (l1 > 0)
+                      var = prox/(s*l2 + 1)                              (l1 = 0)
+
+GD: s = lr (s*l1 and s*l2 + 1 in double). Adagrad: accum += g*g; s = (1/sqrt(accum))*lr.
+hyper: lr, l1, l2.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from trainop.kernels.triton._common import gradient, hyper, live, sign
+from trainop.kernels.triton.launch import device_scalars, launch, product
+
+__all__ = ["RULES"]
+
+
+@triton.jit
+def _proximal(v, g, s, s_l1, s_l2_plus_one, l1):
+    prox = v - g * s
+    shrunk = tl.div_rn(sign(prox) * tl.where(tl.abs(prox) - s_l1 < 0.0, 0.0,
+                                             tl.abs(prox) - s_l1), s_l2_plus_one)
+    return tl.where(l1 > 0.0, shrunk, tl.div_rn(prox, s_l2_plus_one))
+
+
+@triton.jit
+def _proximal_gd(var, grad, h, mult, inf, n, HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    offs, mask = live(n, inf, HAS_INF, BLOCK)
+    g = gradient(grad, offs, mask, mult, HAS_MULT)
+    v = tl.load(var + offs, mask=mask)
+    out = _proximal(v, g, hyper(h, 0), hyper(h, 1), hyper(h, 2), hyper(h, 3))
+    tl.store(var + offs, out, mask=mask)
+
+
+@triton.jit
+def _proximal_adagrad(var, grad, accum, h, mult, inf, n, HAS_MULT: tl.constexpr,
+                      HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
+    offs, mask = live(n, inf, HAS_INF, BLOCK)
+    g = gradient(grad, offs, mask, mult, HAS_MULT)
+    lr, l1, l2 = hyper(h, 0), hyper(h, 1), hyper(h, 2)
+    a = tl.load(accum + offs, mask=mask) + g * g
+    tl.store(accum + offs, a, mask=mask)
+    s = tl.div_rn(1.0, tl.sqrt_rn(a)) * lr
+    v = tl.load(var + offs, mask=mask)
+    tl.store(var + offs, _proximal(v, g, s, s * l1, s * l2 + 1.0, l1), mask=mask)
+
+
+def proximal_gd(lists, values, multiplier, found_inf) -> None:
+    lr, l1, l2 = values
+    h = device_scalars([lr, product(lr, l1), product(lr, l2) + 1.0, l1], lists[0][0].device)
+    launch(_proximal_gd, lists, h, multiplier, found_inf)
+
+
+def proximal_adagrad(lists, values, multiplier, found_inf) -> None:
+    launch(_proximal_adagrad, lists, device_scalars(values, lists[0][0].device), multiplier,
+           found_inf)
+
+
+RULES = {"proximal_gd": proximal_gd, "proximal_adagrad": proximal_adagrad}
