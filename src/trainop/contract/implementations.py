@@ -1,7 +1,8 @@
 """Which implementation runs an update (``reference``, ``foreach``, ``fused``, ``native``,
-``triton``) and the two generic ones every algorithm gets: the per-tensor rule over ``TensorList``s (foreach)
-and the hand-off to the dispatch. A mixin of ``Optimizer``; algorithms override the hooks
-(``_native_rule``, ``_apply_fused``, ``_fused_supported``)."""
+``triton``) and the two generic ones every algorithm gets: the per-tensor rule over
+``TensorList``s (foreach) and the hand-off to the dispatch. A mixin of ``Optimizer``;
+algorithms override the hooks (``_native_rule``, ``_triton_rule``, ``_apply_fused``,
+``_fused_supported``)."""
 
 from __future__ import annotations
 
@@ -65,9 +66,10 @@ class Implementations:
         """Precedence: the explicit ``implementation`` argument, then defaults by device and
         dtype: ``native`` (trainop's C kernels) for CPU float32/float64, else ``fused`` where
         the class maps TF's math onto a torch fused kernel for this dtype/device and these
-        hyperparameters (CUDA), else ``foreach``. An explicit ``triton`` runs where the Triton
-        kernels run the dtype and device (``kernels.triton.supports``), else ``foreach``. An explicit ``fused`` that a dynamic
-        hyperparameter rules out for one step (e.g. momentum 0) runs ``foreach``."""
+        hyperparameters (CUDA), else ``foreach``. An explicit ``fused`` that a dynamic
+        hyperparameter rules out for one step (e.g. momentum 0) runs ``foreach``. An explicit
+        ``triton`` runs where the Triton kernels run the dtype and device
+        (``kernels.triton.supports``), else ``foreach``."""
         if self._implementation == TRITON and triton.supports(dtype, device):
             return TRITON
         native_ok = self._native_supported(dtype, device, hp)
