@@ -1,5 +1,10 @@
 """What every Triton update kernel shares (imported only once Triton is importable).
 
+Only Triton's builtins are used (no function of ``triton.language.standard``, such as
+``tl.zeros`` or ``tl.sum``): those are decorated when Triton is imported, so under the
+interpreter they would need ``TRITON_INTERPRET=1`` before that import; these kernels only
+need it before their own family is first used.
+
 Each elementwise kernel runs one block of ``BLOCK`` elements per program and reads:
 
 - ``h``: the rule's hyperparameters as one float32 device tensor (``launch.device_scalars``),
@@ -17,7 +22,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["gradient", "hyper", "live", "sign"]
+__all__ = ["gradient", "hyper", "live", "sign", "total"]
 
 
 @triton.jit
@@ -27,7 +32,7 @@ def live(n, inf, HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     if HAS_INF:
-        flag = tl.zeros((BLOCK,), tl.float32) + tl.load(inf).to(tl.float32)  # as a block
+        flag = tl.full((BLOCK,), 0.0, tl.float32) + tl.load(inf).to(tl.float32)  # as a block
         mask = mask & (flag == 0.0)
     return offs, mask
 
@@ -51,5 +56,16 @@ def hyper(h, k: tl.constexpr):
 def sign(x):
     """torch.sign: 0 for zero and NaN."""
     one = tl.full(x.shape, 1.0, tl.float32)
-    zero = tl.zeros(x.shape, tl.float32)
+    zero = tl.full(x.shape, 0.0, tl.float32)
     return tl.where(x > 0, one, zero) - tl.where(x < 0, one, zero)
+
+
+@triton.jit
+def _add(a, b):
+    return a + b
+
+
+@triton.jit
+def total(x):
+    """The sum of a block (``tl.reduce`` with our own combine function)."""
+    return tl.reduce(x, 0, _add)

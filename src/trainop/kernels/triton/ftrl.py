@@ -35,7 +35,7 @@ def _ftrl(var, grad, accum, linear, h, mult, inf, n, HAS_MULT: tl.constexpr,
     offs, mask = live(n, inf, HAS_INF, BLOCK)
     lr, neg_power, l1 = hyper(h, 0), hyper(h, 1), hyper(h, 2)
     two_l2, shrink, two_shrink = hyper(h, 3), hyper(h, 4), hyper(h, 5)
-    mask = mask & (tl.zeros((BLOCK,), tl.float32) + lr != 0.0)  # lr = 0: nothing changes
+    mask = mask & (tl.full((BLOCK,), 0.0, tl.float32) + lr != 0.0)  # lr = 0: nothing changes
     g = gradient(grad, offs, mask, mult, HAS_MULT)
     v = tl.load(var + offs, mask=mask)
     a = tl.load(accum + offs, mask=mask)

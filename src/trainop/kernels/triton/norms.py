@@ -12,6 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
+from trainop.kernels.triton._common import total
 from trainop.kernels.triton.launch import BLOCK
 
 __all__ = ["l2_norms", "square_partials"]
@@ -24,7 +25,7 @@ def _square_partials(grad, out, mult, n, HAS_MULT: tl.constexpr, BLOCK: tl.const
     if HAS_MULT:
         g = g * tl.load(mult).to(tl.float32)
     g64 = g.to(tl.float64)
-    tl.store(out + tl.program_id(0), tl.sum(g64 * g64, axis=0))
+    tl.store(out + tl.program_id(0), total(g64 * g64))
 
 
 def square_partials(tensor: torch.Tensor, multiplier: torch.Tensor | None = None

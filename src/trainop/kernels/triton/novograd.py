@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live
+from trainop.kernels.triton._common import gradient, hyper, live, total
 from trainop.kernels.triton.launch import BLOCK, complement, device_scalars
 from trainop.kernels.triton.norms import square_partials
 
@@ -24,11 +24,11 @@ __all__ = ["RULES"]
 
 @triton.jit
 def _moment(partials, count, ema, den, h, inf, HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
-    total = tl.zeros((BLOCK,), tl.float64)
+    acc = tl.full((BLOCK,), 0.0, tl.float64)
     for start in range(0, count, BLOCK):
         offs = start + tl.arange(0, BLOCK)
-        total += tl.load(partials + offs, mask=offs < count, other=0.0)
-    norm = tl.sqrt(tl.sum(total, axis=0)).to(tl.float32)  # float64 sqrt: correctly rounded
+        acc += tl.load(partials + offs, mask=offs < count, other=0.0)
+    norm = tl.sqrt(total(acc)).to(tl.float32)  # float64 sqrt: correctly rounded
     n2 = norm * norm
     beta2, one_minus_beta2, eps, persistent = hyper(h, 3), hyper(h, 4), hyper(h, 5), hyper(h, 8)
     old = tl.load(ema)
