@@ -17,6 +17,9 @@ that reaches C (the dense rules ``run``, the sparse rows ``sparse_rows``, ``uniq
 - no tensor that is written (every list but the gradients) overlaps another tensor of the call
   (tensors that are only read may share memory).
 
+The device-agnostic checks (exact type, dtype/device/size, overlap) are ``kernels.boundary``'s,
+shared with the Triton kernels; this module adds the C metadata reader and the cache.
+
 Outcomes: ``None`` (a subclass or a non-contiguous tensor: the caller takes its safe path,
 ``foreach`` or the reference, which handle such tensors), a ``ValueError`` naming the list, the
 tensor and what is wrong (wrong dtype, element count, layout, device or written memory that
