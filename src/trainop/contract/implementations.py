@@ -23,6 +23,11 @@ __all__ = ["TRITON", "Implementations"]
 TRITON = "triton"
 
 
+def _as_is(value: Any) -> Any:
+    """A hyperparameter as it is (the Triton kernels read tensors on the device)."""
+    return value
+
+
 class Implementations:
     """The implementation choice and the generic update paths of ``Optimizer``."""
 
@@ -89,18 +94,20 @@ class Implementations:
         return "native" in self.IMPLEMENTATIONS and native.supports(dtype, device)
 
     def _native_rule(self, vars_: list[torch.Tensor], slots: dict[str, list], hp: Any,
-                     non_slot: dict[str, torch.Tensor]) -> tuple[str, list, list[float]]:
+                     non_slot: dict[str, torch.Tensor], scalar=float
+                     ) -> tuple[str, list, list[float]]:
         """The C rule's name, its slot lists in the rule's order and its hyperparameters
-        (see ``kernels/native/csrc/rules.h``)."""
+        (see ``kernels/native/csrc/rules.h``), each through ``scalar`` (``float`` for C)."""
         raise NotImplementedError
 
     def _triton_rule(self, vars_: list[torch.Tensor], slots: dict[str, list], hp: Any,
                      non_slot: dict[str, torch.Tensor]) -> tuple[str, list, list[Any]]:
         """The Triton rule's name, slot lists and hyperparameters (Python numbers or 0-dim
-        device tensors, see ``kernels/triton``): the native rule's, where its hyperparameters
-        are the group's plain values; classes whose native hyperparameters come from device
-        state (Adam's beta powers, AdagradDA's step) override it to pass the tensors."""
-        return self._native_rule(vars_, slots, hp, non_slot)
+        tensors, read by the kernels on the device, see ``kernels/triton``): the native rule's,
+        with its hyperparameters as they are (``scalar``: no ``float()``, so a tensor learning
+        rate is not read on the host). Adam and AdagradDA override it (their device state goes
+        as tensors)."""
+        return self._native_rule(vars_, slots, hp, non_slot, scalar=_as_is)
 
     def _decoupled_weight_decay(self, hp: Any) -> float:
         """contrib's decoupled decay ``var -= wd * var`` the fused/native kernels apply
