@@ -252,16 +252,35 @@ def test_every_optimizer_accepts_triton():
         trainop.AdamOptimizer(params=[torch.nn.Parameter(torch.zeros(2))], implementation="cuda")
 
 
-def test_sparse_gradients_take_the_reference_rows(calls):
-    results = []
-    for implementation in ("triton", "reference"):
-        table = torch.nn.Parameter(torch.ones(5, 3))
-        opt = trainop.LazyAdamOptimizer(params=[table], implementation=implementation)
-        table.grad = torch.sparse_coo_tensor([[1, 3, 1]], torch.arange(9.0).reshape(3, 3),
-                                             (5, 3))
-        opt.step()
-        results.append(table.detach().clone())
-    assert torch.equal(*results)
+#: The classes whose sparse update is their dense rule on the touched rows: the Triton row
+#: kernel; the others (Adam's every-row moments, LazyAdam, RMSProp's sparse form, the decoupled
+#: decay, NovoGrad) take their reference sparse rule.
+ROWS = {"GradientDescentOptimizer", "MomentumOptimizer", "AdagradOptimizer",
+        "AdagradDAOptimizer", "AdadeltaOptimizer", "FtrlOptimizer",
+        "ProximalGradientDescentOptimizer", "ProximalAdagradOptimizer"}
+
+
+@pytest.mark.parametrize("name", sorted(BASE))
+def test_sparse_rows(name, monkeypatch):
+    """A sparse gradient with a repeated row: its distinct rows (summed) by the Triton row
+    kernel where the class's sparse rule is its dense rule on the rows, else the reference."""
+    ran = []
+    real = tk.sparse_rows
+    monkeypatch.setattr(tk, "sparse_rows", lambda *a: ran.append(real(*a)) or ran[-1])
+
+    def train(implementation):
+        gen = torch.Generator().manual_seed(0)
+        table = torch.nn.Parameter(torch.randn(7, 3, generator=gen))
+        opt = BASE[name].make([table], implementation=implementation)
+        for _ in range(3):
+            table.grad = torch.sparse_coo_tensor([[1, 5, 1, 0]], torch.randn(4, 3, generator=gen),
+                                                 (7, 3))
+            opt.step()
+        return [table], opt
+
+    ours = train("triton")
+    assert ran == ([True] * 3 if name in ROWS else [])
+    assert_matches_reference(name, ours, train("reference"))
 
 
 @pytest.mark.skipif(not native.available(), reason="no native kernels")

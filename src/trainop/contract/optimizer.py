@@ -783,6 +783,16 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             return None
         return self._native_rule_of(var, slots, hp, non_slot)
 
+    def _triton_sparse_rule(self, var, slots, hp, non_slot):
+        """``(rule, slot tensors, hyper)`` of the Triton row kernel, or None: the dense Triton
+        rule, for a class whose sparse update is that rule on the touched rows (as
+        ``_native_sparse_rule``'s default); others take their reference sparse rule."""
+        if type(self)._apply_sparse is not Optimizer._apply_sparse or not self._elementwise:
+            return None
+        rule, slot_lists, hyper = self._triton_rule(
+            [var], {name: [slot] for name, slot in slots.items()}, hp, non_slot)
+        return rule, [lst[0] for lst in slot_lists], hyper
+
     def _register(self, new_vars: list[torch.Tensor]) -> None:
         """TF style: variables seen for the first time join the optimizer's TF group."""
         self._check_implementation(new_vars)

@@ -33,8 +33,8 @@ from trainop.kernels import native, triton
 from trainop.kernels.row_slices import RowSlices, row_slices
 from trainop.kernels.shards import is_sharded, local_shards
 
-__all__ = ["choose", "row_slices_for", "sparse_rows_natively", "update_bucket", "update_one",
-           "update_pairs"]
+__all__ = ["choose", "row_slices_for", "sparse_rows_natively", "sparse_rows_triton",
+           "update_bucket", "update_one", "update_pairs"]
 
 
 def choose(explicit: str | None, offered: tuple[str, ...], native_ok: bool,
@@ -132,8 +132,9 @@ def update_one(opt: Any, g, v, prepared, group, gate) -> None:
     hp = prepared.for_tensor(v)
     slots, non_slot = opt.state[v], group["non_slot"]
     if g.is_sparse:
-        if not (g.sparse_dim() == 1 and sparse_rows_natively(
-                opt, v, g._indices()[0], g._values(), slots, hp, non_slot)):
+        if not (g.sparse_dim() == 1 and (sparse_rows_natively(
+                opt, v, g._indices()[0], g._values(), slots, hp, non_slot)
+                or sparse_rows_triton(opt, g, v, slots, hp, non_slot))):
             opt._apply_sparse(v, row_slices_for(opt, g, v, hp), slots, hp, non_slot)
     else:
         opt._apply_dense(v, g, slots, hp, non_slot)
@@ -147,6 +148,18 @@ def sparse_rows_natively(opt: Any, var, indices, values, slots, hp, non_slot) ->
     found = opt._native_sparse_rule(var, slots, hp, non_slot)
     return found is not None and native.sparse_rows(found[0], var, found[1], indices, values,
                                                     found[2])
+
+
+def sparse_rows_triton(opt: Any, grad, var, slots, hp, non_slot) -> bool:
+    """The distinct rows of ``grad`` (summed, ``row_slices``) updated by the Triton row kernel;
+    False (nothing done) where the Triton path is not chosen or cannot run them."""
+    if opt._choose_implementation(var.dtype, var.device, hp) != "triton":
+        return False
+    found = opt._triton_sparse_rule(var, slots, hp, non_slot)
+    if found is None:
+        return False
+    rows = row_slices(grad)
+    return triton.sparse_rows(found[0], var, found[1], rows.indices, rows.values, found[2])
 
 
 def row_slices_for(opt: Any, grad: torch.Tensor, var: torch.Tensor, hp: Any) -> RowSlices:

@@ -15,8 +15,10 @@ when their family is first used; under ``TRITON_INTERPRET=1`` they run on the CP
 (how the tests reach them without a GPU). Every call goes through ``checked`` (the boundary
 checks shared with the native kernels, ``kernels.boundary``).
 
-Covered: the dense rules of every optimizer (float32); sparse gradients, other dtypes and
-tensor subclasses take the caller's other paths.
+Covered: the dense rules of every optimizer (float32), and ``sparse_rows``: a sparse gradient's
+distinct rows for the classes whose sparse update is their dense rule on the touched rows (GD,
+Momentum, Adagrad, AdagradDA, Adadelta, FTRL, the proximal optimizers); other sparse rules,
+other dtypes and tensor subclasses take the caller's other paths.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ import torch
 
 from trainop.kernels.boundary import check_overlap, full_check, is_plain
 
-__all__ = ["DTYPES", "available", "checked", "interpreted", "l2_norms", "run", "supports"]
+__all__ = ["DTYPES", "ROW_RULES", "available", "checked", "interpreted", "l2_norms", "run",
+           "sparse_rows", "supports"]
 
 #: The dtypes the Triton kernels update (computing in float32, as the reference).
 DTYPES = (torch.float32,)
@@ -40,6 +43,8 @@ _FAMILIES = {"gradient_descent": "gradient_descent", "momentum": "momentum", "ad
              "adadelta": "adadelta", "adagrad_da": "adagrad_da", "rmsprop": "rmsprop",
              "rmsprop_centered": "rmsprop", "ftrl": "ftrl", "proximal_gd": "proximal",
              "proximal_adagrad": "proximal", "adam": "adam", "novograd": "novograd"}
+#: The rules that also run over a sparse gradient's rows (the elementwise ones).
+ROW_RULES = frozenset(_FAMILIES) - {"novograd"}
 #: Lists a rule reads as one float32 per tensor (NovoGrad's 0-dim second moments).
 _SCALAR_F32 = {"novograd": frozenset({3})}
 _available: bool | None = None
@@ -142,6 +147,35 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
         return False
     _family(family).RULES[rule](lists, list(hyper), _on(multiplier, device),
                                 _on(found_inf, device))
+    return True
+
+
+@torch._disable_dynamo
+def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
+                indices: torch.Tensor, values: torch.Tensor, hyper: Sequence[Any]) -> bool:
+    """The dense ``rule`` applied to the rows ``indices`` (distinct, int64, in range) of
+    ``var`` and its ``slots`` only, ``values`` (``[len(indices), *var.shape[1:]]``) their
+    gradient, in one launch; False (nothing done) where the caller must take its reference
+    path (a rule without rows, dtype or device not supported, a subclass, a non-contiguous
+    tensor, indices or values of another dtype or shape, a table sharing read memory)."""
+    if rule not in ROW_RULES or not supports(var.dtype, var.device) or var.dim() == 0:
+        return False
+    tables = [var, *slots]
+    device = var.device
+    if not (is_plain([*tables, indices, values]) and all(
+            t.layout == torch.strided and t.device == device and t.is_contiguous()
+            for t in (*tables, indices, values))):
+        return False
+    if (indices.dtype != torch.int64 or indices.dim() != 1 or values.dtype != var.dtype
+            or values.shape != (indices.numel(), *var.shape[1:])
+            or any(t.dtype != var.dtype or t.shape != var.shape for t in slots)):
+        return False
+    lists = [[var], [values], *[[s] for s in slots]]
+    addresses = np.array([t.data_ptr() for t in (var, values, *slots)], dtype=np.uint64)
+    counts = np.array([t.numel() for t in (var, values, *slots)], dtype=np.int64)
+    if not check_overlap(lists, addresses, counts, frozenset({1}), rule, kernel="triton"):
+        return False
+    _family(_FAMILIES[rule]).RULES[rule](lists, list(hyper), None, None, rows=indices)
     return True
 
 

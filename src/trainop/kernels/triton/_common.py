@@ -22,7 +22,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["gradient", "hyper", "live", "sign", "total"]
+__all__ = ["gradient", "hyper", "live", "rows", "sign", "total"]
 
 
 @triton.jit
@@ -35,6 +35,18 @@ def live(n, inf, HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
         flag = tl.full((BLOCK,), 0.0, tl.float32) + tl.load(inf).to(tl.float32)  # as a block
         mask = mask & (flag == 0.0)
     return offs, mask
+
+
+@triton.jit
+def rows(offs, mask, idx, width, ROWS: tl.constexpr):
+    """Where element ``offs`` of the update lies in the variable and slots: the same offset
+    for a dense update; with ``ROWS`` (a sparse gradient's distinct rows, ``idx`` their int64
+    indices, ``width`` the elements per row) element ``offs % width`` of row
+    ``idx[offs // width]`` (the gradient is the rows' values, read at ``offs``)."""
+    if ROWS:
+        row = tl.load(idx + offs // width, mask=mask, other=0)
+        return row * width + offs % width
+    return offs
 
 
 @triton.jit

@@ -12,31 +12,32 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live
+from trainop.kernels.triton._common import gradient, hyper, live, rows
 from trainop.kernels.triton.launch import complement, device_scalars, launch
 
 __all__ = ["RULES"]
 
 
 @triton.jit
-def _adadelta(var, grad, accum, accum_update, h, mult, inf, n, HAS_MULT: tl.constexpr,
-              HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
+def _adadelta(var, grad, accum, accum_update, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
+              HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
+    at = rows(offs, mask, idx, width, ROWS)
     g = gradient(grad, offs, mask, mult, HAS_MULT)
     lr, rho, eps, one_minus_rho = hyper(h, 0), hyper(h, 1), hyper(h, 2), hyper(h, 3)
-    a = tl.load(accum + offs, mask=mask) * rho + g * g * one_minus_rho
-    tl.store(accum + offs, a, mask=mask)
-    u = tl.load(accum_update + offs, mask=mask)
+    a = tl.load(accum + at, mask=mask) * rho + g * g * one_minus_rho
+    tl.store(accum + at, a, mask=mask)
+    u = tl.load(accum_update + at, mask=mask)
     update = tl.sqrt_rn(u + eps) * tl.div_rn(1.0, tl.sqrt_rn(a + eps)) * g
-    x = tl.load(var + offs, mask=mask)
-    tl.store(var + offs, x - update * lr, mask=mask)
-    tl.store(accum_update + offs, u * rho + update * update * one_minus_rho, mask=mask)
+    x = tl.load(var + at, mask=mask)
+    tl.store(var + at, x - update * lr, mask=mask)
+    tl.store(accum_update + at, u * rho + update * update * one_minus_rho, mask=mask)
 
 
-def adadelta(lists, values, multiplier, found_inf) -> None:
+def adadelta(lists, values, multiplier, found_inf, rows=None) -> None:
     lr, rho, eps = values
     launch(_adadelta, lists, device_scalars([lr, rho, eps, complement(rho)], lists[0][0].device),
-           multiplier, found_inf)
+           multiplier, found_inf, rows=rows)
 
 
 RULES = {"adadelta": adadelta}

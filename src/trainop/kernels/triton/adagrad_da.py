@@ -13,33 +13,34 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live, sign
+from trainop.kernels.triton._common import gradient, hyper, live, rows, sign
 from trainop.kernels.triton.launch import device_scalars, launch
 
 __all__ = ["RULES"]
 
 
 @triton.jit
-def _adagrad_da(var, grad, ga, gga, h, mult, inf, n, HAS_MULT: tl.constexpr,
-                HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
+def _adagrad_da(var, grad, ga, gga, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
+                HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
+    at = rows(offs, mask, idx, width, ROWS)
     g = gradient(grad, offs, mask, mult, HAS_MULT)
     lr, l1, l2, t = hyper(h, 0), hyper(h, 1), hyper(h, 2), hyper(h, 3)
-    a = tl.load(ga + offs, mask=mask) + g
-    s = tl.load(gga + offs, mask=mask) + g * g
-    tl.store(ga + offs, a, mask=mask)
-    tl.store(gga + offs, s, mask=mask)
+    a = tl.load(ga + at, mask=mask) + g
+    s = tl.load(gga + at, mask=mask) + g * g
+    tl.store(ga + at, a, mask=mask)
+    tl.store(gga + at, s, mask=mask)
     denom = tl.sqrt_rn(s) + l2 * t * lr
     excess = tl.abs(a) - l1 * t
     shrunk = tl.div_rn(sign(a) * tl.where(excess < 0.0, 0.0, excess) * -lr, denom)
     plain = tl.div_rn(a * lr * -1.0, denom)
     out = tl.where(l1 > 0.0, shrunk, plain)
-    tl.store(var + offs, tl.where(lr != 0.0, out, tl.load(var + offs, mask=mask)), mask=mask)
+    tl.store(var + at, tl.where(lr != 0.0, out, tl.load(var + at, mask=mask)), mask=mask)
 
 
-def adagrad_da(lists, values, multiplier, found_inf) -> None:
+def adagrad_da(lists, values, multiplier, found_inf, rows=None) -> None:
     launch(_adagrad_da, lists, device_scalars(values, lists[0][0].device), multiplier,
-           found_inf)
+           found_inf, rows=rows)
 
 
 RULES = {"adagrad_da": adagrad_da}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live, sign
+from trainop.kernels.triton._common import gradient, hyper, live, rows, sign
 from trainop.kernels.triton.launch import device_scalars, launch, product
 
 __all__ = ["RULES"]
@@ -30,32 +30,33 @@ def _power(x, neg_power):
 
 
 @triton.jit
-def _ftrl(var, grad, accum, linear, h, mult, inf, n, HAS_MULT: tl.constexpr,
-          HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
+def _ftrl(var, grad, accum, linear, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
+          HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
+    at = rows(offs, mask, idx, width, ROWS)
     lr, neg_power, l1 = hyper(h, 0), hyper(h, 1), hyper(h, 2)
     two_l2, shrink, two_shrink = hyper(h, 3), hyper(h, 4), hyper(h, 5)
     mask = mask & (tl.full((BLOCK,), 0.0, tl.float32) + lr != 0.0)  # lr = 0: nothing changes
     g = gradient(grad, offs, mask, mult, HAS_MULT)
-    v = tl.load(var + offs, mask=mask)
-    a = tl.load(accum + offs, mask=mask)
+    v = tl.load(var + at, mask=mask)
+    a = tl.load(accum + at, mask=mask)
     gs = tl.where(shrink > 0.0, g + v * two_shrink, g)
     na = a + g * g
     p_new = _power(na, neg_power)
     p_old = _power(a, neg_power)
-    lin = tl.load(linear + offs, mask=mask) + (gs - tl.div_rn(p_new - p_old, lr) * v)
-    tl.store(linear + offs, lin, mask=mask)
+    lin = tl.load(linear + at, mask=mask) + (gs - tl.div_rn(p_new - p_old, lr) * v)
+    tl.store(linear + at, lin, mask=mask)
     quad = tl.div_rn(p_new, lr) + two_l2
     moved = tl.div_rn(sign(lin) * l1 - lin, quad)
-    tl.store(var + offs, tl.where(tl.abs(lin) > l1, moved, 0.0), mask=mask)
-    tl.store(accum + offs, na, mask=mask)
+    tl.store(var + at, tl.where(tl.abs(lin) > l1, moved, 0.0), mask=mask)
+    tl.store(accum + at, na, mask=mask)
 
 
-def ftrl(lists, values, multiplier, found_inf) -> None:
+def ftrl(lists, values, multiplier, found_inf, rows=None) -> None:
     lr, lr_power, l1, l2, shrink = values
     h = device_scalars([lr, product(-1.0, lr_power), l1, product(2.0, l2), shrink,
                         product(2.0, shrink)], lists[0][0].device)
-    launch(_ftrl, lists, h, multiplier, found_inf)
+    launch(_ftrl, lists, h, multiplier, found_inf, rows=rows)
 
 
 RULES = {"ftrl": ftrl}

@@ -82,11 +82,24 @@ def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], h: torch.T
            multiplier: torch.Tensor | None, found_inf: torch.Tensor | None,
            **constexprs: Any) -> None:
     """``kernel`` over every unit of ``lists``: arguments the unit's tensors, ``h``, the
-    multiplier, the skip flag, the element count, then the constexprs."""
-    for unit in units(lists):
-        n = unit[0].numel()
+    multiplier, the skip flag, the element count, the row arguments (unused), then the
+    constexprs. With ``rows`` (a sparse gradient's distinct rows, int64, and their values as
+    ``lists[1]``'s one tensor) one launch over the rows' elements of the tables ``lists[0]``,
+    ``lists[2:]`` (one each)."""
+    rows = constexprs.pop("rows", None)
+    if rows is not None:
+        values = lists[1][0]
+        n = values.numel()
+        width = n // rows.numel() if rows.numel() else 1
+        found = [[t[0] for t in lists]] if n else []
+        args: tuple = (rows, width)
+    else:
+        found = units(lists)
+        args = (h, 1)
+    for unit in found:
+        n = unit[1].numel()
         kernel[((n + BLOCK - 1) // BLOCK,)](
             *unit, h, h if multiplier is None else multiplier,
-            h if found_inf is None else found_inf, n,
+            h if found_inf is None else found_inf, n, *args,
             HAS_MULT=multiplier is not None, HAS_INF=found_inf is not None, BLOCK=BLOCK,
-            **constexprs)
+            ROWS=rows is not None, **constexprs)

@@ -12,29 +12,32 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live
+from trainop.kernels.triton._common import gradient, hyper, live, rows
 from trainop.kernels.triton.launch import device_scalars, launch
 
 __all__ = ["RULES"]
 
 
 @triton.jit
-def _momentum(var, grad, accum, h, mult, inf, n, HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
-              BLOCK: tl.constexpr):
+def _momentum(var, grad, accum, h, mult, inf, n, idx, width,
+              HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
+              BLOCK: tl.constexpr, ROWS: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
+    at = rows(offs, mask, idx, width, ROWS)
     g = gradient(grad, offs, mask, mult, HAS_MULT)
     lr, momentum = hyper(h, 0), hyper(h, 1)
     nesterov, wd = hyper(h, 2), hyper(h, 3)
-    v = tl.load(var + offs, mask=mask)
+    v = tl.load(var + at, mask=mask)
     v = tl.where(wd != 0.0, v - v * wd, v)
-    a = tl.load(accum + offs, mask=mask) * momentum + g
-    tl.store(accum + offs, a, mask=mask)
+    a = tl.load(accum + at, mask=mask) * momentum + g
+    tl.store(accum + at, a, mask=mask)
     out = tl.where(nesterov != 0.0, v - (g * lr + a * momentum * lr), v - a * lr)
-    tl.store(var + offs, out, mask=mask)
+    tl.store(var + at, out, mask=mask)
 
 
-def momentum(lists, values, multiplier, found_inf) -> None:
-    launch(_momentum, lists, device_scalars(values, lists[0][0].device), multiplier, found_inf)
+def momentum(lists, values, multiplier, found_inf, rows=None) -> None:
+    launch(_momentum, lists, device_scalars(values, lists[0][0].device), multiplier, found_inf,
+           rows=rows)
 
 
 RULES = {"momentum": momentum}

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live, total
+from trainop.kernels.triton._common import gradient, hyper, live, rows, total
 from trainop.kernels.triton.launch import BLOCK, complement, device_scalars
 from trainop.kernels.triton.norms import square_partials
 
@@ -41,19 +41,20 @@ def _moment(partials, count, ema, den, h, inf, HAS_INF: tl.constexpr, BLOCK: tl.
 
 
 @triton.jit
-def _update(var, grad, mom, den, h, mult, inf, n, HAS_MULT: tl.constexpr,
-            HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
+def _update(var, grad, mom, den, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
+            HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
+    at = rows(offs, mask, idx, width, ROWS)
     g = gradient(grad, offs, mask, mult, HAS_MULT)
     lr, beta1, one_minus_beta1 = hyper(h, 0), hyper(h, 1), hyper(h, 2)
     wd, averaging = hyper(h, 6), hyper(h, 7)
-    x = tl.load(var + offs, mask=mask)
+    x = tl.load(var + at, mask=mask)
     d = tl.div_rn(g, tl.load(den))
     d = tl.where(wd > 0.0, d + x * wd, d)
     d = tl.where(averaging != 0.0, d * one_minus_beta1, d)
-    mi = tl.load(mom + offs, mask=mask) * beta1 + d
-    tl.store(mom + offs, mi, mask=mask)
-    tl.store(var + offs, x - mi * lr, mask=mask)
+    mi = tl.load(mom + at, mask=mask) * beta1 + d
+    tl.store(mom + at, mi, mask=mask)
+    tl.store(var + at, x - mi * lr, mask=mask)
 
 
 def novograd(lists, values, multiplier, found_inf) -> None:
@@ -72,8 +73,9 @@ def novograd(lists, values, multiplier, found_inf) -> None:
         n = var.numel()
         if n:
             _update[((n + BLOCK - 1) // BLOCK,)](
-                var.reshape(-1), grad.reshape(-1), mom.reshape(-1), den, h, mult, inf, n,
-                HAS_MULT=multiplier is not None, HAS_INF=found_inf is not None, BLOCK=BLOCK)
+                var.reshape(-1), grad.reshape(-1), mom.reshape(-1), den, h, mult, inf, n, h, 1,
+                HAS_MULT=multiplier is not None, HAS_INF=found_inf is not None, BLOCK=BLOCK,
+                ROWS=False)
 
 
 RULES = {"novograd": novograd}

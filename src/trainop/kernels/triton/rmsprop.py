@@ -13,50 +13,53 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live
+from trainop.kernels.triton._common import gradient, hyper, live, rows
 from trainop.kernels.triton.launch import complement, device_scalars, launch
 
 __all__ = ["RULES"]
 
 
 @triton.jit
-def _rmsprop(var, grad, ms, mg, mom, h, mult, inf, n, HAS_MULT: tl.constexpr,
-             HAS_INF: tl.constexpr, BLOCK: tl.constexpr, CENTERED: tl.constexpr):
+def _rmsprop(var, grad, ms, mg, mom, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
+             HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr,
+             CENTERED: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
+    at = rows(offs, mask, idx, width, ROWS)
     g = gradient(grad, offs, mask, mult, HAS_MULT)
     lr, momentum, eps, one_minus_decay = hyper(h, 0), hyper(h, 1), hyper(h, 2), hyper(h, 3)
-    s0 = tl.load(ms + offs, mask=mask)
+    s0 = tl.load(ms + at, mask=mask)
     s = s0 + (g * g - s0) * one_minus_decay
-    tl.store(ms + offs, s, mask=mask)
+    tl.store(ms + at, s, mask=mask)
     if CENTERED:
-        c0 = tl.load(mg + offs, mask=mask)
+        c0 = tl.load(mg + at, mask=mask)
         c = c0 + (g - c0) * one_minus_decay
-        tl.store(mg + offs, c, mask=mask)
+        tl.store(mg + at, c, mask=mask)
         denom = tl.sqrt_rn(s - c * c + eps)
     else:
         denom = tl.sqrt_rn(s + eps)
-    m = tl.load(mom + offs, mask=mask) * momentum + tl.div_rn(g * lr, denom)
-    tl.store(mom + offs, m, mask=mask)
-    x = tl.load(var + offs, mask=mask)
-    tl.store(var + offs, x - m, mask=mask)
+    m = tl.load(mom + at, mask=mask) * momentum + tl.div_rn(g * lr, denom)
+    tl.store(mom + at, m, mask=mask)
+    x = tl.load(var + at, mask=mask)
+    tl.store(var + at, x - m, mask=mask)
 
 
-def _run(lists, values, multiplier, found_inf, centered: bool) -> None:
+def _run(lists, values, multiplier, found_inf, centered: bool, rows=None) -> None:
     lr, decay, momentum, eps = values
     h = device_scalars([lr, momentum, eps, complement(decay)], lists[0][0].device)
     if centered:
         var, grad, ms, mg, mom = lists
     else:
         (var, grad, ms, mom), mg = lists, lists[2]  # mg unused: any tensor of the unit's size
-    launch(_rmsprop, [var, grad, ms, mg, mom], h, multiplier, found_inf, CENTERED=centered)
+    launch(_rmsprop, [var, grad, ms, mg, mom], h, multiplier, found_inf, CENTERED=centered,
+           rows=rows)
 
 
-def rmsprop(lists, values, multiplier, found_inf) -> None:
-    _run(lists, values, multiplier, found_inf, False)
+def rmsprop(lists, values, multiplier, found_inf, rows=None) -> None:
+    _run(lists, values, multiplier, found_inf, False, rows)
 
 
-def rmsprop_centered(lists, values, multiplier, found_inf) -> None:
-    _run(lists, values, multiplier, found_inf, True)
+def rmsprop_centered(lists, values, multiplier, found_inf, rows=None) -> None:
+    _run(lists, values, multiplier, found_inf, True, rows)
 
 
 RULES = {"rmsprop": rmsprop, "rmsprop_centered": rmsprop_centered}
