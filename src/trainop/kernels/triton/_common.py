@@ -22,7 +22,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["gradient", "hyper", "live", "rows", "sign", "total"]
+__all__ = ["gradient", "hyper", "live", "put", "rows", "sign", "total"]
 
 
 @triton.jit
@@ -47,6 +47,31 @@ def rows(offs, mask, idx, width, ROWS: tl.constexpr):
         row = tl.load(idx + offs // width, mask=mask, other=0)
         return row * width + offs % width
     return offs
+
+
+@triton.jit
+def _saturate(x, top):
+    """clamp(x, -top, top), NaN kept (as torch's clamp)."""
+    return tl.where(x > top, top, tl.where(x < -top, -top, x))
+
+
+@triton.jit
+def put(var, half, at, x, mask, HALF: tl.constexpr):
+    """Store the new variable ``x``; with ``HALF`` also its float16/bfloat16 model copy, the
+    mixed-precision wrapper's saturating cast (clamp to the half type's largest finite value,
+    round to nearest even), in the same pass."""
+    tl.store(var + at, x, mask=mask)
+    if HALF:
+        if half.dtype.element_ty == tl.bfloat16:
+            c = _saturate(x, 3.3895313892515355e38)
+            # round to nearest even by hand (the interpreter's cast truncates); the cast of
+            # the rounded value is then exact on every backend
+            bits = c.to(tl.uint32, bitcast=True)
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+            c = tl.where(c != c, c, bits.to(tl.float32, bitcast=True))
+        else:
+            c = _saturate(x, 65504.0)
+        tl.store(half + at, c.to(half.dtype.element_ty), mask=mask)
 
 
 @triton.jit

@@ -12,15 +12,16 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live, rows
+from trainop.kernels.triton._common import gradient, hyper, live, put, rows
 from trainop.kernels.triton.launch import complement, device_scalars, launch
 
 __all__ = ["RULES"]
 
 
 @triton.jit
-def _adadelta(var, grad, accum, accum_update, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
-              HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+def _adadelta(var, grad, accum, accum_update, half, h, mult, inf, n, idx, width,
+              HAS_MULT: tl.constexpr,
+              HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
     at = rows(offs, mask, idx, width, ROWS)
     g = gradient(grad, offs, mask, mult, HAS_MULT)
@@ -30,14 +31,14 @@ def _adadelta(var, grad, accum, accum_update, h, mult, inf, n, idx, width, HAS_M
     u = tl.load(accum_update + at, mask=mask)
     update = tl.sqrt_rn(u + eps) * tl.div_rn(1.0, tl.sqrt_rn(a + eps)) * g
     x = tl.load(var + at, mask=mask)
-    tl.store(var + at, x - update * lr, mask=mask)
+    put(var, half, at, x - update * lr, mask, HALF)
     tl.store(accum_update + at, u * rho + update * update * one_minus_rho, mask=mask)
 
 
-def adadelta(lists, values, multiplier, found_inf, rows=None) -> None:
+def adadelta(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
     lr, rho, eps = values
     launch(_adadelta, lists, device_scalars([lr, rho, eps, complement(rho)], lists[0][0].device),
-           multiplier, found_inf, rows=rows)
+           multiplier, found_inf, rows=rows, half=half)
 
 
 RULES = {"adadelta": adadelta}

@@ -13,15 +13,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live, rows, sign
+from trainop.kernels.triton._common import gradient, hyper, live, put, rows, sign
 from trainop.kernels.triton.launch import device_scalars, launch
 
 __all__ = ["RULES"]
 
 
 @triton.jit
-def _adagrad_da(var, grad, ga, gga, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
-                HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+def _adagrad_da(var, grad, ga, gga, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
+                HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
     at = rows(offs, mask, idx, width, ROWS)
     g = gradient(grad, offs, mask, mult, HAS_MULT)
@@ -35,12 +35,12 @@ def _adagrad_da(var, grad, ga, gga, h, mult, inf, n, idx, width, HAS_MULT: tl.co
     shrunk = tl.div_rn(sign(a) * tl.where(excess < 0.0, 0.0, excess) * -lr, denom)
     plain = tl.div_rn(a * lr * -1.0, denom)
     out = tl.where(l1 > 0.0, shrunk, plain)
-    tl.store(var + at, tl.where(lr != 0.0, out, tl.load(var + at, mask=mask)), mask=mask)
+    put(var, half, at, tl.where(lr != 0.0, out, tl.load(var + at, mask=mask)), mask, HALF)
 
 
-def adagrad_da(lists, values, multiplier, found_inf, rows=None) -> None:
+def adagrad_da(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
     launch(_adagrad_da, lists, device_scalars(values, lists[0][0].device), multiplier,
-           found_inf, rows=rows)
+           found_inf, rows=rows, half=half)
 
 
 RULES = {"adagrad_da": adagrad_da}

@@ -14,16 +14,16 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live, rows
+from trainop.kernels.triton._common import gradient, hyper, live, put, rows
 from trainop.kernels.triton.launch import complement, device_scalars, launch
 
 __all__ = ["RULES"]
 
 
 @triton.jit
-def _adam(var, grad, m, v, h, mult, inf, n, idx, width,
+def _adam(var, grad, m, v, half, h, mult, inf, n, idx, width,
           HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
-          BLOCK: tl.constexpr, ROWS: tl.constexpr):
+          BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
     at = rows(offs, mask, idx, width, ROWS)
     g = gradient(grad, offs, mask, mult, HAS_MULT)
@@ -40,14 +40,14 @@ def _adam(var, grad, m, v, h, mult, inf, n, idx, width,
     tl.store(m + at, mi, mask=mask)
     tl.store(v + at, vi, mask=mask)
     num = tl.where(nesterov != 0.0, g * one_minus_beta1 + mi * beta1, mi)
-    tl.store(var + at, x - tl.div_rn(num * alpha, tl.sqrt_rn(vi) + eps), mask=mask)
+    put(var, half, at, x - tl.div_rn(num * alpha, tl.sqrt_rn(vi) + eps), mask, HALF)
 
 
-def adam(lists, values, multiplier, found_inf, rows=None) -> None:
+def adam(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
     lr, beta1, beta2, eps, nesterov, wd, beta1_power, beta2_power = values
     h = device_scalars([lr, beta1, complement(beta1), complement(beta2), eps, nesterov, wd,
                         beta1_power, beta2_power], lists[0][0].device)
-    launch(_adam, lists, h, multiplier, found_inf, rows=rows)
+    launch(_adam, lists, h, multiplier, found_inf, rows=rows, half=half)
 
 
 RULES = {"adam": adam}

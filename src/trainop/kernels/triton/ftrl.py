@@ -14,7 +14,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live, rows, sign
+from trainop.kernels.triton._common import gradient, hyper, live, put, rows, sign
 from trainop.kernels.triton.launch import device_scalars, launch, product
 
 __all__ = ["RULES"]
@@ -30,8 +30,8 @@ def _power(x, neg_power):
 
 
 @triton.jit
-def _ftrl(var, grad, accum, linear, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
-          HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+def _ftrl(var, grad, accum, linear, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
+          HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
     at = rows(offs, mask, idx, width, ROWS)
     lr, neg_power, l1 = hyper(h, 0), hyper(h, 1), hyper(h, 2)
@@ -48,15 +48,15 @@ def _ftrl(var, grad, accum, linear, h, mult, inf, n, idx, width, HAS_MULT: tl.co
     tl.store(linear + at, lin, mask=mask)
     quad = tl.div_rn(p_new, lr) + two_l2
     moved = tl.div_rn(sign(lin) * l1 - lin, quad)
-    tl.store(var + at, tl.where(tl.abs(lin) > l1, moved, 0.0), mask=mask)
+    put(var, half, at, tl.where(tl.abs(lin) > l1, moved, 0.0), mask, HALF)
     tl.store(accum + at, na, mask=mask)
 
 
-def ftrl(lists, values, multiplier, found_inf, rows=None) -> None:
+def ftrl(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
     lr, lr_power, l1, l2, shrink = values
     h = device_scalars([lr, product(-1.0, lr_power), l1, product(2.0, l2), shrink,
                         product(2.0, shrink)], lists[0][0].device)
-    launch(_ftrl, lists, h, multiplier, found_inf, rows=rows)
+    launch(_ftrl, lists, h, multiplier, found_inf, rows=rows, half=half)
 
 
 RULES = {"ftrl": ftrl}

@@ -8,25 +8,26 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live, rows
+from trainop.kernels.triton._common import gradient, hyper, live, put, rows
 from trainop.kernels.triton.launch import device_scalars, launch
 
 __all__ = ["RULES"]
 
 
 @triton.jit
-def _gradient_descent(var, grad, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
-                      HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+def _gradient_descent(var, grad, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
+                      HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr,
+                      HALF: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
     at = rows(offs, mask, idx, width, ROWS)
     g = gradient(grad, offs, mask, mult, HAS_MULT)
     x = tl.load(var + at, mask=mask)
-    tl.store(var + at, x - g * hyper(h, 0), mask=mask)
+    put(var, half, at, x - g * hyper(h, 0), mask, HALF)
 
 
-def gradient_descent(lists, values, multiplier, found_inf, rows=None) -> None:
+def gradient_descent(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
     launch(_gradient_descent, lists, device_scalars(values, lists[0][0].device), multiplier,
-           found_inf, rows=rows)
+           found_inf, rows=rows, half=half)
 
 
 RULES = {"gradient_descent": gradient_descent}

@@ -85,16 +85,20 @@ def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], h: torch.T
     multiplier, the skip flag, the element count, the row arguments (unused), then the
     constexprs. With ``rows`` (a sparse gradient's distinct rows, int64, and their values as
     ``lists[1]``'s one tensor) one launch over the rows' elements of the tables ``lists[0]``,
-    ``lists[2:]`` (one each)."""
+    ``lists[2:]`` (one each). ``half``: the variables' float16/bfloat16 model copies, written
+    in the same pass (a list as long as ``lists[0]``), or None."""
     rows = constexprs.pop("rows", None)
+    half = constexprs.pop("half", None)
     if rows is not None:
         values = lists[1][0]
         n = values.numel()
         width = n // rows.numel() if rows.numel() else 1
-        found = [[t[0] for t in lists]] if n else []
+        found = [[t[0] for t in lists] + [lists[0][0] if half is None else half[0]]] if n else []
         args: tuple = (rows, width)
     else:
-        found = units(lists)
+        found = units(lists if half is None else [*lists, half])
+        if half is None:
+            found = [[*unit, unit[0]] for unit in found]  # no copy: the variable stands in
         args = (h, 1)
     for unit in found:
         n = unit[1].numel()
@@ -102,4 +106,4 @@ def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], h: torch.T
             *unit, h, h if multiplier is None else multiplier,
             h if found_inf is None else found_inf, n, *args,
             HAS_MULT=multiplier is not None, HAS_INF=found_inf is not None, BLOCK=BLOCK,
-            ROWS=rows is not None, **constexprs)
+            ROWS=rows is not None, HALF=half is not None, **constexprs)

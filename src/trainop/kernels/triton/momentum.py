@@ -12,16 +12,16 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live, rows
+from trainop.kernels.triton._common import gradient, hyper, live, put, rows
 from trainop.kernels.triton.launch import device_scalars, launch
 
 __all__ = ["RULES"]
 
 
 @triton.jit
-def _momentum(var, grad, accum, h, mult, inf, n, idx, width,
+def _momentum(var, grad, accum, half, h, mult, inf, n, idx, width,
               HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
-              BLOCK: tl.constexpr, ROWS: tl.constexpr):
+              BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
     at = rows(offs, mask, idx, width, ROWS)
     g = gradient(grad, offs, mask, mult, HAS_MULT)
@@ -32,12 +32,12 @@ def _momentum(var, grad, accum, h, mult, inf, n, idx, width,
     a = tl.load(accum + at, mask=mask) * momentum + g
     tl.store(accum + at, a, mask=mask)
     out = tl.where(nesterov != 0.0, v - (g * lr + a * momentum * lr), v - a * lr)
-    tl.store(var + at, out, mask=mask)
+    put(var, half, at, out, mask, HALF)
 
 
-def momentum(lists, values, multiplier, found_inf, rows=None) -> None:
+def momentum(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
     launch(_momentum, lists, device_scalars(values, lists[0][0].device), multiplier, found_inf,
-           rows=rows)
+           rows=rows, half=half)
 
 
 RULES = {"momentum": momentum}

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live, rows, total
+from trainop.kernels.triton._common import gradient, hyper, live, put, rows, total
 from trainop.kernels.triton.launch import BLOCK, complement, device_scalars
 from trainop.kernels.triton.norms import square_partials
 
@@ -41,8 +41,8 @@ def _moment(partials, count, ema, den, h, inf, HAS_INF: tl.constexpr, BLOCK: tl.
 
 
 @triton.jit
-def _update(var, grad, mom, den, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
-            HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+def _update(var, grad, mom, den, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
+            HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
     at = rows(offs, mask, idx, width, ROWS)
     g = gradient(grad, offs, mask, mult, HAS_MULT)
@@ -54,10 +54,10 @@ def _update(var, grad, mom, den, h, mult, inf, n, idx, width, HAS_MULT: tl.const
     d = tl.where(averaging != 0.0, d * one_minus_beta1, d)
     mi = tl.load(mom + at, mask=mask) * beta1 + d
     tl.store(mom + at, mi, mask=mask)
-    tl.store(var + at, x - mi * lr, mask=mask)
+    put(var, half, at, x - mi * lr, mask, HALF)
 
 
-def novograd(lists, values, multiplier, found_inf) -> None:
+def novograd(lists, values, multiplier, found_inf, half=None) -> None:
     lr, beta1, beta2, eps, wd, averaging, persistent = values
     variables, grads, moms, emas = lists
     device = variables[0].device
@@ -65,7 +65,8 @@ def novograd(lists, values, multiplier, found_inf) -> None:
                         averaging, persistent], device)
     mult = h if multiplier is None else multiplier
     inf = h if found_inf is None else found_inf
-    for var, grad, mom, ema in zip(variables, grads, moms, emas, strict=True):
+    halves = variables if half is None else half
+    for var, grad, mom, ema, copy in zip(variables, grads, moms, emas, halves, strict=True):
         partials = square_partials(grad, multiplier)
         den = torch.empty(1, dtype=torch.float32, device=device)
         _moment[(1,)](partials, partials.numel(), ema, den, h, inf,
@@ -73,9 +74,9 @@ def novograd(lists, values, multiplier, found_inf) -> None:
         n = var.numel()
         if n:
             _update[((n + BLOCK - 1) // BLOCK,)](
-                var.reshape(-1), grad.reshape(-1), mom.reshape(-1), den, h, mult, inf, n, h, 1,
-                HAS_MULT=multiplier is not None, HAS_INF=found_inf is not None, BLOCK=BLOCK,
-                ROWS=False)
+                var.reshape(-1), grad.reshape(-1), mom.reshape(-1), den, copy.reshape(-1), h,
+                mult, inf, n, h, 1, HAS_MULT=multiplier is not None,
+                HAS_INF=found_inf is not None, BLOCK=BLOCK, ROWS=False, HALF=half is not None)
 
 
 RULES = {"novograd": novograd}

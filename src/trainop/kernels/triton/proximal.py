@@ -13,7 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live, rows, sign
+from trainop.kernels.triton._common import gradient, hyper, live, put, rows, sign
 from trainop.kernels.triton.launch import device_scalars, launch, product
 
 __all__ = ["RULES"]
@@ -28,20 +28,21 @@ def _proximal(v, g, s, s_l1, s_l2_plus_one, l1):
 
 
 @triton.jit
-def _proximal_gd(var, grad, h, mult, inf, n, idx, width,
+def _proximal_gd(var, grad, half, h, mult, inf, n, idx, width,
                  HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
-                 BLOCK: tl.constexpr, ROWS: tl.constexpr):
+                 BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
     at = rows(offs, mask, idx, width, ROWS)
     g = gradient(grad, offs, mask, mult, HAS_MULT)
     v = tl.load(var + at, mask=mask)
     out = _proximal(v, g, hyper(h, 0), hyper(h, 1), hyper(h, 2), hyper(h, 3))
-    tl.store(var + at, out, mask=mask)
+    put(var, half, at, out, mask, HALF)
 
 
 @triton.jit
-def _proximal_adagrad(var, grad, accum, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
-                      HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+def _proximal_adagrad(var, grad, accum, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
+                      HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr,
+                      HALF: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
     at = rows(offs, mask, idx, width, ROWS)
     g = gradient(grad, offs, mask, mult, HAS_MULT)
@@ -50,18 +51,18 @@ def _proximal_adagrad(var, grad, accum, h, mult, inf, n, idx, width, HAS_MULT: t
     tl.store(accum + at, a, mask=mask)
     s = tl.div_rn(1.0, tl.sqrt_rn(a)) * lr
     v = tl.load(var + at, mask=mask)
-    tl.store(var + at, _proximal(v, g, s, s * l1, s * l2 + 1.0, l1), mask=mask)
+    put(var, half, at, _proximal(v, g, s, s * l1, s * l2 + 1.0, l1), mask, HALF)
 
 
-def proximal_gd(lists, values, multiplier, found_inf, rows=None) -> None:
+def proximal_gd(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
     lr, l1, l2 = values
     h = device_scalars([lr, product(lr, l1), product(lr, l2) + 1.0, l1], lists[0][0].device)
-    launch(_proximal_gd, lists, h, multiplier, found_inf, rows=rows)
+    launch(_proximal_gd, lists, h, multiplier, found_inf, rows=rows, half=half)
 
 
-def proximal_adagrad(lists, values, multiplier, found_inf, rows=None) -> None:
+def proximal_adagrad(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
     launch(_proximal_adagrad, lists, device_scalars(values, lists[0][0].device), multiplier,
-           found_inf, rows=rows)
+           found_inf, rows=rows, half=half)
 
 
 RULES = {"proximal_gd": proximal_gd, "proximal_adagrad": proximal_adagrad}

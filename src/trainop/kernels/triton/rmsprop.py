@@ -13,15 +13,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from trainop.kernels.triton._common import gradient, hyper, live, rows
+from trainop.kernels.triton._common import gradient, hyper, live, put, rows
 from trainop.kernels.triton.launch import complement, device_scalars, launch
 
 __all__ = ["RULES"]
 
 
 @triton.jit
-def _rmsprop(var, grad, ms, mg, mom, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
-             HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr,
+def _rmsprop(var, grad, ms, mg, mom, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
+             HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr,
              CENTERED: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
     at = rows(offs, mask, idx, width, ROWS)
@@ -40,10 +40,11 @@ def _rmsprop(var, grad, ms, mg, mom, h, mult, inf, n, idx, width, HAS_MULT: tl.c
     m = tl.load(mom + at, mask=mask) * momentum + tl.div_rn(g * lr, denom)
     tl.store(mom + at, m, mask=mask)
     x = tl.load(var + at, mask=mask)
-    tl.store(var + at, x - m, mask=mask)
+    put(var, half, at, x - m, mask, HALF)
 
 
-def _run(lists, values, multiplier, found_inf, centered: bool, rows=None) -> None:
+def _run(lists, values, multiplier, found_inf, centered: bool, rows=None,
+         half=None) -> None:
     lr, decay, momentum, eps = values
     h = device_scalars([lr, momentum, eps, complement(decay)], lists[0][0].device)
     if centered:
@@ -51,15 +52,15 @@ def _run(lists, values, multiplier, found_inf, centered: bool, rows=None) -> Non
     else:
         (var, grad, ms, mom), mg = lists, lists[2]  # mg unused: any tensor of the unit's size
     launch(_rmsprop, [var, grad, ms, mg, mom], h, multiplier, found_inf, CENTERED=centered,
-           rows=rows)
+           rows=rows, half=half)
 
 
-def rmsprop(lists, values, multiplier, found_inf, rows=None) -> None:
-    _run(lists, values, multiplier, found_inf, False, rows)
+def rmsprop(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
+    _run(lists, values, multiplier, found_inf, False, rows, half)
 
 
-def rmsprop_centered(lists, values, multiplier, found_inf, rows=None) -> None:
-    _run(lists, values, multiplier, found_inf, True, rows)
+def rmsprop_centered(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
+    _run(lists, values, multiplier, found_inf, True, rows, half)
 
 
 RULES = {"rmsprop": rmsprop, "rmsprop_centered": rmsprop_centered}
