@@ -31,7 +31,13 @@ from triton_table import (
 import trainop
 from trainop.kernels import native
 from trainop.kernels import triton as tk
-from trainop.processing import BackoffLossScaler, ClipByGlobalNorm, GradientPipeline, LossScale
+from trainop.processing import (
+    BackoffLossScaler,
+    ClipByGlobalNorm,
+    GradientPipeline,
+    LossScale,
+    MixedPrecisionOptimizerWrapper,
+)
 from trainop.registry import OPTIMIZER_CLASSES
 
 pytestmark = [pytest.mark.skipif(not tk.available(), reason="Triton is not installed"),
@@ -139,6 +145,46 @@ def test_pipeline_unscale_clip_skip(name, calls):
     ours, theirs = train("triton"), train("reference")
     assert calls
     assert_matches_reference(name, ours, theirs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", ["AdamOptimizer", "MomentumOptimizer",
+                                  "GradientDescentOptimizer", "NovoGrad"])
+def test_mixed_precision_in_one_pass(name, dtype, monkeypatch):
+    """``MixedPrecisionOptimizerWrapper``: the kernel updates the float32 masters and slots and
+    writes the half model copy in the same pass (skipped with the step on an overflow)."""
+    halves = []
+    real = tk.run
+
+    def spy(*args, **kwargs):
+        halves.append(kwargs.get("half") is not None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tk, "run", spy)
+
+    def train(implementation):
+        gen = torch.Generator().manual_seed(0)
+        params = [torch.nn.Parameter(torch.randn(s, generator=gen).to(dtype)) for s in SHAPES]
+        params[1].data[:2] = torch.tensor([1e9, -1e9]).to(dtype)  # saturates in float16
+        inner = BASE[name].make(params, implementation=implementation)
+        opt = MixedPrecisionOptimizerWrapper(inner, BackoffLossScaler())
+        for step in range(3):
+            loss = sum((p.float() * torch.randn(p.shape, generator=gen)).sum() for p in params)
+            if step == 1:
+                loss = loss * float("inf")  # overflow: the step is skipped
+            opt.scale_loss(loss).backward()
+            opt.step()
+            opt.zero_grad()
+        return params, opt
+
+    ours, opt = train("triton")
+    assert halves and all(halves)
+    theirs, ref = train("reference")
+    assert_matches_reference(name, ([opt.master(p) for p in ours], opt.optimizer),
+                             ([ref.master(p) for p in theirs], ref.optimizer))
+    for p in ours:
+        top = torch.finfo(dtype).max
+        assert torch.equal(p.detach(), opt.master(p).clamp(-top, top).to(dtype))
 
 
 def test_flat_buffer_is_one_launch(monkeypatch):

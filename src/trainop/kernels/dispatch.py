@@ -101,8 +101,11 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
             bucket.chosen_for, bucket.implementation = hp, implementation
     if implementation == "triton":
         rule, slots, hyper = opt._triton_rule(vs, slot_lists, hp, non_slot)
+        half = _half_copies(opt, vs)
         if triton.run(rule, [vs, gs, *slots], hyper, multiplier=gate.multiplier,
-                      found_inf=gate.found_inf):
+                      found_inf=gate.found_inf, half=half):
+            if half is not None:
+                opt._copied_to_half.update(map(id, vs))
             return
         implementation = "foreach"  # not a kernel's dtype/device, a subclass, non-contiguous
     if implementation == "native":
@@ -122,6 +125,20 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
     else:
         for i, (g, v) in enumerate(zip(gs, vs, strict=True)):
             opt._apply_dense(v, g, {n: s[i] for n, s in slot_lists.items()}, hp, non_slot)
+
+
+def _half_copies(opt: Any, vs) -> list | None:
+    """The float16/bfloat16 model copies of the float32 masters ``vs``, where a
+    mixed-precision wrapper registered every one (``_half_copies``: master id -> model
+    variable; the Triton kernel writes them in its pass and the ids go to
+    ``_copied_to_half``, so the wrapper does not copy them again), else None."""
+    copies = getattr(opt, "_half_copies", None)
+    if not copies:
+        return None
+    found = [copies.get(id(v)) for v in vs]
+    if any(c is None for c in found) or len({c.dtype for c in found}) != 1:
+        return None
+    return found
 
 
 def update_one(opt: Any, g, v, prepared, group, gate) -> None:

@@ -33,11 +33,13 @@ import torch
 
 from trainop.kernels.boundary import check_overlap, full_check, is_plain
 
-__all__ = ["DTYPES", "ROW_RULES", "available", "checked", "interpreted", "l2_norms", "run",
-           "sparse_rows", "supports"]
+__all__ = ["DTYPES", "HALF_DTYPES", "ROW_RULES", "available", "checked", "interpreted",
+           "l2_norms", "run", "sparse_rows", "supports"]
 
 #: The dtypes the Triton kernels update (computing in float32, as the reference).
 DTYPES = (torch.float32,)
+#: The model copies' dtypes a mixed-precision update writes in its pass.
+HALF_DTYPES = (torch.float16, torch.bfloat16)
 #: rule -> the family module that defines it.
 _FAMILIES = {"gradient_descent": "gradient_descent", "momentum": "momentum", "adagrad": "adagrad",
              "adadelta": "adadelta", "adagrad_da": "adagrad_da", "rmsprop": "rmsprop",
@@ -125,7 +127,8 @@ def _on(value: torch.Tensor | None, device: torch.device) -> torch.Tensor | None
 
 @torch._disable_dynamo  # under torch.compile: a graph break, the launches run eagerly
 def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any], *,
-        multiplier: torch.Tensor | None = None, found_inf: torch.Tensor | None = None) -> bool:
+        multiplier: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+        half: Sequence[torch.Tensor] | None = None) -> bool:
     """Run ``rule`` over the tensor lists (variables, gradients, slots..., as the native rule
     lists them); ``hyper``: its hyperparameters (Python numbers or 0-dim tensors, see the
     optimizer's ``_triton_rule``). Returns False (nothing done) where the caller must take its
@@ -133,7 +136,9 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
 
     ``multiplier`` scales every gradient inside the update (the gradients are not written); a
     nonzero ``found_inf`` leaves everything as it is. Both are 0-dim tensors or ``None``, read
-    on the device."""
+    on the device. ``half``: float16/bfloat16 copies of the (float32 master) variables, one
+    per variable, written in the same pass (clamped to the half type's range, rounded to
+    nearest even), or ``None``."""
     variables = lists[0]
     if not variables:
         return True
@@ -142,11 +147,18 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
     if family is None or not supports(dtype, device):
         return False
     scalar = _SCALAR_F32.get(rule, frozenset())
-    if not checked(lists, dtype=dtype, list_dtypes=dict.fromkeys(scalar, torch.float32),
-                   scalar_lists=scalar, rule=rule):
+    list_dtypes = dict.fromkeys(scalar, torch.float32)
+    every = list(lists)
+    if half is not None:
+        half = list(half)
+        if half[0].dtype not in HALF_DTYPES:
+            return False
+        list_dtypes[len(every)] = half[0].dtype
+        every.append(half)
+    if not checked(every, dtype=dtype, list_dtypes=list_dtypes, scalar_lists=scalar, rule=rule):
         return False
     _family(family).RULES[rule](lists, list(hyper), _on(multiplier, device),
-                                _on(found_inf, device))
+                                _on(found_inf, device), half=half)
     return True
 
 
