@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from triton_table import CASES, CUDA_RTOL, IDS, assert_matches_reference, run
+from triton_table import (
+    CASES,
+    CUDA_RTOL,
+    IDS,
+    assert_matches_reference,
+    assert_mixed_matches,
+    run,
+    train_mixed,
+    train_sparse,
+)
 
 from trainop.kernels import triton as tk
 
@@ -69,3 +78,21 @@ def test_cuda_nonfinite_gradients_and_skip(name, calls):
     theirs = run(BASE[name], {}, "reference", cuda, grads=grads, steps=4, shapes=shapes,
                  step_kwargs=gate)
     assert_matches_reference(name, ours, theirs, rtol=CUDA_RTOL)
+
+
+@pytest.mark.parametrize("name", sorted(BASE))
+def test_cuda_sparse_rows(name):
+    cuda = torch.device("cuda")
+    assert_matches_reference(name, train_sparse(BASE[name], "triton", cuda),
+                             train_sparse(BASE[name], "reference", cuda), rtol=CUDA_RTOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", ["AdamOptimizer", "MomentumOptimizer",
+                                  "GradientDescentOptimizer", "NovoGrad"])
+def test_cuda_mixed_precision_in_one_pass(name, dtype, calls):
+    cuda = torch.device("cuda")
+    ours = train_mixed(BASE[name], dtype, "triton", cuda)
+    assert calls
+    assert_mixed_matches(name, ours, train_mixed(BASE[name], dtype, "reference", cuda), dtype,
+                         rtol=CUDA_RTOL)

@@ -23,8 +23,11 @@ from triton_table import (
     NATIVE_ULPS,
     SHAPES,
     assert_matches_reference,
+    assert_mixed_matches,
     distance,
     run,
+    train_mixed,
+    train_sparse,
     ulps,
 )
 
@@ -36,7 +39,6 @@ from trainop.processing import (
     ClipByGlobalNorm,
     GradientPipeline,
     LossScale,
-    MixedPrecisionOptimizerWrapper,
 )
 from trainop.registry import OPTIMIZER_CLASSES
 
@@ -162,29 +164,9 @@ def test_mixed_precision_in_one_pass(name, dtype, monkeypatch):
 
     monkeypatch.setattr(tk, "run", spy)
 
-    def train(implementation):
-        gen = torch.Generator().manual_seed(0)
-        params = [torch.nn.Parameter(torch.randn(s, generator=gen).to(dtype)) for s in SHAPES]
-        params[1].data[:2] = torch.tensor([1e9, -1e9]).to(dtype)  # saturates in float16
-        inner = BASE[name].make(params, implementation=implementation)
-        opt = MixedPrecisionOptimizerWrapper(inner, BackoffLossScaler())
-        for step in range(3):
-            loss = sum((p.float() * torch.randn(p.shape, generator=gen)).sum() for p in params)
-            if step == 1:
-                loss = loss * float("inf")  # overflow: the step is skipped
-            opt.scale_loss(loss).backward()
-            opt.step()
-            opt.zero_grad()
-        return params, opt
-
-    ours, opt = train("triton")
+    ours = train_mixed(BASE[name], dtype, "triton", CPU)
     assert halves and all(halves)
-    theirs, ref = train("reference")
-    assert_matches_reference(name, ([opt.master(p) for p in ours], opt.optimizer),
-                             ([ref.master(p) for p in theirs], ref.optimizer))
-    for p in ours:
-        top = torch.finfo(dtype).max
-        assert torch.equal(p.detach(), opt.master(p).clamp(-top, top).to(dtype))
+    assert_mixed_matches(name, ours, train_mixed(BASE[name], dtype, "reference", CPU), dtype)
 
 
 def test_flat_buffer_is_one_launch(monkeypatch):
@@ -227,7 +209,7 @@ def test_no_host_read_in_a_step(monkeypatch):
         module = real(name)
 
         class Rules:
-            RULES = {rule: (lambda *a, f=f: pending.append((f, a))) for rule, f in
+            RULES = {rule: (lambda *a, f=f, **k: pending.append((f, a, k))) for rule, f in
                      module.RULES.items()}
         return Rules
 
@@ -243,8 +225,8 @@ def test_no_host_read_in_a_step(monkeypatch):
         with no_host_reads(ALL_READS):
             opt.step(grad_multiplier=torch.tensor(0.5), found_inf=torch.tensor(0.0))
         assert pending
-        for f, a in pending:
-            f(*a)
+        for f, a, k in pending:
+            f(*a, **k)
         pending.clear()
 
 
@@ -314,19 +296,9 @@ def test_sparse_rows(name, monkeypatch):
     real = tk.sparse_rows
     monkeypatch.setattr(tk, "sparse_rows", lambda *a: ran.append(real(*a)) or ran[-1])
 
-    def train(implementation):
-        gen = torch.Generator().manual_seed(0)
-        table = torch.nn.Parameter(torch.randn(7, 3, generator=gen))
-        opt = BASE[name].make([table], implementation=implementation)
-        for _ in range(3):
-            table.grad = torch.sparse_coo_tensor([[1, 5, 1, 0]], torch.randn(4, 3, generator=gen),
-                                                 (7, 3))
-            opt.step()
-        return [table], opt
-
-    ours = train("triton")
+    ours = train_sparse(BASE[name], "triton", CPU)
     assert ran == ([True] * 3 if name in ROWS else [])
-    assert_matches_reference(name, ours, train("reference"))
+    assert_matches_reference(name, ours, train_sparse(BASE[name], "reference", CPU))
 
 
 @pytest.mark.skipif(not native.available(), reason="no native kernels")

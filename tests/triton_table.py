@@ -88,3 +88,48 @@ def assert_matches_reference(name, ours, reference, rtol=RTOL) -> None:
         a, b = a.detach().float().cpu(), b.detach().float().cpu()
         scale = max(1.0, float(b.nan_to_num(0.0, 0.0, 0.0).abs().max())) if b.numel() else 1.0
         torch.testing.assert_close(a, b, rtol=rtol, atol=rtol * scale, equal_nan=True)
+
+
+def train_sparse(info, implementation, device):
+    """Three steps of a 7x3 table with a sparse gradient that repeats a row."""
+    gen = torch.Generator().manual_seed(0)
+    table = torch.nn.Parameter(torch.randn(7, 3, generator=gen).to(device))
+    opt = info.make([table], implementation=implementation)
+    for _ in range(3):
+        table.grad = torch.sparse_coo_tensor([[1, 5, 1, 0]], torch.randn(4, 3, generator=gen),
+                                             (7, 3)).to(device)
+        opt.step()
+    return [table], opt
+
+
+def train_mixed(info, dtype, implementation, device):
+    """``MixedPrecisionOptimizerWrapper`` around ``info``'s optimizer on half parameters
+    (one saturating in float16), three steps, the second overflowing (skipped)."""
+    from trainop.processing import BackoffLossScaler, MixedPrecisionOptimizerWrapper
+
+    gen = torch.Generator().manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(s, generator=gen).to(dtype).to(device))
+              for s in SHAPES]
+    params[1].data[:2] = torch.tensor([1e9, -1e9]).to(dtype)
+    opt = MixedPrecisionOptimizerWrapper(info.make(params, implementation=implementation),
+                                         BackoffLossScaler())
+    for step in range(3):
+        loss = sum((p.float() * torch.randn(p.shape, generator=gen).to(device)).sum()
+                   for p in params)
+        if step == 1:
+            loss = loss * float("inf")
+        opt.scale_loss(loss).backward()
+        opt.step()
+        opt.zero_grad()
+    return params, opt
+
+
+def assert_mixed_matches(name, ours, theirs, dtype, rtol=RTOL) -> None:
+    """Masters and slots against the reference; every half copy the saturating cast of its
+    master."""
+    (po, oo), (pt, ot) = ours, theirs
+    assert_matches_reference(name, ([oo.master(p) for p in po], oo.optimizer),
+                             ([ot.master(p) for p in pt], ot.optimizer), rtol)
+    top = torch.finfo(dtype).max
+    for p in po:
+        assert torch.equal(p.detach(), oo.master(p).clamp(-top, top).to(dtype))
