@@ -336,3 +336,15 @@ def test_without_triton_nothing_changes():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, timeout=120)
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+
+
+def test_kernels_follow_the_interpreter_switch(monkeypatch):
+    """A family decorated with the interpreter on is decorated again once it is off (and back),
+    its shared helpers first."""
+    assert tk._family("adam").INTERPRETED
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert not tk._family("adam").INTERPRETED
+    assert not tk._family("norms").INTERPRETED
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert tk._family("adam").INTERPRETED
+    assert tk.run("gradient_descent", [[torch.zeros(3)], [torch.ones(3)]], [0.5])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,7 +51,6 @@ ROW_RULES = frozenset(_FAMILIES) - {"novograd"}
 #: Lists a rule reads as one float32 per tensor (NovoGrad's 0-dim second moments).
 _SCALAR_F32 = {"novograd": frozenset({3})}
 _available: bool | None = None
-_loaded: dict[str, tuple[bool, Any]] = {}
 
 
 def available() -> bool:
@@ -81,19 +81,21 @@ def supports(dtype: torch.dtype, device: torch.device) -> bool:
     return available()
 
 
+def _fresh(name: str) -> Any:
+    """Module ``name`` of this package, decorated in the current mode (re-imported where it
+    was decorated with the interpreter on and it is off now, or the other way round)."""
+    full = f"trainop.kernels.triton.{name}"
+    module = sys.modules.get(full) or importlib.import_module(full)
+    if interpreted() != module.INTERPRETED:
+        module = importlib.reload(module)
+    return module
+
+
 def _family(name: str) -> Any:
-    """The family module, decorated in the current mode (re-imported when the interpreter
-    was switched since: the kernels are compiled or interpreted by how they were decorated)."""
-    mode = interpreted()
-    found = _loaded.get(name)
-    if found is None or found[0] != mode:
-        module = importlib.import_module(f"trainop.kernels.triton.{name}")
-        if found is not None:
-            for dependency in ("_common", "norms"):
-                importlib.reload(importlib.import_module(f"trainop.kernels.triton.{dependency}"))
-            module = importlib.reload(module)
-        found = _loaded[name] = (mode, module)
-    return found[1]
+    """The family module ``name``, its kernels and theirs decorated in the current mode."""
+    for dependency in ("_common", "norms"):
+        _fresh(dependency)
+    return _fresh(name)
 
 
 def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,

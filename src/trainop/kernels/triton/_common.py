@@ -22,7 +22,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from trainop.kernels.triton import interpreted
+
 __all__ = ["gradient", "hyper", "live", "put", "rows", "sign", "total"]
+
+#: Whether this module's kernels were decorated for Triton's interpreter.
+INTERPRETED = interpreted()
 
 
 @triton.jit

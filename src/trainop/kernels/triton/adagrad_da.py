@@ -13,10 +13,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import gradient, hyper, live, put, rows, sign
 from trainop.kernels.triton.launch import device_scalars, launch
 
 __all__ = ["RULES"]
+
+#: Whether this module's kernels were decorated for Triton's interpreter.
+INTERPRETED = interpreted()
 
 
 @triton.jit

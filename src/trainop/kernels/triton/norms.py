@@ -12,10 +12,14 @@ import torch
 import triton
 import triton.language as tl
 
+from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import total
 from trainop.kernels.triton.launch import BLOCK
 
 __all__ = ["l2_norms", "square_partials"]
+
+#: Whether this module's kernels were decorated for Triton's interpreter.
+INTERPRETED = interpreted()
 
 
 @triton.jit

@@ -15,11 +15,15 @@ import torch
 import triton
 import triton.language as tl
 
+from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import gradient, hyper, live, put, rows, total
 from trainop.kernels.triton.launch import BLOCK, complement, device_scalars
 from trainop.kernels.triton.norms import square_partials
 
 __all__ = ["RULES"]
+
+#: Whether this module's kernels were decorated for Triton's interpreter.
+INTERPRETED = interpreted()
 
 
 @triton.jit
