@@ -5,14 +5,16 @@ lr_power = -0.5::
     linear += gs - (P(new) - P(accum))/lr * var; quad = P(new)/lr + 2*l2
     var = |linear| > l1 ? (sign(linear)*l1 - linear)/quad : 0; accum = new
 
-lr = 0 changes nothing. P for another power is exp2(log2(x) * -lr_power) in float64, rounded to
-float32 (Triton has no portable ``pow``). hyper: lr, lr_power, l1, l2, l2_shrinkage.
+lr = 0 changes nothing. P for another power is evaluated in float64 and rounded to float32
+(libdevice's ``pow`` on a GPU, ``exp2(log2(x) * p)`` under the interpreter).
+hyper: lr, lr_power, l1, l2, l2_shrinkage.
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import gradient, hyper, live, put, rows, sign
@@ -24,11 +26,22 @@ __all__ = ["RULES"]
 INTERPRETED = interpreted()
 
 
+#: The interpreter has no libdevice: there x^p is exp2(log2(x)*p) in float64.
+_NUMPY: tl.constexpr = tl.constexpr(INTERPRETED)
+
+
+@triton.jit
+def _power64(x64, p64):
+    if _NUMPY:
+        return tl.exp2(tl.log2(x64) * p64)
+    else:
+        return libdevice.pow(x64, p64)
+
+
 @triton.jit
 def _power(x, neg_power):
-    """x^(neg_power): sqrt for 0.5, else through float64 logarithms (x^0 = 1)."""
-    p64 = neg_power.to(tl.float64)
-    general = tl.exp2(tl.log2(x.to(tl.float64)) * p64).to(tl.float32)
+    """x^(neg_power): sqrt for 0.5, else float64 ``pow`` rounded to float32 (x^0 = 1)."""
+    general = _power64(x.to(tl.float64), neg_power.to(tl.float64)).to(tl.float32)
     general = tl.where(neg_power == 0.0, 1.0, general)
     return tl.where(neg_power == 0.5, tl.sqrt_rn(x), general)
 
