@@ -47,7 +47,10 @@ def device_scalars(values: Sequence[Any], device: torch.device) -> torch.Tensor:
         if found is None:
             if len(_CACHE) >= _CACHE_LIMIT:
                 _CACHE.clear()
-            found = _CACHE[key] = torch.tensor(key[1], dtype=torch.float32, device=device)
+            staged = torch.tensor(key[1], dtype=torch.float32,
+                                  pin_memory=device.type == "cuda")
+            # pinned and non-blocking: no host synchronisation (a pageable copy would wait)
+            found = _CACHE[key] = staged.to(device, non_blocking=True)
         return found
     return torch.cat([
         v.detach().to(device=device, dtype=torch.float32).reshape(1)
