@@ -18,7 +18,10 @@ checks shared with the native kernels, ``kernels.boundary``).
 Covered: the dense rules of every optimizer (float32), and ``sparse_rows``: a sparse gradient's
 distinct rows for the classes whose sparse update is their dense rule on the touched rows (GD,
 Momentum, Adagrad, AdagradDA, Adadelta, FTRL, the proximal optimizers); other sparse rules,
-other dtypes and tensor subclasses take the caller's other paths.
+other dtypes and tensor subclasses take the caller's other paths. ``run(..., half=...)`` also
+writes the float16/bfloat16 model copies of float32 master variables in the same pass (the
+mixed-precision wrapper's saturating cast). ``l2_norms``: per-tensor norms (float64 sums), the
+read pass's kernel; the pipeline's default norm pass (``kernels.norms``) does not use it yet.
 """
 
 from __future__ import annotations
