@@ -1,7 +1,8 @@
-"""Which implementation runs an update (``reference``, ``foreach``, ``fused``, ``native``) and
-the two generic ones every algorithm gets: the per-tensor rule over ``TensorList``s (foreach)
-and the hand-off to the dispatch. A mixin of ``Optimizer``; algorithms override the hooks
-(``_native_rule``, ``_apply_fused``, ``_fused_supported``)."""
+"""Which implementation runs an update (``reference``, ``foreach``, ``fused``, ``native``,
+``triton``) and the two generic ones every algorithm gets: the per-tensor rule over
+``TensorList``s (foreach) and the hand-off to the dispatch. A mixin of ``Optimizer``;
+algorithms override the hooks (``_native_rule``, ``_triton_rule``, ``_apply_fused``,
+``_fused_supported``)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,20 @@ import torch
 
 from trainop.contract.gate import Gate
 from trainop.contract.hyper import Prepared
-from trainop.kernels import dispatch, native
+from trainop.kernels import dispatch, native, triton
 from trainop.kernels.chunking import chunked
 from trainop.kernels.tensor_list import TensorList
 
-__all__ = ["Implementations"]
+__all__ = ["TRITON", "Implementations"]
+
+#: trainop's Triton kernels (``kernels.triton``): accepted by every optimizer, chosen only
+#: when asked for (CUDA float32; CPU tensors only under ``TRITON_INTERPRET=1``).
+TRITON = "triton"
+
+
+def _as_is(value: Any) -> Any:
+    """A hyperparameter as it is (the Triton kernels read tensors on the device)."""
+    return value
 
 
 class Implementations:
@@ -62,7 +72,11 @@ class Implementations:
         dtype: ``native`` (trainop's C kernels) for CPU float32/float64, else ``fused`` where
         the class maps TF's math onto a torch fused kernel for this dtype/device and these
         hyperparameters (CUDA), else ``foreach``. An explicit ``fused`` that a dynamic
-        hyperparameter rules out for one step (e.g. momentum 0) runs ``foreach``."""
+        hyperparameter rules out for one step (e.g. momentum 0) runs ``foreach``. An explicit
+        ``triton`` runs where the Triton kernels run the dtype and device
+        (``kernels.triton.supports``), else ``foreach``."""
+        if self._implementation == TRITON and triton.supports(dtype, device):
+            return TRITON
         native_ok = self._native_supported(dtype, device, hp)
         if native_ok and self._implementation in (None, "native"):
             return "native"  # (what choose() gives; the fused check is not needed)
@@ -80,10 +94,20 @@ class Implementations:
         return "native" in self.IMPLEMENTATIONS and native.supports(dtype, device)
 
     def _native_rule(self, vars_: list[torch.Tensor], slots: dict[str, list], hp: Any,
-                     non_slot: dict[str, torch.Tensor]) -> tuple[str, list, list[float]]:
+                     non_slot: dict[str, torch.Tensor], scalar=float
+                     ) -> tuple[str, list, list[float]]:
         """The C rule's name, its slot lists in the rule's order and its hyperparameters
-        (see ``kernels/native/csrc/rules.h``)."""
+        (see ``kernels/native/csrc/rules.h``), each through ``scalar`` (``float`` for C)."""
         raise NotImplementedError
+
+    def _triton_rule(self, vars_: list[torch.Tensor], slots: dict[str, list], hp: Any,
+                     non_slot: dict[str, torch.Tensor]) -> tuple[str, list, list[Any]]:
+        """The Triton rule's name, slot lists and hyperparameters (Python numbers or 0-dim
+        tensors, read by the kernels on the device, see ``kernels/triton``): the native rule's,
+        with its hyperparameters as they are (``scalar``: no ``float()``, so a tensor learning
+        rate is not read on the host). Adam and AdagradDA override it (their device state goes
+        as tensors)."""
+        return self._native_rule(vars_, slots, hp, non_slot, scalar=_as_is)
 
     def _decoupled_weight_decay(self, hp: Any) -> float:
         """contrib's decoupled decay ``var -= wd * var`` the fused/native kernels apply

@@ -56,7 +56,7 @@ from trainop.contract.checkpoint_load import load_optimizer_state
 from trainop.contract.flat_plan import FlatLayout, flat_plan, reattach, relink, zero_flat_grads
 from trainop.contract.gate import NO_GATE, Gate, make_gate
 from trainop.contract.hyper import Prepared, evaluate_hyper, plain_snapshot
-from trainop.contract.implementations import Implementations
+from trainop.contract.implementations import TRITON, Implementations
 from trainop.contract.overlap import check_no_duplicates, check_no_overlap, check_written_apart
 from trainop.contract.slots import (
     AggregationMethod,
@@ -142,7 +142,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     ) -> None:
         self._name = check_name(name)
         if implementation is not None:
-            check_choice("implementation", implementation, self.IMPLEMENTATIONS)
+            check_choice("implementation", implementation, (*self.IMPLEMENTATIONS, TRITON))
         self._implementation = implementation
         self._use_locking = check_bool("use_locking", use_locking)
         defaults = {**defaults, **self._extra_defaults()}
@@ -673,7 +673,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             flag = outside(value, self._ranges[key])
             bad = flag if bad is None else bad | flag.to(bad.device)
         if bad is not None and self._gate.found_inf is None and not all(
-                k in ("native", "fused") for k in kernels):
+                k in ("native", "fused", TRITON) for k in kernels):
             bad = None  # the flag would cost a host read on this path: not checked
         if host_bad:
             device = next(iter(kinds.values()))[1].device
@@ -782,6 +782,16 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         if type(self)._apply_sparse is not Optimizer._apply_sparse or not self._elementwise:
             return None
         return self._native_rule_of(var, slots, hp, non_slot)
+
+    def _triton_sparse_rule(self, var, slots, hp, non_slot):
+        """``(rule, slot tensors, hyper)`` of the Triton row kernel, or None: the dense Triton
+        rule, for a class whose sparse update is that rule on the touched rows (as
+        ``_native_sparse_rule``'s default); others take their reference sparse rule."""
+        if type(self)._apply_sparse is not Optimizer._apply_sparse or not self._elementwise:
+            return None
+        rule, slot_lists, hyper = self._triton_rule(
+            [var], {name: [slot] for name, slot in slots.items()}, hp, non_slot)
+        return rule, [lst[0] for lst in slot_lists], hyper
 
     def _register(self, new_vars: list[torch.Tensor]) -> None:
         """TF style: variables seen for the first time join the optimizer's TF group."""

@@ -9,10 +9,13 @@ hands each bucket to one implementation:
 - ``foreach``: the same rule over lists (``opt._apply_foreach``);
 - ``fused``: torch's fused kernel where the class maps TF's math onto it (``opt._apply_fused``);
 - ``native``: trainop's C kernels (``kernels.native.run``), which check every tensor at the one
-  C boundary (``kernels.native.boundary``) and send what they cannot run to ``foreach``.
+  C boundary (``kernels.native.boundary``) and send what they cannot run to ``foreach``;
+- ``triton``: trainop's Triton kernels (``kernels.triton.run``, CUDA), the same rules with the
+  gate's multiplier and skip flag read on the device, sending what they cannot run to
+  ``foreach`` as the native kernels do.
 
 ``opt`` is the optimizer, used only through its algorithm hooks (``_choose_implementation``,
-``_native_rule``, ``_native_sparse_rule``, ``_apply_dense``, ``_apply_sparse``,
+``_native_rule``, ``_triton_rule``, ``_native_sparse_rule``, ``_apply_dense``, ``_apply_sparse``,
 ``_apply_foreach``, ``_apply_fused``, ``state``); this module imports nothing above the kernels.
 
 Example (what ``Optimizer.step`` does for one bucket)::
@@ -26,12 +29,12 @@ from typing import Any
 
 import torch
 
-from trainop.kernels import native
+from trainop.kernels import native, triton
 from trainop.kernels.row_slices import RowSlices, row_slices
 from trainop.kernels.shards import is_sharded, local_shards
 
-__all__ = ["choose", "row_slices_for", "sparse_rows_natively", "update_bucket", "update_one",
-           "update_pairs"]
+__all__ = ["choose", "row_slices_for", "sparse_rows_natively", "sparse_rows_triton",
+           "update_bucket", "update_one", "update_pairs"]
 
 
 def choose(explicit: str | None, offered: tuple[str, ...], native_ok: bool,
@@ -96,6 +99,15 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
         implementation = opt._choose_implementation(vs[0].dtype, vs[0].device, hp)
         if bucket is not None:
             bucket.chosen_for, bucket.implementation = hp, implementation
+    if implementation == "triton":
+        rule, slots, hyper = opt._triton_rule(vs, slot_lists, hp, non_slot)
+        half = _half_copies(opt, vs)
+        if triton.run(rule, [vs, gs, *slots], hyper, multiplier=gate.multiplier,
+                      found_inf=gate.found_inf, half=half):
+            if half is not None:
+                opt._copied_to_half.update(map(id, vs))
+            return
+        implementation = "foreach"  # not a kernel's dtype/device, a subclass, non-contiguous
     if implementation == "native":
         rule, slots, hyper = opt._native_rule(vs, slot_lists, hp, non_slot)
         if native.run(rule, [vs, gs, *slots], hyper, multiplier=gate.multiplier,
@@ -115,6 +127,20 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
             opt._apply_dense(v, g, {n: s[i] for n, s in slot_lists.items()}, hp, non_slot)
 
 
+def _half_copies(opt: Any, vs) -> list | None:
+    """The float16/bfloat16 model copies of the float32 masters ``vs``, where a
+    mixed-precision wrapper registered every one (``_half_copies``: master id -> model
+    variable; the Triton kernel writes them in its pass and the ids go to
+    ``_copied_to_half``, so the wrapper does not copy them again), else None."""
+    copies = getattr(opt, "_half_copies", None)
+    if not copies:
+        return None
+    found = [copies.get(id(v)) for v in vs]
+    if any(c is None for c in found) or len({c.dtype for c in found}) != 1:
+        return None
+    return found
+
+
 def update_one(opt: Any, g, v, prepared, group, gate) -> None:
     """One variable's update (a sparse gradient, or a variable named twice in one apply)."""
     if gate.skipped():
@@ -123,8 +149,9 @@ def update_one(opt: Any, g, v, prepared, group, gate) -> None:
     hp = prepared.for_tensor(v)
     slots, non_slot = opt.state[v], group["non_slot"]
     if g.is_sparse:
-        if not (g.sparse_dim() == 1 and sparse_rows_natively(
-                opt, v, g._indices()[0], g._values(), slots, hp, non_slot)):
+        if not (g.sparse_dim() == 1 and (sparse_rows_natively(
+                opt, v, g._indices()[0], g._values(), slots, hp, non_slot)
+                or sparse_rows_triton(opt, g, v, slots, hp, non_slot))):
             opt._apply_sparse(v, row_slices_for(opt, g, v, hp), slots, hp, non_slot)
     else:
         opt._apply_dense(v, g, slots, hp, non_slot)
@@ -138,6 +165,18 @@ def sparse_rows_natively(opt: Any, var, indices, values, slots, hp, non_slot) ->
     found = opt._native_sparse_rule(var, slots, hp, non_slot)
     return found is not None and native.sparse_rows(found[0], var, found[1], indices, values,
                                                     found[2])
+
+
+def sparse_rows_triton(opt: Any, grad, var, slots, hp, non_slot) -> bool:
+    """The distinct rows of ``grad`` (summed, ``row_slices``) updated by the Triton row kernel;
+    False (nothing done) where the Triton path is not chosen or cannot run them."""
+    if opt._choose_implementation(var.dtype, var.device, hp) != "triton":
+        return False
+    found = opt._triton_sparse_rule(var, slots, hp, non_slot)
+    if found is None:
+        return False
+    rows = row_slices(grad)
+    return triton.sparse_rows(found[0], var, found[1], rows.indices, rows.values, found[2])
 
 
 def row_slices_for(opt: Any, grad: torch.Tensor, var: torch.Tensor, hp: Any) -> RowSlices:

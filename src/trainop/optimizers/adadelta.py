@@ -48,9 +48,9 @@ class AdadeltaOptimizer(Optimizer):
         return (SlotSpec("accum", nonnegative=True),
                 SlotSpec("accum_update", nonnegative=True))
 
-    def _native_rule(self, vars_, slots, hp, non_slot):
+    def _native_rule(self, vars_, slots, hp, non_slot, scalar=float):
         return "adadelta", [slots["accum"], slots["accum_update"]], [
-            float(hp.lr), float(hp.rho), float(hp.epsilon)]
+            scalar(hp.lr), scalar(hp.rho), scalar(hp.epsilon)]
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         adadelta(var, grad, slots["accum"], slots["accum_update"], lr=hp.lr, rho=hp.rho,

@@ -58,8 +58,8 @@ class AdagradOptimizer(Optimizer):
         adagrad_fused(vars_, grads, slots["accumulator"], lr=hp.lr,
                       **gate.fused_kwargs(vars_[0].device))
 
-    def _native_rule(self, vars_, slots, hp, non_slot):
-        return "adagrad", [slots["accumulator"]], [float(hp.lr)]
+    def _native_rule(self, vars_, slots, hp, non_slot, scalar=float):
+        return "adagrad", [slots["accumulator"]], [scalar(hp.lr)]
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         adagrad(var, grad, slots["accumulator"], lr=hp.lr)

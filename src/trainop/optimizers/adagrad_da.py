@@ -85,6 +85,11 @@ class AdagradDAOptimizer(Optimizer):
                               slots["gradient_squared_accumulator"]], [
             float(hp.lr), float(hp.l1), float(hp.l2), t]
 
+    def _triton_rule(self, vars_, slots, hp, non_slot):
+        t = (self._step(non_slot).to(vars_[0].device) + 1).to(vars_[0].dtype)  # on the device
+        return "adagrad_da", [slots["gradient_accumulator"],
+                              slots["gradient_squared_accumulator"]], [hp.lr, hp.l1, hp.l2, t]
+
     def _apply_dense(self, var, grad, slots, hp: Any, non_slot) -> None:
         t = (self._step(non_slot).to(device=var.device) + 1).to(var.dtype)
         adagrad_da(var, grad, slots["gradient_accumulator"],

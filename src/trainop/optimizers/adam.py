@@ -121,6 +121,13 @@ class AdamOptimizer(Optimizer):
     def _native_rule(self, vars_, slots, hp, non_slot):
         return "adam", [slots["m"], slots["v"]], self._native_hyper(vars_[0].dtype, hp, non_slot)
 
+    def _triton_rule(self, vars_, slots, hp, non_slot):
+        # TF's step size is computed by the kernel from the float32 beta powers on the device.
+        decay = getattr(hp, "weight_decay", 0.0)  # AdamW: the decoupled decay, first
+        return "adam", [slots["m"], slots["v"]], [
+            hp.lr, hp.beta1, hp.beta2, hp.epsilon, float(self._use_nesterov), decay,
+            non_slot["beta1_power"], non_slot["beta2_power"]]
+
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         adam(var, grad, slots["m"], slots["v"], alpha=self._alpha(var, hp, non_slot),
              beta1=hp.beta1, beta2=hp.beta2, epsilon=hp.epsilon,

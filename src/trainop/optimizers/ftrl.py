@@ -74,10 +74,10 @@ class FtrlOptimizer(Optimizer):
         return (SlotSpec("accum", self._initial_accumulator_value, nonnegative=True),
                 SlotSpec("linear"))
 
-    def _native_rule(self, vars_, slots, hp, non_slot):
+    def _native_rule(self, vars_, slots, hp, non_slot, scalar=float):
         return "ftrl", [slots["accum"], slots["linear"]], [
-            float(hp.lr), float(hp.lr_power), float(hp.l1), float(hp.l2),
-            float(hp.l2_shrinkage)]
+            scalar(hp.lr), scalar(hp.lr_power), scalar(hp.l1), scalar(hp.l2),
+            scalar(hp.l2_shrinkage)]
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         ftrl(var, grad, slots["accum"], slots["linear"], lr=hp.lr, lr_power=hp.lr_power,

@@ -50,8 +50,8 @@ class GradientDescentOptimizer(Optimizer):
     def _apply_fused(self, vars_, grads, slots, hp, non_slot, gate) -> None:
         gradient_descent_fused(vars_, grads, lr=hp.lr, **gate.fused_kwargs(vars_[0].device))
 
-    def _native_rule(self, vars_, slots, hp, non_slot):
-        return "gradient_descent", [], [float(hp.lr)]
+    def _native_rule(self, vars_, slots, hp, non_slot, scalar=float):
+        return "gradient_descent", [], [scalar(hp.lr)]
 
     def _apply_dense(self, var, grad, slots, hp: Any, non_slot) -> None:
         gradient_descent(var, grad, lr=hp.lr)

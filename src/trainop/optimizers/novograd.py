@@ -83,11 +83,11 @@ class NovoGrad(Optimizer):
         novograd_update(var, grad, momentum, denominator=denominator, lr=hp.lr, beta1=hp.beta1,
                         weight_decay=hp.weight_decay, grad_averaging=hp.grad_averaging)
 
-    def _native_rule(self, vars_, slots, hp, non_slot):
+    def _native_rule(self, vars_, slots, hp, non_slot, scalar=float):
         # The 0-dim float32 moments go as a fourth list (one float each).
         return "novograd", [slots["momentum"], slots["grad_norm_ema"]], [
-            float(hp.lr), float(hp.beta1), float(hp.beta2), float(hp.epsilon),
-            float(hp.weight_decay), float(hp.grad_averaging),
+            scalar(hp.lr), scalar(hp.beta1), scalar(hp.beta2), scalar(hp.epsilon),
+            scalar(hp.weight_decay), float(hp.grad_averaging),
             float(hp.second_moment == "persistent")]
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:

@@ -51,8 +51,8 @@ class ProximalGradientDescentOptimizer(Optimizer):
                          use_locking=use_locking, name=name,
                          implementation=implementation)
 
-    def _native_rule(self, vars_, slots, hp, non_slot):
-        return "proximal_gd", [], [float(hp.lr), float(hp.l1), float(hp.l2)]
+    def _native_rule(self, vars_, slots, hp, non_slot, scalar=float):
+        return "proximal_gd", [], [scalar(hp.lr), scalar(hp.l1), scalar(hp.l2)]
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         proximal_gradient_descent(var, grad, lr=hp.lr, l1=hp.l1, l2=hp.l2)
@@ -107,9 +107,9 @@ class ProximalAdagradOptimizer(Optimizer):
     def _slot_specs(self, group):
         return (SlotSpec("accumulator", self._initial_accumulator_value, nonnegative=True),)
 
-    def _native_rule(self, vars_, slots, hp, non_slot):
+    def _native_rule(self, vars_, slots, hp, non_slot, scalar=float):
         return "proximal_adagrad", [slots["accumulator"]], [
-            float(hp.lr), float(hp.l1), float(hp.l2)]
+            scalar(hp.lr), scalar(hp.l1), scalar(hp.l2)]
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         proximal_adagrad(var, grad, slots["accumulator"], lr=hp.lr, l1=hp.l1, l2=hp.l2)

@@ -73,8 +73,8 @@ class RMSPropOptimizer(Optimizer):
         rmsprop(var, grad, slots["rms"], slots["momentum"], slots.get("mg"), lr=hp.lr,
                 decay=hp.decay, momentum=hp.momentum, epsilon=hp.epsilon, blend_form=blend_form)
 
-    def _native_rule(self, vars_, slots, hp, non_slot):
-        hyper = [float(hp.lr), float(hp.decay), float(hp.momentum), float(hp.epsilon)]
+    def _native_rule(self, vars_, slots, hp, non_slot, scalar=float):
+        hyper = [scalar(hp.lr), scalar(hp.decay), scalar(hp.momentum), scalar(hp.epsilon)]
         if "mg" in slots:
             return "rmsprop_centered", [slots["rms"], slots["mg"], slots["momentum"]], hyper
         return "rmsprop", [slots["rms"], slots["momentum"]], hyper

@@ -90,6 +90,10 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
             raise ValueError("Expected `optimizer` to have no state for its float16/bfloat16 "
                              "params yet (their slots must be created on the float32 masters)")
         self._inner = optimizer
+        # master id -> model variable: the Triton path writes the model copy in its update
+        # pass and records the masters it wrote (``kernels.dispatch``); the others copy here
+        optimizer._half_copies = {}
+        optimizer._copied_to_half = set()
         self._masters: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._model_of: dict[int, torch.Tensor] = {}
         self._regularizers: dict[int, Callable[[torch.Tensor], torch.Tensor]] = {}
@@ -168,6 +172,7 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
             return entry[1]
         master = var.detach().to(_F32).clone()
         self._masters[id(var)] = (var, master)
+        self._inner._half_copies[id(master)] = var
         self._model_of[id(master)] = var
         return master
 
@@ -233,10 +238,11 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
         return self._to_masters(pairs, loss_scale=self.loss_scaler.loss_scale)
 
     def _after_apply(self, batch: Gradients, applied: torch.Tensor | None) -> None:
+        written, self._inner._copied_to_half = self._inner._copied_to_half, set()
         for master in batch.present_vars():
             var = self._model_of.get(id(master))
-            if var is None:
-                continue
+            if var is None or id(master) in written:
+                continue  # not a master, or its copy written by the update kernel
             top = torch.finfo(var.dtype).max
             value = master.clamp(-top, top).to(var.dtype)
             if applied is not None:

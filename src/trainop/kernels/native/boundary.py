@@ -17,6 +17,9 @@ that reaches C (the dense rules ``run``, the sparse rows ``sparse_rows``, ``uniq
 - no tensor that is written (every list but the gradients) overlaps another tensor of the call
   (tensors that are only read may share memory).
 
+The device-agnostic checks (exact type, dtype/device/size, overlap) are ``kernels.boundary``'s,
+shared with the Triton kernels; this module adds the C metadata reader and the cache.
+
 Outcomes: ``None`` (a subclass or a non-contiguous tensor: the caller takes its safe path,
 ``foreach`` or the reference, which handle such tensors), a ``ValueError`` naming the list, the
 tensor and what is wrong (wrong dtype, element count, layout, device or written memory that
@@ -43,32 +46,17 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainop.kernels.boundary import PLAIN, PLAIN_TYPES, check_overlap, full_check, is_plain
 from trainop.kernels.native import metadata
 from trainop.kernels.native._binding import pointers, sizes
 
 __all__ = ["PLAIN", "PLAIN_TYPES", "checked", "checked_rows", "is_plain", "plain_dense"]
-
-#: The tensor types whose memory may go to C (exact types, no subclasses).
-PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
-#: The same as the tuple the metadata reader's checks take.
-PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
-_LIST_NAMES = ("variables", "gradients")
-
-
-def is_plain(tensors: Sequence[torch.Tensor]) -> bool:
-    """Whether every tensor is exactly a ``torch.Tensor`` or ``nn.Parameter`` (one C loop)."""
-    return PLAIN.issuperset(map(type, tensors))
-
 
 def plain_dense(tensors: Sequence[torch.Tensor]) -> bool:
     """Whether every tensor is plain (``is_plain``), strided, on the CPU and contiguous: what
     C may read as one block of memory of ``numel`` elements (dtype and size are the caller's)."""
     return is_plain(tensors) and all(t.layout == torch.strided and t.device.type == "cpu"
                                      and t.is_contiguous() for t in tensors)
-
-
-def _name(k: int) -> str:
-    return _LIST_NAMES[k] if k < len(_LIST_NAMES) else f"slot list {k - 2}"
 
 
 def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
@@ -126,7 +114,7 @@ def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
         return None  # a tensor subclass: its own semantics, on the safe path
     if status != _OK:
         if status != _NOT_CONTIGUOUS:
-            _full_check(lists, dtype, list_dtypes, scalar_lists, rule)
+            full_check(lists, dtype, list_dtypes, scalar_lists, rule)
         return None  # not contiguous: the list path
     n = len(lists[0])
     if len(lists) == 1 and not scalar_lists and 0 in read_only and metadata.load() is not None:
@@ -137,8 +125,8 @@ def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
         key = counts.tobytes() + addresses[:n].tobytes() + addresses[2 * n:].tobytes()
         if cache.native_checked == key:
             return addresses, counts[:n]
-    _full_check(lists, dtype, list_dtypes, scalar_lists, rule)
-    if not _check_overlap(lists, addresses, counts, read_only, rule):
+    full_check(lists, dtype, list_dtypes, scalar_lists, rule)
+    if not check_overlap(lists, addresses, counts, read_only, rule):
         return None
     if cache is not None:
         cache.native_checked = key
@@ -210,63 +198,6 @@ def _read_slots(lists, dtypes, read) -> tuple[int, np.ndarray, np.ndarray]:
         return status, None, None
     return (_OK, np.concatenate((pointers_read, addresses)),
             np.concatenate((numel, numel, counts)))
-
-
-def _full_check(lists, dtype, list_dtypes, scalar_lists, rule) -> None:
-    variables = lists[0]
-    for k, tensors in enumerate(lists):
-        expected = list_dtypes.get(k, dtype)
-        if len(tensors) != len(variables):
-            raise ValueError(f"trainop's native {rule} call: {_name(k)} holds {len(tensors)} "
-                             f"tensors for {len(variables)} variables")
-        for t, (x, v) in enumerate(zip(tensors, variables, strict=True)):
-            where = f"trainop's native {rule} call: {_name(k)}[{t}]"
-            if x.layout != torch.strided or x.device.type != "cpu":
-                raise ValueError(f"{where} must be a dense CPU tensor, got layout {x.layout} "
-                                 f"on {x.device}")
-            if x.dtype != expected:
-                raise ValueError(f"{where} must have dtype {expected}, got {x.dtype}")
-            if k in scalar_lists:
-                if x.dim() != 0:
-                    raise ValueError(f"{where} must be a 0-dim tensor, got shape "
-                                     f"{tuple(x.shape)}")
-            elif x.numel() != v.numel() or (k > 0 and x.dim() != 0 and x.shape != v.shape):
-                raise ValueError(f"{where} must have its variable's shape {tuple(v.shape)} "
-                                 f"({v.numel()} elements), got shape {tuple(x.shape)} "
-                                 f"({x.numel()} elements)")
-
-
-def _check_overlap(lists, addresses, counts, read_only, rule) -> bool:
-    """No written tensor overlaps another written one (raises) or one only read (False: the
-    list path, which reads before it writes), by one sort of address ranges."""
-    n = len(lists[0])
-    written, read = [], []
-    for k, tensors in enumerate(lists):
-        size = tensors[0].element_size() if tensors else 0
-        start = addresses[k * n:(k + 1) * n].astype(np.int64)
-        end = start + counts[k * n:(k + 1) * n] * size
-        (read if k in read_only else written).append((start, end, k))
-    if not written:
-        return True
-    w_start = np.concatenate([s for s, _, _ in written])
-    w_end = np.concatenate([e for _, e, _ in written])
-    keep = w_end > w_start
-    w_start, w_end = w_start[keep], w_end[keep]
-    order = np.argsort(w_start, kind="stable")
-    w_start, w_end = w_start[order], w_end[order]
-    if len(w_start) > 1 and bool(np.any(w_end[:-1] > w_start[1:])):
-        raise ValueError(f"trainop's native {rule} call: tensors it writes (variables or "
-                         "slots) share memory; give every parameter and slot its own storage")
-    for start, end, _ in read:
-        nonempty = end > start
-        start, end = start[nonempty], end[nonempty]
-        if not len(start) or not len(w_start):
-            continue
-        idx = np.searchsorted(w_start, end, side="left") - 1
-        hit = (idx >= 0) & (w_end[np.maximum(idx, 0)] > start)
-        if bool(np.any(hit)):
-            return False  # a gradient sharing written memory: the list path
-    return True
 
 
 def checked_rows(tables: Sequence[torch.Tensor], indices: torch.Tensor,

@@ -1,0 +1,105 @@
+"""The device-agnostic half of the kernel boundary, shared by the native (C, CPU) and the Triton
+(CUDA, or CPU under Triton's interpreter) kernels: what must hold before a tensor's memory is
+handed to a kernel that works on raw pointers and element counts.
+
+- ``is_plain``: exactly ``torch.Tensor`` or ``torch.nn.Parameter`` (not a subclass such as
+  ``DTensor``, ``FakeTensor`` or ``FunctionalTensor``);
+- ``full_check``: every tensor strided on the kernel's device, of the expected dtype and element
+  count (tensor ``t`` of every list has the element count of variable ``t``; a list read as one
+  element per tensor holds 0-dim tensors), else a ``ValueError`` naming the list and tensor;
+- ``check_overlap``: no written tensor overlaps another written one (``ValueError``) or one
+  only read (``False``: the caller's list path, which reads before it writes).
+
+``kernels.native.boundary`` adds the C metadata reader and the per-bucket cache for the CPU;
+``kernels.triton`` calls these with its own device and kernel name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["PLAIN", "PLAIN_TYPES", "check_overlap", "full_check", "is_plain"]
+
+#: The tensor types whose memory may go to a kernel (exact types, no subclasses).
+PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
+#: The same as a tuple (what the C metadata reader's checks take).
+PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+_LIST_NAMES = ("variables", "gradients")
+
+
+def is_plain(tensors: Sequence[torch.Tensor]) -> bool:
+    """Whether every tensor is exactly a ``torch.Tensor`` or ``nn.Parameter`` (one C loop)."""
+    return PLAIN.issuperset(map(type, tensors))
+
+
+def list_name(k: int) -> str:
+    """The name of list ``k`` of a kernel call, for messages."""
+    return _LIST_NAMES[k] if k < len(_LIST_NAMES) else f"slot list {k - 2}"
+
+
+def full_check(lists, dtype: torch.dtype, list_dtypes: dict[int, torch.dtype],
+               scalar_lists: frozenset[int], rule: str, *, device_type: str = "cpu",
+               kernel: str = "native") -> None:
+    """Raise ``ValueError`` for a tensor no path could run: a wrong layout or device, dtype,
+    element count or shape (see the module doc). ``device_type``: the kernel's device type
+    (``"cpu"``, ``"cuda"``); ``kernel``: its family's name in messages."""
+    variables = lists[0]
+    where_device = "CPU" if device_type == "cpu" else device_type.upper()
+    for k, tensors in enumerate(lists):
+        expected = list_dtypes.get(k, dtype)
+        if len(tensors) != len(variables):
+            raise ValueError(f"trainop's {kernel} {rule} call: {list_name(k)} holds "
+                             f"{len(tensors)} tensors for {len(variables)} variables")
+        for t, (x, v) in enumerate(zip(tensors, variables, strict=True)):
+            where = f"trainop's {kernel} {rule} call: {list_name(k)}[{t}]"
+            if x.layout != torch.strided or x.device.type != device_type:
+                raise ValueError(f"{where} must be a dense {where_device} tensor, got layout "
+                                 f"{x.layout} on {x.device}")
+            if x.dtype != expected:
+                raise ValueError(f"{where} must have dtype {expected}, got {x.dtype}")
+            if k in scalar_lists:
+                if x.dim() != 0:
+                    raise ValueError(f"{where} must be a 0-dim tensor, got shape "
+                                     f"{tuple(x.shape)}")
+            elif x.numel() != v.numel() or (k > 0 and x.dim() != 0 and x.shape != v.shape):
+                raise ValueError(f"{where} must have its variable's shape {tuple(v.shape)} "
+                                 f"({v.numel()} elements), got shape {tuple(x.shape)} "
+                                 f"({x.numel()} elements)")
+
+
+def check_overlap(lists, addresses: np.ndarray, counts: np.ndarray, read_only: frozenset[int],
+                  rule: str, *, kernel: str = "native") -> bool:
+    """No written tensor overlaps another written one (raises) or one only read (False: the
+    list path, which reads before it writes), by one sort of address ranges. ``addresses`` and
+    ``counts``: every tensor's data pointer and element count, list after list."""
+    n = len(lists[0])
+    written, read = [], []
+    for k, tensors in enumerate(lists):
+        size = tensors[0].element_size() if tensors else 0
+        start = addresses[k * n:(k + 1) * n].astype(np.int64)
+        end = start + counts[k * n:(k + 1) * n] * size
+        (read if k in read_only else written).append((start, end, k))
+    if not written:
+        return True
+    w_start = np.concatenate([s for s, _, _ in written])
+    w_end = np.concatenate([e for _, e, _ in written])
+    keep = w_end > w_start
+    w_start, w_end = w_start[keep], w_end[keep]
+    order = np.argsort(w_start, kind="stable")
+    w_start, w_end = w_start[order], w_end[order]
+    if len(w_start) > 1 and bool(np.any(w_end[:-1] > w_start[1:])):
+        raise ValueError(f"trainop's {kernel} {rule} call: tensors it writes (variables or "
+                         "slots) share memory; give every parameter and slot its own storage")
+    for start, end, _ in read:
+        nonempty = end > start
+        start, end = start[nonempty], end[nonempty]
+        if not len(start) or not len(w_start):
+            continue
+        idx = np.searchsorted(w_start, end, side="left") - 1
+        hit = (idx >= 0) & (w_end[np.maximum(idx, 0)] > start)
+        if bool(np.any(hit)):
+            return False  # a gradient sharing written memory: the list path
+    return True

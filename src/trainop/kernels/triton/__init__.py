@@ -1,0 +1,205 @@
+"""trainop's own Triton kernels: the ``triton`` implementation (CUDA; CPU tensors only under
+Triton's interpreter, ``TRITON_INTERPRET=1``).
+
+One file per rule family, each the rule of ``kernels/native/csrc/rules.h`` (and so of the
+reference in ``trainop.algorithms``) in the same order of operations in float32, one pass that
+reads the variable, the gradient and the slots once and writes the variable and slots once.
+Every kernel reads its hyperparameters, the gate's gradient multiplier and its skip flag from
+device tensors (``launch.device_scalars``, ``_common``): nothing is read on the host, so a step
+on this path needs no synchronisation. A bucket whose tensors lie back to back in one buffer
+(``trainop.flatten``) is one launch; other buckets one launch per tensor.
+
+Triton is imported lazily: importing trainop never imports it, and without it ``available()``
+is False and every bucket takes the caller's safe path (``foreach``). The kernels are decorated
+when their family is first used; under ``TRITON_INTERPRET=1`` they run on the CPU with numpy
+(how the tests reach them without a GPU). Every call goes through ``checked`` (the boundary
+checks shared with the native kernels, ``kernels.boundary``).
+
+Covered: the dense rules of every optimizer (float32), and ``sparse_rows``: a sparse gradient's
+distinct rows for the classes whose sparse update is their dense rule on the touched rows (GD,
+Momentum, Adagrad, AdagradDA, Adadelta, FTRL, the proximal optimizers); other sparse rules,
+other dtypes and tensor subclasses take the caller's other paths. ``run(..., half=...)`` also
+writes the float16/bfloat16 model copies of float32 master variables in the same pass (the
+mixed-precision wrapper's saturating cast). ``l2_norms``: per-tensor norms (float64 sums), the
+read pass's kernel; the pipeline's default norm pass (``kernels.norms``) does not use it yet.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainop.kernels.boundary import check_overlap, full_check, is_plain
+
+__all__ = ["DTYPES", "HALF_DTYPES", "ROW_RULES", "available", "checked", "interpreted",
+           "l2_norms", "run", "sparse_rows", "supports"]
+
+#: The dtypes the Triton kernels update (computing in float32, as the reference).
+DTYPES = (torch.float32,)
+#: The model copies' dtypes a mixed-precision update writes in its pass.
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+#: rule -> the family module that defines it.
+_FAMILIES = {"gradient_descent": "gradient_descent", "momentum": "momentum", "adagrad": "adagrad",
+             "adadelta": "adadelta", "adagrad_da": "adagrad_da", "rmsprop": "rmsprop",
+             "rmsprop_centered": "rmsprop", "ftrl": "ftrl", "proximal_gd": "proximal",
+             "proximal_adagrad": "proximal", "adam": "adam", "novograd": "novograd"}
+#: The rules that also run over a sparse gradient's rows (the elementwise ones).
+ROW_RULES = frozenset(_FAMILIES) - {"novograd"}
+#: Lists a rule reads as one float32 per tensor (NovoGrad's 0-dim second moments).
+_SCALAR_F32 = {"novograd": frozenset({3})}
+_available: bool | None = None
+
+
+def available() -> bool:
+    """Whether Triton can be imported (checked once, on first use)."""
+    global _available
+    if _available is None:
+        try:
+            importlib.import_module("triton")
+            importlib.import_module("triton.language")
+            _available = True
+        except Exception:  # ImportError, or a broken install: no Triton path
+            _available = False
+    return _available
+
+
+def interpreted() -> bool:
+    """Whether Triton's interpreter is on (``TRITON_INTERPRET`` set to a true value)."""
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
+def supports(dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether the Triton kernels run tensors of ``dtype`` on ``device``: float32 on CUDA, or
+    on the CPU under the interpreter; and Triton importable."""
+    if dtype not in DTYPES:
+        return False
+    if device.type != "cuda" and not (device.type == "cpu" and interpreted()):
+        return False
+    return available()
+
+
+def _fresh(name: str) -> Any:
+    """Module ``name`` of this package, decorated in the current mode (re-imported where it
+    was decorated with the interpreter on and it is off now, or the other way round)."""
+    full = f"trainop.kernels.triton.{name}"
+    module = sys.modules.get(full) or importlib.import_module(full)
+    if interpreted() != module.INTERPRETED:
+        module = importlib.reload(module)
+    return module
+
+
+def _family(name: str) -> Any:
+    """The family module ``name``, its kernels and theirs decorated in the current mode."""
+    for dependency in ("_common", "norms"):
+        _fresh(dependency)
+    return _fresh(name)
+
+
+def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
+            list_dtypes: dict[int, torch.dtype] | None = None,
+            scalar_lists: frozenset[int] = frozenset(), read_only: frozenset[int] = frozenset({1}),
+            rule: str = "kernel") -> bool:
+    """The boundary of a Triton call (as ``native.boundary.checked``, on the variables'
+    device): False where the caller takes its safe path (a tensor subclass, a non-contiguous
+    tensor, a gradient sharing written memory); ``ValueError`` for a tensor no path can run
+    (wrong dtype, element count, layout or device, or written tensors sharing memory)."""
+    if not all(map(is_plain, lists)):
+        return False
+    device = lists[0][0].device
+    full_check(lists, dtype, list_dtypes or {}, scalar_lists, rule, device_type=device.type,
+               kernel="triton")
+    for k, tensors in enumerate(lists):
+        for t, x in enumerate(tensors):
+            if x.device != device:
+                raise ValueError(f"trainop's triton {rule} call: list {k} tensor {t} is on "
+                                 f"{x.device}, the variables on {device}")
+    if not all(x.is_contiguous() for tensors in lists for x in tensors):
+        return False
+    addresses = np.array([x.data_ptr() for tensors in lists for x in tensors], dtype=np.uint64)
+    counts = np.array([x.numel() for tensors in lists for x in tensors], dtype=np.int64)
+    return check_overlap(lists, addresses, counts, read_only, rule, kernel="triton")
+
+
+def _on(value: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
+    return None if value is None else value.detach().to(device=device).reshape(1)
+
+
+@torch._disable_dynamo  # under torch.compile: a graph break, the launches run eagerly
+def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any], *,
+        multiplier: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
+        half: Sequence[torch.Tensor] | None = None) -> bool:
+    """Run ``rule`` over the tensor lists (variables, gradients, slots..., as the native rule
+    lists them); ``hyper``: its hyperparameters (Python numbers or 0-dim tensors, see the
+    optimizer's ``_triton_rule``). Returns False (nothing done) where the caller must take its
+    safe path: dtype or device not supported, no Triton, a subclass or non-contiguous tensor.
+
+    ``multiplier`` scales every gradient inside the update (the gradients are not written); a
+    nonzero ``found_inf`` leaves everything as it is. Both are 0-dim tensors or ``None``, read
+    on the device. ``half``: float16/bfloat16 copies of the (float32 master) variables, one
+    per variable, written in the same pass (clamped to the half type's range, rounded to
+    nearest even), or ``None``."""
+    variables = lists[0]
+    if not variables:
+        return True
+    family = _FAMILIES.get(rule)
+    dtype, device = variables[0].dtype, variables[0].device
+    if family is None or not supports(dtype, device):
+        return False
+    scalar = _SCALAR_F32.get(rule, frozenset())
+    list_dtypes = dict.fromkeys(scalar, torch.float32)
+    every = list(lists)
+    if half is not None:
+        half = list(half)
+        if half[0].dtype not in HALF_DTYPES:
+            return False
+        list_dtypes[len(every)] = half[0].dtype
+        every.append(half)
+    if not checked(every, dtype=dtype, list_dtypes=list_dtypes, scalar_lists=scalar, rule=rule):
+        return False
+    _family(family).RULES[rule](lists, list(hyper), _on(multiplier, device),
+                                _on(found_inf, device), half=half)
+    return True
+
+
+@torch._disable_dynamo
+def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
+                indices: torch.Tensor, values: torch.Tensor, hyper: Sequence[Any]) -> bool:
+    """The dense ``rule`` applied to the rows ``indices`` (distinct, int64, in range) of
+    ``var`` and its ``slots`` only, ``values`` (``[len(indices), *var.shape[1:]]``) their
+    gradient, in one launch; False (nothing done) where the caller must take its reference
+    path (a rule without rows, dtype or device not supported, a subclass, a non-contiguous
+    tensor, indices or values of another dtype or shape, a table sharing read memory)."""
+    if rule not in ROW_RULES or not supports(var.dtype, var.device) or var.dim() == 0:
+        return False
+    tables = [var, *slots]
+    device = var.device
+    if not (is_plain([*tables, indices, values]) and all(
+            t.layout == torch.strided and t.device == device and t.is_contiguous()
+            for t in (*tables, indices, values))):
+        return False
+    if (indices.dtype != torch.int64 or indices.dim() != 1 or values.dtype != var.dtype
+            or values.shape != (indices.numel(), *var.shape[1:])
+            or any(t.dtype != var.dtype or t.shape != var.shape for t in slots)):
+        return False
+    lists = [[var], [values], *[[s] for s in slots]]
+    addresses = np.array([t.data_ptr() for t in (var, values, *slots)], dtype=np.uint64)
+    counts = np.array([t.numel() for t in (var, values, *slots)], dtype=np.int64)
+    if not check_overlap(lists, addresses, counts, frozenset({1}), rule, kernel="triton"):
+        return False
+    _family(_FAMILIES[rule]).RULES[rule](lists, list(hyper), None, None, rows=indices)
+    return True
+
+
+def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
+    """Per float32 tensor its L2 norm (squares summed in float64) as a 1-D float32 tensor on
+    their device, or ``None`` where the Triton kernels cannot read them."""
+    if not tensors or not all(is_plain([t]) and t.layout == torch.strided
+                              and supports(t.dtype, t.device) for t in tensors):
+        return None
+    return _family("norms").l2_norms([t.contiguous() for t in tensors])

@@ -1,0 +1,113 @@
+"""What every Triton update kernel shares (imported only once Triton is importable).
+
+Only Triton's builtins are used (no function of ``triton.language.standard``, such as
+``tl.zeros`` or ``tl.sum``): those are decorated when Triton is imported, so under the
+interpreter they would need ``TRITON_INTERPRET=1`` before that import; these kernels only
+need it before their own family is first used.
+
+Each elementwise kernel runs one block of ``BLOCK`` elements per program and reads:
+
+- ``h``: the rule's hyperparameters as one float32 device tensor (``launch.device_scalars``),
+  so values that change per step (learning rate, beta powers, step counters) are read on the
+  device and no step reads a value on the host;
+- ``mult``: the gate's gradient multiplier (loss-scale inverse times the clip coefficient), a
+  0-dim device tensor, when ``HAS_MULT``; the gradient is ``float32(g * mult)`` as in the C
+  kernels (multiplying by 1 is exact, so no multiplier is the same as 1);
+- ``inf``: the gate's skip flag (``found_inf``), when ``HAS_INF``: nonzero masks every store,
+  so a skipped step writes nothing.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from trainop.kernels.triton import interpreted
+
+__all__ = ["gradient", "hyper", "live", "put", "rows", "sign", "total"]
+
+#: Whether this module's kernels were decorated for Triton's interpreter.
+INTERPRETED = interpreted()
+
+
+@triton.jit
+def live(n, inf, HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
+    """This program's element offsets and the mask of those it updates (inside the tensor,
+    and the step not skipped)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if HAS_INF:
+        flag = tl.full((BLOCK,), 0.0, tl.float32) + tl.load(inf).to(tl.float32)  # as a block
+        mask = mask & (flag == 0.0)
+    return offs, mask
+
+
+@triton.jit
+def rows(offs, mask, idx, width, ROWS: tl.constexpr):
+    """Where element ``offs`` of the update lies in the variable and slots: the same offset
+    for a dense update; with ``ROWS`` (a sparse gradient's distinct rows, ``idx`` their int64
+    indices, ``width`` the elements per row) element ``offs % width`` of row
+    ``idx[offs // width]`` (the gradient is the rows' values, read at ``offs``)."""
+    if ROWS:
+        row = tl.load(idx + offs // width, mask=mask, other=0)
+        return row * width + offs % width
+    return offs
+
+
+@triton.jit
+def _saturate(x, top):
+    """clamp(x, -top, top), NaN kept (as torch's clamp)."""
+    return tl.where(x > top, top, tl.where(x < -top, -top, x))
+
+
+@triton.jit
+def put(var, half, at, x, mask, HALF: tl.constexpr):
+    """Store the new variable ``x``; with ``HALF`` also its float16/bfloat16 model copy, the
+    mixed-precision wrapper's saturating cast (clamp to the half type's largest finite value,
+    round to nearest even), in the same pass."""
+    tl.store(var + at, x, mask=mask)
+    if HALF:
+        if half.dtype.element_ty == tl.bfloat16:
+            c = _saturate(x, 3.3895313892515355e38)
+            # round to nearest even by hand (the interpreter's cast truncates); the cast of
+            # the rounded value is then exact on every backend
+            bits = c.to(tl.uint32, bitcast=True)
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+            c = tl.where(c != c, c, bits.to(tl.float32, bitcast=True))
+        else:
+            c = _saturate(x, 65504.0)
+        tl.store(half + at, c.to(half.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def gradient(grad, offs, mask, mult, HAS_MULT: tl.constexpr):
+    """The gradient of the masked elements, times the multiplier, in float32."""
+    g = tl.load(grad + offs, mask=mask, other=0.0).to(tl.float32)
+    if HAS_MULT:
+        g = g * tl.load(mult).to(tl.float32)
+    return g
+
+
+@triton.jit
+def hyper(h, k: tl.constexpr):
+    """Hyperparameter ``k`` of the rule (float32, read on the device)."""
+    return tl.load(h + k)
+
+
+@triton.jit
+def sign(x):
+    """torch.sign: 0 for zero and NaN."""
+    one = tl.full(x.shape, 1.0, tl.float32)
+    zero = tl.full(x.shape, 0.0, tl.float32)
+    return tl.where(x > 0, one, zero) - tl.where(x < 0, one, zero)
+
+
+@triton.jit
+def _add(a, b):
+    return a + b
+
+
+@triton.jit
+def total(x):
+    """The sum of a block (``tl.reduce`` with our own combine function)."""
+    return tl.reduce(x, 0, _add)

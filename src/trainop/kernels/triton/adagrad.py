@@ -1,0 +1,41 @@
+"""Adagrad on Triton (``csrc/rules.h``'s ``adagrad``, no epsilon)::
+
+    accum += g*g; var -= g*lr*(1/sqrt(accum))
+
+hyper: lr.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from trainop.kernels.triton import interpreted
+from trainop.kernels.triton._common import gradient, hyper, live, put, rows
+from trainop.kernels.triton.launch import device_scalars, launch
+
+__all__ = ["RULES"]
+
+#: Whether this module's kernels were decorated for Triton's interpreter.
+INTERPRETED = interpreted()
+
+
+@triton.jit
+def _adagrad(var, grad, accum, half, h, mult, inf, n, idx, width,
+             HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
+             BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
+    offs, mask = live(n, inf, HAS_INF, BLOCK)
+    at = rows(offs, mask, idx, width, ROWS)
+    g = gradient(grad, offs, mask, mult, HAS_MULT)
+    a = tl.load(accum + at, mask=mask) + g * g
+    tl.store(accum + at, a, mask=mask)
+    x = tl.load(var + at, mask=mask)
+    put(var, half, at, x - g * hyper(h, 0) * tl.div_rn(1.0, tl.sqrt_rn(a)), mask, HALF)
+
+
+def adagrad(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
+    launch(_adagrad, lists, device_scalars(values, lists[0][0].device), multiplier, found_inf,
+           rows=rows, half=half)
+
+
+RULES = {"adagrad": adagrad}

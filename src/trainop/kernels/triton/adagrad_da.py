@@ -1,0 +1,50 @@
+"""AdagradDA on Triton (``csrc/rules.h``'s ``adagrad_da``)::
+
+    ga += g; gga += g*g; denom = sqrt(gga) + l2*t*lr
+    var = sign(ga) * max(|ga| - l1*t, 0) * (-lr) / denom   (l1 > 0)
+    var = ga * lr * (-1) / denom                           (l1 = 0)
+
+lr = 0: the accumulators advance, var keeps its value. hyper: lr, l1, l2, t (= global_step + 1
+in float32, a device tensor: never read on the host).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from trainop.kernels.triton import interpreted
+from trainop.kernels.triton._common import gradient, hyper, live, put, rows, sign
+from trainop.kernels.triton.launch import device_scalars, launch
+
+__all__ = ["RULES"]
+
+#: Whether this module's kernels were decorated for Triton's interpreter.
+INTERPRETED = interpreted()
+
+
+@triton.jit
+def _adagrad_da(var, grad, ga, gga, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
+                HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
+    offs, mask = live(n, inf, HAS_INF, BLOCK)
+    at = rows(offs, mask, idx, width, ROWS)
+    g = gradient(grad, offs, mask, mult, HAS_MULT)
+    lr, l1, l2, t = hyper(h, 0), hyper(h, 1), hyper(h, 2), hyper(h, 3)
+    a = tl.load(ga + at, mask=mask) + g
+    s = tl.load(gga + at, mask=mask) + g * g
+    tl.store(ga + at, a, mask=mask)
+    tl.store(gga + at, s, mask=mask)
+    denom = tl.sqrt_rn(s) + l2 * t * lr
+    excess = tl.abs(a) - l1 * t
+    shrunk = tl.div_rn(sign(a) * tl.where(excess < 0.0, 0.0, excess) * -lr, denom)
+    plain = tl.div_rn(a * lr * -1.0, denom)
+    out = tl.where(l1 > 0.0, shrunk, plain)
+    put(var, half, at, tl.where(lr != 0.0, out, tl.load(var + at, mask=mask)), mask, HALF)
+
+
+def adagrad_da(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
+    launch(_adagrad_da, lists, device_scalars(values, lists[0][0].device), multiplier,
+           found_inf, rows=rows, half=half)
+
+
+RULES = {"adagrad_da": adagrad_da}

@@ -1,0 +1,79 @@
+"""FTRL-Proximal on Triton (``csrc/rules.h``'s ``ftrl``); P(x) = x^(-lr_power), sqrt for
+lr_power = -0.5::
+
+    gs = g + var*(2*shrinkage) (shrinkage > 0); new = accum + g*g
+    linear += gs - (P(new) - P(accum))/lr * var; quad = P(new)/lr + 2*l2
+    var = |linear| > l1 ? (sign(linear)*l1 - linear)/quad : 0; accum = new
+
+lr = 0 changes nothing. P for another power is evaluated in float64 and rounded to float32
+(libdevice's ``pow`` on a GPU, ``exp2(log2(x) * p)`` under the interpreter).
+hyper: lr, lr_power, l1, l2, l2_shrinkage.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from triton.language.extra import libdevice
+
+from trainop.kernels.triton import interpreted
+from trainop.kernels.triton._common import gradient, hyper, live, put, rows, sign
+from trainop.kernels.triton.launch import device_scalars, launch, product
+
+__all__ = ["RULES"]
+
+#: Whether this module's kernels were decorated for Triton's interpreter.
+INTERPRETED = interpreted()
+
+
+#: The interpreter has no libdevice: there x^p is exp2(log2(x)*p) in float64.
+_NUMPY: tl.constexpr = tl.constexpr(INTERPRETED)
+
+
+@triton.jit
+def _power64(x64, p64):
+    if _NUMPY:
+        return tl.exp2(tl.log2(x64) * p64)
+    else:
+        return libdevice.pow(x64, p64)
+
+
+@triton.jit
+def _power(x, neg_power):
+    """x^(neg_power): sqrt for 0.5, else float64 ``pow`` rounded to float32 (x^0 = 1)."""
+    general = _power64(x.to(tl.float64), neg_power.to(tl.float64)).to(tl.float32)
+    general = tl.where(neg_power == 0.0, 1.0, general)
+    return tl.where(neg_power == 0.5, tl.sqrt_rn(x), general)
+
+
+@triton.jit
+def _ftrl(var, grad, accum, linear, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
+          HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
+    offs, mask = live(n, inf, HAS_INF, BLOCK)
+    at = rows(offs, mask, idx, width, ROWS)
+    lr, neg_power, l1 = hyper(h, 0), hyper(h, 1), hyper(h, 2)
+    two_l2, shrink, two_shrink = hyper(h, 3), hyper(h, 4), hyper(h, 5)
+    mask = mask & (tl.full((BLOCK,), 0.0, tl.float32) + lr != 0.0)  # lr = 0: nothing changes
+    g = gradient(grad, offs, mask, mult, HAS_MULT)
+    v = tl.load(var + at, mask=mask)
+    a = tl.load(accum + at, mask=mask)
+    gs = tl.where(shrink > 0.0, g + v * two_shrink, g)
+    na = a + g * g
+    p_new = _power(na, neg_power)
+    p_old = _power(a, neg_power)
+    lin = tl.load(linear + at, mask=mask) + (gs - tl.div_rn(p_new - p_old, lr) * v)
+    tl.store(linear + at, lin, mask=mask)
+    quad = tl.div_rn(p_new, lr) + two_l2
+    moved = tl.div_rn(sign(lin) * l1 - lin, quad)
+    put(var, half, at, tl.where(tl.abs(lin) > l1, moved, 0.0), mask, HALF)
+    tl.store(accum + at, na, mask=mask)
+
+
+def ftrl(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
+    lr, lr_power, l1, l2, shrink = values
+    h = device_scalars([lr, product(-1.0, lr_power), l1, product(2.0, l2), shrink,
+                        product(2.0, shrink)], lists[0][0].device)
+    launch(_ftrl, lists, h, multiplier, found_inf, rows=rows, half=half)
+
+
+RULES = {"ftrl": ftrl}

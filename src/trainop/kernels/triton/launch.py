@@ -1,0 +1,112 @@
+"""The host side of the Triton kernels: device-resident hyperparameters, the units a bucket is
+launched over, and the launch itself. Imports no Triton (the kernels are passed in).
+
+- ``device_scalars``: a rule's hyperparameters as one float32 tensor on the bucket's device.
+  Python floats are constants of the call (cached per device and values, so a steady state
+  allocates nothing); 0-dim tensors (a learning-rate schedule, Adam's beta powers, a step
+  counter) are copied on the device, never read on the host.
+- ``units``: a bucket whose tensors lie back to back in one storage (a flat buffer,
+  ``trainop.flatten``) is one unit, launched once over all its elements; otherwise one unit
+  per non-empty tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+__all__ = ["BLOCK", "complement", "device_scalars", "launch", "product", "units"]
+
+#: Elements per program.
+BLOCK = 1024
+_CACHE: dict[tuple, torch.Tensor] = {}
+_CACHE_LIMIT = 256
+
+
+def complement(x: Any) -> Any:
+    """``1 - x`` in double (what the C kernels compute before rounding to float32)."""
+    return 1.0 - x.double() if isinstance(x, torch.Tensor) else 1.0 - float(x)
+
+
+def product(*xs: Any) -> Any:
+    """The product of ``xs`` in double (a tensor when any is a tensor)."""
+    out: Any = 1.0
+    for x in xs:
+        out = out * (x.double() if isinstance(x, torch.Tensor) else float(x))
+    return out
+
+
+def device_scalars(values: Sequence[Any], device: torch.device) -> torch.Tensor:
+    """``values`` (Python numbers or 0-dim tensors) as one 1-D float32 tensor on ``device``;
+    nothing is read on the host."""
+    if not any(isinstance(v, torch.Tensor) for v in values):
+        key = (device, tuple(float(v) for v in values))
+        found = _CACHE.get(key)
+        if found is None:
+            if len(_CACHE) >= _CACHE_LIMIT:
+                _CACHE.clear()
+            staged = torch.tensor(key[1], dtype=torch.float32,
+                                  pin_memory=device.type == "cuda")
+            # pinned and non-blocking: no host synchronisation (a pageable copy would wait)
+            found = _CACHE[key] = staged.to(device, non_blocking=True)
+        return found
+    return torch.cat([
+        v.detach().to(device=device, dtype=torch.float32).reshape(1)
+        if isinstance(v, torch.Tensor)
+        else torch.full((1,), float(v), dtype=torch.float32, device=device) for v in values])
+
+
+def _span(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
+    """One 1-D view over ``tensors`` where they lie back to back in one storage, else None."""
+    first = tensors[0]
+    storage = first.untyped_storage().data_ptr()
+    end = first.data_ptr()
+    for t in tensors:
+        if t.data_ptr() != end or t.untyped_storage().data_ptr() != storage:
+            return None
+        end += t.numel() * t.element_size()
+    total = sum(t.numel() for t in tensors)
+    return first.new_empty(0).set_(first.untyped_storage(), first.storage_offset(), (total,))
+
+
+def units(lists: Sequence[Sequence[torch.Tensor]]) -> list[list[torch.Tensor]]:
+    """The launch units of a call: one unit (a tensor of each list) per launch."""
+    if len(lists[0]) > 1:
+        spans = [_span(tensors) for tensors in lists]
+        if all(s is not None for s in spans):
+            return [spans] if spans[0].numel() else []
+    return [[t.reshape(-1) for t in unit] for unit in zip(*lists, strict=True)
+            if unit[0].numel()]
+
+
+def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], h: torch.Tensor,
+           multiplier: torch.Tensor | None, found_inf: torch.Tensor | None,
+           **constexprs: Any) -> None:
+    """``kernel`` over every unit of ``lists``: arguments the unit's tensors, ``h``, the
+    multiplier, the skip flag, the element count, the row arguments (unused), then the
+    constexprs. With ``rows`` (a sparse gradient's distinct rows, int64, and their values as
+    ``lists[1]``'s one tensor) one launch over the rows' elements of the tables ``lists[0]``,
+    ``lists[2:]`` (one each). ``half``: the variables' float16/bfloat16 model copies, written
+    in the same pass (a list as long as ``lists[0]``), or None."""
+    rows = constexprs.pop("rows", None)
+    half = constexprs.pop("half", None)
+    if rows is not None:
+        values = lists[1][0]
+        n = values.numel()
+        width = n // rows.numel() if rows.numel() else 1
+        found = [[t[0] for t in lists] + [lists[0][0] if half is None else half[0]]] if n else []
+        args: tuple = (rows, width)
+    else:
+        found = units(lists if half is None else [*lists, half])
+        if half is None:
+            found = [[*unit, unit[0]] for unit in found]  # no copy: the variable stands in
+        args = (h, 1)
+    for unit in found:
+        n = unit[1].numel()
+        kernel[((n + BLOCK - 1) // BLOCK,)](
+            *unit, h, h if multiplier is None else multiplier,
+            h if found_inf is None else found_inf, n, *args,
+            HAS_MULT=multiplier is not None, HAS_INF=found_inf is not None, BLOCK=BLOCK,
+            ROWS=rows is not None, HALF=half is not None, **constexprs)

@@ -1,0 +1,47 @@
+"""Momentum on Triton (``csrc/rules.h``'s ``momentum``), with contrib's decoupled decay first
+(MomentumW)::
+
+    var -= var*wd (wd != 0); accum = accum*momentum + g
+    var -= accum*lr  |  var -= g*lr + accum*momentum*lr  (Nesterov)
+
+hyper: lr, momentum, use_nesterov (0/1), wd.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from trainop.kernels.triton import interpreted
+from trainop.kernels.triton._common import gradient, hyper, live, put, rows
+from trainop.kernels.triton.launch import device_scalars, launch
+
+__all__ = ["RULES"]
+
+#: Whether this module's kernels were decorated for Triton's interpreter.
+INTERPRETED = interpreted()
+
+
+@triton.jit
+def _momentum(var, grad, accum, half, h, mult, inf, n, idx, width,
+              HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
+              BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
+    offs, mask = live(n, inf, HAS_INF, BLOCK)
+    at = rows(offs, mask, idx, width, ROWS)
+    g = gradient(grad, offs, mask, mult, HAS_MULT)
+    lr, momentum = hyper(h, 0), hyper(h, 1)
+    nesterov, wd = hyper(h, 2), hyper(h, 3)
+    v = tl.load(var + at, mask=mask)
+    v = tl.where(wd != 0.0, v - v * wd, v)
+    a = tl.load(accum + at, mask=mask) * momentum + g
+    tl.store(accum + at, a, mask=mask)
+    out = tl.where(nesterov != 0.0, v - (g * lr + a * momentum * lr), v - a * lr)
+    put(var, half, at, out, mask, HALF)
+
+
+def momentum(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
+    launch(_momentum, lists, device_scalars(values, lists[0][0].device), multiplier, found_inf,
+           rows=rows, half=half)
+
+
+RULES = {"momentum": momentum}

@@ -1,0 +1,350 @@
+"""trainop's Triton kernels under Triton's interpreter (``TRITON_INTERPRET=1``: the kernels run
+on CPU tensors with numpy), through the same dispatch, boundary and kernels a CUDA tensor
+takes: every optimizer dense, odd sizes, zero/NaN/Inf gradients, the gate's multiplier and skip
+flag, the pipeline's stages, flat buffers, against ``implementation="reference"``.
+
+The interpreter is switched on for this module only (a fixture); the kernels are decorated
+when first used, so nothing here changes how other modules' tests run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from host_reads import ALL_READS, no_host_reads
+from triton_table import (
+    CASES,
+    IDS,
+    NATIVE_ULPS,
+    SHAPES,
+    assert_matches_reference,
+    assert_mixed_matches,
+    distance,
+    run,
+    train_mixed,
+    train_sparse,
+    ulps,
+)
+
+import trainop
+from trainop.kernels import native
+from trainop.kernels import triton as tk
+from trainop.processing import (
+    BackoffLossScaler,
+    ClipByGlobalNorm,
+    GradientPipeline,
+    LossScale,
+)
+from trainop.registry import OPTIMIZER_CLASSES
+
+pytestmark = [pytest.mark.skipif(not tk.available(), reason="Triton is not installed"),
+              # numpy's warnings from the interpreter (1/0 in a masked lane, as on a GPU)
+              pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+CPU = torch.device("cpu")
+BASE = {info.name: info for info, kwargs in CASES if not kwargs}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _interpreter():
+    saved = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    yield
+    if saved is None:
+        del os.environ["TRITON_INTERPRET"]
+    else:
+        os.environ["TRITON_INTERPRET"] = saved
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """The rules the Triton path ran (each ``kernels.triton.run`` that returned True)."""
+    ran: list[str] = []
+    real = tk.run
+
+    def spy(rule, *args, **kwargs):
+        done = real(rule, *args, **kwargs)
+        if done:
+            ran.append(rule)
+        return done
+
+    monkeypatch.setattr(tk, "run", spy)
+    return ran
+
+
+@pytest.mark.parametrize(("info", "kwargs"), CASES, ids=IDS)
+def test_dense_matches_reference(info, kwargs, calls):
+    ours = run(info, kwargs, "triton", CPU)
+    assert calls, "the Triton kernels did not run"
+    assert_matches_reference(info.name, ours, run(info, kwargs, "reference", CPU))
+    if native.available():  # the same rule in the same order: the C kernels' bits
+        assert distance(ours, run(info, kwargs, "native", CPU)) <= NATIVE_ULPS.get(info.name, 0)
+
+
+def _nonfinite(step, g):
+    if step == 0:
+        return torch.zeros_like(g)  # an all-zero gradient
+    g = g.clone()
+    if step == 1 and g.numel() > 2:
+        flat = g.view(-1)
+        flat[0], flat[1], flat[2] = float("nan"), float("inf"), -float("inf")
+    return g
+
+
+@pytest.mark.parametrize("name", sorted(BASE))
+def test_zero_nan_inf_gradients_and_skip(name, calls):
+    """Zero gradients, then NaN/Inf in one step (propagated as the reference does), with the
+    gate: a multiplier every step and the skip flag set at the last one."""
+    info = BASE[name]
+    shapes = [(1,), (5,), (3, 4)]
+
+    def gate(step):
+        return {"grad_multiplier": torch.tensor(0.5),
+                "found_inf": torch.tensor(1.0 if step == 3 else 0.0)}
+
+    ours = run(info, {}, "triton", CPU, grads=_nonfinite, steps=4, shapes=shapes,
+               step_kwargs=gate)
+    assert calls
+    theirs = run(info, {}, "reference", CPU, grads=_nonfinite, steps=4, shapes=shapes,
+                 step_kwargs=gate)
+    assert_matches_reference(name, ours, theirs)
+
+
+def test_skip_flag_leaves_everything():
+    var, grad, m, v = torch.ones(5), torch.full((5,), 2.0), torch.zeros(5), torch.zeros(5)
+    hyper = [0.1, 0.9, 0.999, 1e-8, 0.0, 0.0, torch.tensor(0.9), torch.tensor(0.999)]
+    assert tk.run("adam", [[var], [grad], [m], [v]], hyper, found_inf=torch.tensor(1.0))
+    assert torch.equal(var, torch.ones(5)) and not m.any() and not v.any()
+    assert tk.run("adam", [[var], [grad], [m], [v]], hyper, found_inf=torch.tensor(0.0))
+    assert not torch.equal(var, torch.ones(5))
+
+
+@pytest.mark.parametrize("name", ["AdamOptimizer", "MomentumOptimizer", "NovoGrad"])
+def test_pipeline_unscale_clip_skip(name, calls):
+    """``GradientPipeline`` (dynamic loss scale, global-norm clip): its one read pass gives the
+    norms and the non-finite flag, and the folded multiplier and skip reach the kernel."""
+    info = BASE[name]
+
+    def train(implementation):
+        gen = torch.Generator().manual_seed(0)
+        params = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in SHAPES]
+        pipe = GradientPipeline(info.make(params, implementation=implementation),
+                                [ClipByGlobalNorm(1.0), LossScale(BackoffLossScaler())])
+        for step in range(3):
+            loss = sum((p * torch.randn(p.shape, generator=gen)).sum() for p in params)
+            if step == 1:
+                loss = loss * float("inf")  # a non-finite step: skipped
+            pipe.scale_loss(loss).backward()
+            pipe.step()
+            for p in params:
+                p.grad = None
+        return params, pipe.optimizer
+
+    ours, theirs = train("triton"), train("reference")
+    assert calls
+    assert_matches_reference(name, ours, theirs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", ["AdamOptimizer", "MomentumOptimizer",
+                                  "GradientDescentOptimizer", "NovoGrad"])
+def test_mixed_precision_in_one_pass(name, dtype, monkeypatch):
+    """``MixedPrecisionOptimizerWrapper``: the kernel updates the float32 masters and slots and
+    writes the half model copy in the same pass (skipped with the step on an overflow)."""
+    halves = []
+    real = tk.run
+
+    def spy(*args, **kwargs):
+        halves.append(kwargs.get("half") is not None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tk, "run", spy)
+
+    ours = train_mixed(BASE[name], dtype, "triton", CPU)
+    assert halves and all(halves)
+    assert_mixed_matches(name, ours, train_mixed(BASE[name], dtype, "reference", CPU), dtype)
+
+
+def test_flat_buffer_is_one_launch(monkeypatch):
+    """Parameters laid out by ``trainop.flatten``: one unit (one launch) for the bucket."""
+    from trainop.kernels.triton import launch
+
+    units = []
+    real = launch.units
+
+    def spy(lists):
+        found = real(lists)
+        units.append(len(found))
+        return found
+
+    monkeypatch.setattr(launch, "units", spy)
+    results = []
+    for implementation in ("triton", "reference"):
+        gen = torch.Generator().manual_seed(0)
+        params = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in SHAPES * 3]
+        opt = trainop.AdamOptimizer(params=params, learning_rate=0.01,
+                                    implementation=implementation)
+        trainop.flatten(opt)
+        for _ in range(2):
+            for p in params:
+                p.grad = torch.randn(p.shape, generator=gen)
+            opt.step()
+        results.append((params, opt))
+    assert units == [1, 1]
+    assert_matches_reference("AdamOptimizer", *results)
+
+
+def test_no_host_read_in_a_step(monkeypatch):
+    """Nothing on the Triton path reads a tensor's value on the host: the dispatch, the
+    boundary and the device scalars run with every read patched to raise (the launches,
+    which the interpreter runs with numpy, are replayed after)."""
+    pending = []
+    real = tk._family
+
+    def deferred(name):
+        module = real(name)
+
+        class Rules:
+            RULES = {rule: (lambda *a, f=f, **k: pending.append((f, a, k))) for rule, f in
+                     module.RULES.items()}
+        return Rules
+
+    monkeypatch.setattr(tk, "_family", deferred)
+    for name in sorted(BASE):
+        info = BASE[name]
+        params = [torch.nn.Parameter(torch.randn(4)) for _ in range(2)]
+        # a tensor learning rate: read by the kernels on the device
+        opt = info.cls(params, lr=torch.tensor(info.lr), implementation="triton",
+                       **info.required)
+        for p in params:
+            p.grad = torch.randn(4)
+        with no_host_reads(ALL_READS):
+            opt.step(grad_multiplier=torch.tensor(0.5), found_inf=torch.tensor(0.0))
+        assert pending
+        for f, a, k in pending:
+            f(*a, **k)
+        pending.clear()
+
+
+def test_boundary_errors_and_fallbacks():
+    var, grad, slot = torch.zeros(4), torch.ones(4), torch.zeros(4)
+    with pytest.raises(ValueError, match="triton adagrad call: slot list 0.*dtype"):
+        tk.run("adagrad", [[var], [grad], [slot.double()]], [0.1])
+    with pytest.raises(ValueError, match="triton adagrad call: slot list 0.*shape"):
+        tk.run("adagrad", [[var], [grad], [torch.zeros(5)]], [0.1])
+    with pytest.raises(ValueError, match="share memory"):
+        tk.run("adagrad", [[var], [grad], [var]], [0.1])
+    with pytest.raises(ValueError, match="dense CPU tensor"):
+        tk.run("adagrad", [[var], [grad], [torch.zeros(4, device="meta")]], [0.1])
+    assert torch.equal(var, torch.zeros(4)), "nothing written"
+    wide = torch.zeros(4, 2)
+    assert not tk.run("adagrad", [[wide[:, 0]], [grad], [slot]], [0.1])  # not contiguous
+    assert not tk.run("adagrad", [[var], [var], [slot]], [0.1])  # gradient aliases var
+    assert not tk.run("adagrad", [[var.double()], [grad.double()], [slot.double()]], [0.1])
+    assert tk.run("adagrad", [[], [], []], [0.1])
+
+
+def test_non_contiguous_param_falls_back_to_foreach(calls):
+    base = torch.randn(6, 2)
+    results = []
+    for implementation in ("triton", "reference"):
+        p = torch.nn.Parameter(base.clone().t())  # not contiguous
+        opt = trainop.AdagradOptimizer(params=[p], learning_rate=0.1,
+                                       implementation=implementation)
+        p.grad = torch.ones_like(p)
+        opt.step()
+        results.append(p.detach().clone())
+    assert not calls and torch.equal(*results)
+
+
+def test_chosen_only_when_asked(monkeypatch):
+    opt = trainop.AdamOptimizer(params=[torch.nn.Parameter(torch.zeros(2))])
+    hp = opt._step_hyper(opt.param_groups[0]).for_tensor(torch.zeros(2))
+    assert opt._choose_implementation(torch.float32, CPU, hp) != "triton"
+    explicit = trainop.AdamOptimizer(params=[torch.nn.Parameter(torch.zeros(2))],
+                                     implementation="triton")
+    assert explicit._choose_implementation(torch.float32, CPU, hp) == "triton"
+    assert explicit._choose_implementation(torch.float64, CPU, hp) == "foreach"
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert explicit._choose_implementation(torch.float32, CPU, hp) == "foreach"
+
+
+def test_every_optimizer_accepts_triton():
+    for cls in OPTIMIZER_CLASSES.values():
+        assert cls.__name__ in BASE
+    with pytest.raises(ValueError, match="implementation"):
+        trainop.AdamOptimizer(params=[torch.nn.Parameter(torch.zeros(2))], implementation="cuda")
+
+
+#: The classes whose sparse update is their dense rule on the touched rows: the Triton row
+#: kernel; the others (Adam's every-row moments, LazyAdam, RMSProp's sparse form, the decoupled
+#: decay, NovoGrad) take their reference sparse rule.
+ROWS = {"GradientDescentOptimizer", "MomentumOptimizer", "AdagradOptimizer",
+        "AdagradDAOptimizer", "AdadeltaOptimizer", "FtrlOptimizer",
+        "ProximalGradientDescentOptimizer", "ProximalAdagradOptimizer"}
+
+
+@pytest.mark.parametrize("name", sorted(BASE))
+def test_sparse_rows(name, monkeypatch):
+    """A sparse gradient with a repeated row: its distinct rows (summed) by the Triton row
+    kernel where the class's sparse rule is its dense rule on the rows, else the reference."""
+    ran = []
+    real = tk.sparse_rows
+    monkeypatch.setattr(tk, "sparse_rows", lambda *a: ran.append(real(*a)) or ran[-1])
+
+    ours = train_sparse(BASE[name], "triton", CPU)
+    assert ran == ([True] * 3 if name in ROWS else [])
+    assert_matches_reference(name, ours, train_sparse(BASE[name], "reference", CPU))
+
+
+@pytest.mark.skipif(not native.available(), reason="no native kernels")
+def test_l2_norms_match_native():
+    tensors = [torch.randn(s) for s in [(1,), (1023,), (1025,), (0,), (7, 9)]]
+    tensors[1][5] = float("inf")
+    assert ulps(tk.l2_norms(tensors), native.l2_norms(tensors)) <= 1
+
+
+def test_without_triton_nothing_changes():
+    """A process where ``import triton`` fails: trainop imports, ``triton`` is accepted and
+    runs ``foreach``."""
+    code = textwrap.dedent("""
+        import os, sys
+        os.environ["TRITON_INTERPRET"] = "1"
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name == "triton" or name.startswith("triton."):
+                    raise ImportError("blocked")
+        sys.meta_path.insert(0, Block())
+        import torch, trainop
+        from trainop.kernels import triton as tk
+        out = []
+        for implementation in ("triton", "reference"):
+            p = torch.nn.Parameter(torch.ones(3))
+            opt = trainop.AdamOptimizer(params=[p], implementation=implementation)
+            p.grad = torch.full((3,), 0.5)
+            opt.step()
+            out.append(p.detach())
+        assert not tk.available() and torch.equal(*out)
+        assert "triton" not in sys.modules
+        print("ok")
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+
+
+def test_kernels_follow_the_interpreter_switch(monkeypatch):
+    """A family decorated with the interpreter on is decorated again once it is off (and back),
+    its shared helpers first."""
+    assert tk._family("adam").INTERPRETED
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert not tk._family("adam").INTERPRETED
+    assert not tk._family("norms").INTERPRETED
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert tk._family("adam").INTERPRETED
+    assert tk.run("gradient_descent", [[torch.zeros(3)], [torch.ones(3)]], [0.5])
