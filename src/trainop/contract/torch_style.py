@@ -18,8 +18,11 @@ accepts:
 
 The first positional argument counts as parameters when it is an iterable (not a tensor, a
 string or a number) whose items are all tensors, param-group dicts or ``(name, tensor)`` pairs,
-or an empty iterable (torch then reports the empty parameter list); anything else (a float, a
-0-dim tensor, a callable, a ``Policy``) stays the learning rate, as before.
+or an empty iterable (torch then reports the empty parameter list); a ``Parameter``, a tensor
+that requires grad or a tensor of several elements is a ``TypeError`` in torch's words (the
+parameters without their list: ``AdamOptimizer(model.scale)``); anything else (a float, a
+1-element tensor, a callable, a ``Policy``) stays the learning rate (AdamW, MomentumW: the
+weight decay), as before.
 
 torch spellings whose meaning differs from TF's (``eps``, ``betas``, ``weight_decay`` where the
 TF class has none, ``amsgrad``, ``foreach``, ...; see ``TORCH_SPELLINGS``) raise a ``TypeError``
@@ -170,6 +173,22 @@ def _as_params(first: Any) -> tuple[bool, Any]:
     return False, first if isinstance(first, list | tuple) else items
 
 
+def _check_not_params(owner: str, first_arg: str, first: Any) -> None:
+    """A Parameter, a tensor that requires grad or a tensor of several elements as the first
+    positional argument is the parameters given without their list (``Adam(model.scale)``),
+    not a hyperparameter: ``TypeError`` in torch's words, plus how to give either."""
+    if not isinstance(first, torch.Tensor):
+        return
+    if not (isinstance(first, torch.nn.Parameter) or first.requires_grad or first.numel() > 1):
+        return
+    raise TypeError(
+        "params argument given to the optimizer should be an iterable of Tensors or dicts, "
+        f"but got {torch.typename(first)}: {owner} read it as its first TF argument "
+        f"`{first_arg}`; torch style: give the parameters as a list (`{owner}(params=[p], "
+        f"...)` or `{owner}([p], lr=...)`); TF style: `{first_arg}` first, the variables at "
+        f"`apply_gradients`/`minimize`")
+
+
 def _fill_from_groups(cls: type, signature: inspect.Signature, args: tuple,
                       kwargs: dict) -> dict:
     """``kwargs`` with torch's ``required`` marker for each required TF argument the call
@@ -218,6 +237,7 @@ def _normalize(cls: type, signature: inspect.Signature, args: tuple, kwargs: dic
             args = args[1:]
             torch_shaped = True
         else:
+            _check_not_params(owner, list(names)[1], first)
             args = (first, *args[1:])
     if "lr" in kwargs and "lr" not in names and "learning_rate" in names:
         positional = [n for n, p in list(names.items())[1:]
