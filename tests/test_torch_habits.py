@@ -74,3 +74,57 @@ def test_one_element_tensor_learning_rate_still_accepted():
     opt = trainop.GradientDescentOptimizer(torch.tensor([0.5]))
     opt.apply_gradients([(torch.ones(2), w)])
     assert torch.equal(w.detach(), torch.full((2,), 0.5))
+
+
+# torch's error inputs shared by every optimizer (common_optimizers.get_error_inputs_for_all_optims,
+# torch 2.13: the inputs and the patterns its test_errors matches), run as the contract suite
+# builds each class: cls(params, lr=..., **required).
+def _p():
+    return torch.nn.Parameter(torch.randn(1, 1))
+
+
+TORCH_GENERIC = {
+    "invalid param type": (lambda: _p(), {}, TypeError,
+                           "params argument given to the optimizer should be an iterable of "
+                           "Tensors or dicts"),
+    "duplicate parameters in a group": (lambda: (lambda p: [p, p])(_p()), {}, UserWarning,
+                                        ".*a parameter group with duplicate parameters.*"),
+    "duplicate parameters across groups": (
+        lambda: (lambda p: [{"params": p}, {"params": p}])(_p()), {}, ValueError,
+        "some parameters appear in more than one parameter group"),
+    "Tensor lr must be 1-element": (lambda: None, {"lr": torch.tensor([0.001, 0.001])},
+                                    ValueError, "Tensor lr must be 1-element"),
+    "params with/without names": (lambda: [("weight", _p()), _p()], {}, ValueError,
+                                  "all optimizer params should be with/without names. Some "
+                                  "param names are missing"),
+    "groups with/without names": (
+        lambda: [{"params": [_p()], "lr": 1e-2}, {"params": [("weight", _p())]}], {},
+        ValueError, "all optimizer param groups should be with/without names. cannot add "
+                    "param group with names to the optimizer"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TORCH_GENERIC))
+@pytest.mark.parametrize("info", __import__("contract_table").INFOS, ids=lambda i: i.name)
+def test_torch_generic_error_inputs(info, case):
+    params, kwargs, exc, pattern = TORCH_GENERIC[case]
+    if issubclass(exc, Warning):
+        with pytest.warns(exc, match=pattern):
+            info.make(params(), **kwargs)
+    else:
+        with pytest.raises(exc, match=pattern):
+            info.make(params(), **kwargs)
+
+
+@pytest.mark.parametrize("name", ["MomentumOptimizer", "AdamWOptimizer", "AdagradDAOptimizer"])
+def test_params_errors_come_before_a_missing_argument(name):
+    """torch checks the parameters and a tensor lr first; trainop does too when a required
+    argument is missing, then raises the constructor's own TypeError."""
+    cls = OPTIMIZER_CLASSES[name]
+    p = torch.nn.Parameter(torch.ones(1))
+    with pytest.raises(ValueError, match="some parameters appear in more than one"):
+        cls([{"params": p}, {"params": p}], lr=0.1)
+    with pytest.raises(ValueError, match="^Tensor lr must be 1-element"):
+        cls(None, lr=torch.tensor([0.1, 0.2]))
+    with pytest.raises(TypeError, match=r"missing \d required positional argument"):
+        cls([p], lr=0.1)

@@ -61,6 +61,8 @@ from typing import Any, NamedTuple
 import torch
 from torch.optim.optimizer import required as _torch_required
 
+from trainop.contract.validation import check_hyper_tensor
+
 __all__ = ["REQUIRED", "TORCH_SPELLINGS", "check_group_keys", "install", "is_required"]
 
 _WRAPPED = "__trainop_torch_style__"
@@ -189,6 +191,24 @@ def _check_not_params(owner: str, first_arg: str, first: Any) -> None:
         f"`apply_gradients`/`minimize`")
 
 
+class _ParamsProbe(torch.optim.Optimizer):
+    """torch's own checks of a ``params`` argument (type, empty list, duplicates, names)."""
+
+    def step(self, closure=None):  # pragma: no cover - never stepped
+        raise NotImplementedError
+
+
+def _check_params_first(kwargs: Mapping[str, Any]) -> None:
+    """Before the ``TypeError`` of a call that leaves out a required argument: the errors
+    (and warnings) torch gives for its ``params`` and a tensor ``lr``, which torch's tests
+    expect first."""
+    lr = kwargs.get("learning_rate")
+    if isinstance(lr, torch.Tensor):
+        check_hyper_tensor("learning_rate", lr)
+    if kwargs.get("params") is not None:
+        _ParamsProbe(kwargs["params"], {})
+
+
 def _fill_from_groups(cls: type, signature: inspect.Signature, args: tuple,
                       kwargs: dict) -> dict:
     """``kwargs`` with torch's ``required`` marker for each required TF argument the call
@@ -221,6 +241,8 @@ def _normalize(cls: type, signature: inspect.Signature, args: tuple, kwargs: dic
         if key in TORCH_SPELLINGS and key not in names:
             raise _spelling_error(owner, key, names, "as an argument")
     torch_shaped = "lr" in kwargs and "lr" not in names
+    if args and args[0] is None and torch_shaped and "params" not in kwargs:
+        args = args[1:]  # ``cls(None, lr=...)``: no parameters, as torch reads it
     if args:
         is_params, first = _as_params(args[0])
         if is_params:
@@ -282,7 +304,11 @@ def install(cls: type) -> None:
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):  # noqa: N807 - replaces the class's constructor
         args, kwargs = _normalize(type(self), signature, args, kwargs)
-        init(self, *args, **kwargs)
+        try:
+            signature.bind(self, *args, **kwargs)
+        except TypeError:  # a required argument left out, an unknown keyword: torch's
+            _check_params_first(kwargs)  # errors for the params first, then
+        init(self, *args, **kwargs)  # the constructor's own TypeError
 
     setattr(__init__, _WRAPPED, True)
     __init__.__signature__ = _presented(signature)  # what inspect (getfullargspec too) reads
