@@ -28,7 +28,9 @@ torch spellings whose meaning differs from TF's (``eps``, ``betas``, ``weight_de
 TF class has none, ``amsgrad``, ``foreach``, ...; see ``TORCH_SPELLINGS``) raise a ``TypeError``
 naming the trainop argument to use and how the meaning differs, whether given to the
 constructor or as a key of a param group. A spelling that IS the class's own TF argument (e.g.
-``weight_decay`` of ``AdamWOptimizer``, ``momentum`` of ``MomentumOptimizer``) is that argument.
+``weight_decay`` of ``AdamWOptimizer``, ``momentum`` of ``MomentumOptimizer``) is that argument;
+``betas`` is a param-group key (not a constructor argument) of the classes with ``beta1`` and
+``beta2``, kept equal to them (``contract/betas.py``).
 A class whose constructor has a ``decay_scaled_by_lr`` keyword (the decoupled weight decay
 variants) gets ``decay_scaled_by_lr=True`` from a torch-shaped call (the parameters first, or
 ``lr=``) unless the caller gives it: ``weight_decay`` then means torch's ``w -= lr * wd * w``.
