@@ -19,7 +19,8 @@ from trainop import OPTIMIZER_CLASSES
 from trainop.contract.optimizer import Optimizer
 
 LR_RANGE = r"Expected `learning_rate` in \[0, inf\), got -0\.5$"
-LR_ELEMENTS = (r"Expected `learning_rate` to be a 1-element tensor \(a 0-dim one, or of shape "
+LR_ELEMENTS = (r"Tensor lr must be 1-element: expected `learning_rate` to be a 1-element tensor "
+               r"\(a 0-dim one, or of shape "
                r"\(1,\) or \(1, 1\)\), got a tensor of shape \(2,\)$")
 
 

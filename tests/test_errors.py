@@ -134,8 +134,13 @@ ERRORS: list[Row] = [
     Row("gd-lr-tensor-negative", lambda: GradientDescentOptimizer(torch.tensor(-1.0)),
         ValueError, lr()),
     Row("gd-lr-tensor-2-elements", lambda: GradientDescentOptimizer(torch.tensor([0.1, 0.2])),
-        ValueError, r"Expected `learning_rate` to be a 1-element tensor \(a 0-dim one, or of "
-        r"shape \(1,\) or \(1, 1\)\), got a tensor of shape \(2,\)$"),
+        TypeError, r"^params argument given to the optimizer should be an iterable of Tensors "
+        r"or dicts, but got torch\.FloatTensor: GradientDescentOptimizer read it as its first "
+        r"TF argument `learning_rate`"),
+    Row("gd-lr-keyword-tensor-2-elements",
+        lambda: GradientDescentOptimizer(learning_rate=torch.tensor([0.1, 0.2])), ValueError,
+        r"^Tensor lr must be 1-element: expected `learning_rate` to be a 1-element tensor "
+        r"\(a 0-dim one, or of shape \(1,\) or \(1, 1\)\), got a tensor of shape \(2,\)$"),
     Row("gd-lr-tensor-int", lambda: GradientDescentOptimizer(torch.tensor(1)), TypeError,
         r"`learning_rate` to be a floating-point tensor, got a tensor of shape \(\) and dtype "
         r"torch\.int64$"),

@@ -61,18 +61,22 @@ ERRORS: list[Row] = [
         r"MomentumOptimizer was built without `momentum`"),
     # ------------------------------------------------ tensor learning rates
     Row("lr-two-elements", lambda: trainop.AdamOptimizer(_params(), lr=torch.tensor([0.1, 0.2])),
-        ValueError, r"^Expected `learning_rate` to be a 1-element tensor \(a 0-dim one, or of "
+        ValueError, r"^Tensor lr must be 1-element: expected `learning_rate` to be a 1-element "
+        r"tensor \(a 0-dim one, or of "
         r"shape \(1,\) or \(1, 1\)\), got a tensor of shape \(2,\)$"),
     Row("lr-empty", lambda: trainop.AdamOptimizer(_params(), lr=torch.ones(0)), ValueError,
-        r"^Expected `learning_rate` to be a 1-element tensor .*got a tensor of shape \(0,\)$"),
+        r"^Tensor lr must be 1-element: expected `learning_rate` to be a 1-element tensor "
+        r".*got a tensor of shape \(0,\)$"),
     Row("lr-integer-tensor", lambda: trainop.AdamOptimizer(_params(), lr=torch.tensor([1])),
         TypeError, r"^Expected `learning_rate` to be a floating-point tensor, got a tensor of "
         r"shape \(1,\) and dtype torch\.int64$"),
     Row("momentum-2x1-tensor",
         lambda: trainop.MomentumOptimizer(_params(), lr=0.1, momentum=torch.ones(2, 1)),
-        ValueError, r"^Expected `momentum` to be a 1-element tensor .*shape \(2, 1\)$"),
+        ValueError, r"^Tensor momentum must be 1-element: expected `momentum` to be a 1-element "
+                    r"tensor .*shape \(2, 1\)$"),
     Row("callable-lr-two-elements", lambda: _step_with_lr(lambda: torch.tensor([0.1, 0.2])),
-        ValueError, r"^Expected `learning_rate` to be a 1-element tensor .*shape \(2,\)$"),
+        ValueError, r"^Tensor lr must be 1-element: expected `learning_rate` to be a 1-element "
+                    r"tensor .*shape \(2,\)$"),
     Row("callable-lr-not-a-number", lambda: _step_with_lr(lambda: "x"), TypeError,
         r"^Expected `learning_rate` to evaluate to a real number or a 1-element floating-point "
         r"tensor, got 'x' \(str\)$"),

@@ -95,7 +95,7 @@ ERRORS: list[Row] = [
     Row("engine-optimizer-step", lambda: _engine({**TORCH, "torch_optimizer_step": {}}),
         ValueError, r"Expected no `torch_optimizer_step` with trainop's engine updater"),
     Row("engine-grad-scaler", lambda: _engine(TORCH).step(grad_scaler=object()), ValueError,
-        r"Expected no grad scaler with trainop's engine updater"),
+        r"Expected no enabled grad scaler with trainop's engine updater"),
     Row("engine-device-lr", lambda: _engine(TORCH).use_device_lr_tensors("cpu"), ValueError,
         r"Expected no device learning-rate tensors with trainop's engine updater"),
 ]

@@ -125,9 +125,13 @@ ERRORS: list[Row] = [
     # ------------------------------------------------ torch spellings as param-group keys
     Row("group-eps", group(Adam, "eps", 1e-8, lr=1e-3), TypeError,
         msg("AdamOptimizer", "eps", "use the key 'epsilon'", where="in a param group")),
-    Row("group-betas", group(Adam, "betas", (0.9, 0.99), lr=1e-3), TypeError,
-        msg("AdamOptimizer", "betas", "use the key 'beta1' and 'beta2'",
+    Row("group-betas-sgd", group(SGD, "betas", (0.9, 0.99), lr=1e-3), TypeError,
+        msg("GradientDescentOptimizer", "betas", "GradientDescentOptimizer has no `beta1`",
             where="in a param group")),
+    Row("group-betas-and-beta1",
+        lambda: Adam([{"params": _params(), "betas": (0.9, 0.99), "beta1": 0.5}], lr=1e-3),
+        ValueError, r"Expected the param group's `beta1` to equal `betas`'s, got beta1=0\.5 "
+                    r"and betas=\(0\.9, 0\.99\); give one spelling$"),
     Row("group-weight-decay-adam", group(Adam, "weight_decay", 0.0, lr=1e-3), TypeError,
         msg("AdamOptimizer", "weight_decay", "AdamOptimizer has no `weight_decay`",
             where="in a param group")),

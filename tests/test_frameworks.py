@@ -8,6 +8,9 @@ CPU, a few steps; skipped when a package is not installed):
 - HF Transformers: ``Trainer(optimizers=(trainop_opt, scheduler))`` trains a tiny GPT-2 built
   from a config (no download): the loss goes down and the optimizer's slots and counters
   advance once per step.
+- Both with ``OneCycleLR`` (which cycles Adam's momentum through ``betas``): a run stopped
+  halfway and resumed from the framework's own checkpoint ends bit for bit as the run
+  straight through.
 """
 
 from __future__ import annotations
@@ -123,3 +126,101 @@ def test_hf_trainer_with_a_trainop_optimizer(tmp_path):
                                torch.tensor(0.9 ** (steps + 1)))
     wte = model.transformer.wte.weight
     assert opt.get_slot(wte, "m") is not None and bool(opt.get_slot(wte, "v").gt(0).any())
+
+
+# ---------------------------------------------------------------- OneCycleLR: train, resume
+def _lightning_onecycle_module(lightning, total_steps):
+    class Module(lightning.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = _net()
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.net(x), y)
+
+        def configure_optimizers(self):
+            opt = trainop.AdamOptimizer(self.parameters(), lr=0.01)
+            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.05,
+                                                        total_steps=total_steps)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    return Module()
+
+
+def _lightning_fit(lightning, module, max_steps, root, ckpt_path=None):
+    logging.getLogger("lightning").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = lightning.Trainer(  # whole epochs: an epoch cut short restarts on resume
+            accelerator="cpu", devices=1, max_epochs=max_steps // 4, logger=False,
+            enable_checkpointing=False, enable_progress_bar=False,
+            enable_model_summary=False, default_root_dir=root)
+        trainer.fit(module, torch.utils.data.DataLoader(_data(), batch_size=8),
+                    ckpt_path=ckpt_path)  # 4 updates an epoch: resumed at an epoch's end
+    return trainer
+
+
+def test_lightning_onecycle_trains_and_resumes_bit_exactly(tmp_path):
+    """OneCycleLR (cycle_momentum=True: it writes the groups' ``betas``) with trainop's Adam:
+    a run stopped after 4 updates (one epoch) and resumed from Lightning's checkpoint ends
+    with the very parameters, slots and momentum of the run straight through 8 updates."""
+    lightning = pytest.importorskip("lightning")
+    whole = _lightning_onecycle_module(lightning, 8)
+    straight = _lightning_fit(lightning, whole, 8, tmp_path / "a")
+    first = _lightning_onecycle_module(lightning, 8)
+    half = _lightning_fit(lightning, first, 4, tmp_path / "b")
+    half.save_checkpoint(tmp_path / "half.ckpt")
+    resumed_module = _lightning_onecycle_module(lightning, 8)
+    resumed = _lightning_fit(lightning, resumed_module, 8, tmp_path / "c",
+                             ckpt_path=str(tmp_path / "half.ckpt"))
+    for a, b in zip(whole.net.parameters(), resumed_module.net.parameters(), strict=True):
+        assert torch.equal(a, b)
+    opt_a, opt_b = straight.optimizers[0], resumed.optimizers[0]
+    group_a, group_b = opt_a.param_groups[0], opt_b.param_groups[0]
+    assert int(group_b["non_slot"]["step"]) == 8
+    assert group_a["betas"] == group_b["betas"] and group_a["lr"] == group_b["lr"]
+    assert torch.equal(group_a["non_slot"]["beta1_power"], group_b["non_slot"]["beta1_power"])
+    for p, q in zip(whole.net.parameters(), resumed_module.net.parameters(), strict=True):
+        assert torch.equal(opt_a.get_slot(p, "m"), opt_b.get_slot(q, "m"))
+    assert whole.net[0].weight.ne(_net()[0].weight).all()  # it trained
+
+
+def _hf_run(transformers, tmp_path, max_steps, resume=None):
+    config = transformers.GPT2Config(vocab_size=32, n_positions=16, n_embd=16, n_layer=1,
+                                     n_head=2)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config)
+    pattern = torch.arange(12) % 4 + 3
+    data = [{"input_ids": pattern.roll(i % 4), "labels": pattern.roll(i % 4)}
+            for i in range(32)]
+    opt = trainop.AdamOptimizer(model.parameters(), lr=0.01)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.02, total_steps=6)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=max_steps, per_device_train_batch_size=4,
+        save_strategy="steps", save_steps=3, report_to=[], use_cpu=True, disable_tqdm=True,
+        dataloader_num_workers=0, seed=0, logging_steps=1)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=data,
+                                   optimizers=(opt, scheduler))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train(resume_from_checkpoint=resume)
+    return model, opt
+
+
+def test_hf_trainer_onecycle_trains_and_resumes_bit_exactly(tmp_path):
+    """HF Trainer with OneCycleLR over trainop's Adam: resuming from the checkpoint saved at
+    step 3 ends at step 6 bit for bit as the run straight through."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    transformers.logging.set_verbosity_error()
+    model_a, opt_a = _hf_run(transformers, tmp_path / "a", 6)
+    _hf_run(transformers, tmp_path / "b", 3)
+    model_b, opt_b = _hf_run(transformers, tmp_path / "b", 6,
+                             resume=str(tmp_path / "b" / "checkpoint-3"))
+    for a, b in zip(model_a.parameters(), model_b.parameters(), strict=True):
+        assert torch.equal(a, b)
+    group_a, group_b = opt_a.param_groups[0], opt_b.param_groups[0]
+    assert int(group_b["non_slot"]["step"]) == 6
+    assert group_a["betas"] == group_b["betas"] and group_a["beta1"] == group_b["beta1"]
+    assert torch.equal(group_a["non_slot"]["beta1_power"], group_b["non_slot"]["beta1_power"])

@@ -124,7 +124,8 @@ def _check_structure(opt: Any, state_dict: Any) -> list[tuple[int, Mapping, dict
 
 def _check_group_keys(where: str, saved: Mapping, own: Mapping,
                       bookkeeping: tuple[str, ...]) -> None:
-    required = [k for k in own if k not in bookkeeping and k not in LR_SCHEDULER_KEYS]
+    required = [k for k in own if k not in bookkeeping and k not in LR_SCHEDULER_KEYS
+                and k != "betas"]  # optional: made from beta1/beta2 when missing (betas.py)
     missing = [k for k in [*required, "non_slot"] if k not in saved]
     unknown = sorted((k for k in saved if k not in own and k not in bookkeeping
                       and k not in LR_SCHEDULER_KEYS), key=str)
@@ -145,6 +146,12 @@ def _check_hyperparameters(opt: Any, where: str, saved: Mapping, unsaved: str,
         opt._validate_group_values(values)
     except (TypeError, ValueError) as err:
         raise type(err)(f"Invalid optimizer checkpoint, {where}: {err}") from None
+    betas = values.get("betas")
+    if betas is not None and (not isinstance(betas, tuple | list) or len(betas) != 2
+                              or tuple(betas) != (values.get("beta1"), values.get("beta2"))):
+        _fail(ValueError, where, f"Expected `betas` to equal (beta1, beta2) = "
+                                 f"({values.get('beta1')!r}, {values.get('beta2')!r}), got "
+                                 f"{betas!r}")
 
 
 def _check_step(where: str, step: torch.Tensor) -> None:

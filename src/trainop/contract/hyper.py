@@ -19,7 +19,7 @@ import torch
 
 from trainop.contract.validation import check_hyper_tensor, describe
 
-__all__ = ["Prepared", "evaluate_hyper", "plain_snapshot", "tf_round"]
+__all__ = ["Prepared", "evaluate_hyper", "is_policy", "plain_snapshot", "tf_round"]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 _PLAIN = frozenset({float, int, bool, str, type(None)})
@@ -33,7 +33,8 @@ def tf_round(value: float, dtype: torch.dtype) -> float:
     return value32
 
 
-def _is_policy(value: Any) -> bool:
+def is_policy(value: Any) -> bool:
+    """Whether ``value`` is a ``trainop.schedules.Policy``."""
     try:
         from trainop.schedules import Policy
     except ImportError:  # pragma: no cover - schedules is part of the package
@@ -49,7 +50,7 @@ def evaluate_hyper(name: str, value: Any, step: torch.Tensor) -> float | torch.T
     changed in place is seen), else ``TypeError`` naming the hyperparameter (``ValueError`` for
     a tensor of several elements).
     """
-    if _is_policy(value):
+    if is_policy(value):
         value = value(step)
     elif callable(value) and not isinstance(value, torch.Tensor | numbers.Real):
         value = value()

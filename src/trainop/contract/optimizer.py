@@ -44,6 +44,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from trainop.contract import betas, scheduled_lr
 from trainop.contract.arguments import (
     check_global_step,
     check_gradient,
@@ -86,7 +87,10 @@ from trainop.kernels.row_slices import RowSlices, update_rows
 __all__ = ["AggregationMethod", "Gate", "Optimizer", "SlotSpec", "uniform_slots"]
 
 _UNSAVED = "<trainop: callable not saved>"
-_GROUP_BOOKKEEPING = ("params", "param_names", "non_slot", "initial_lr")
+_CHECKPOINT_BOOKKEEPING = ("params", "param_names", "non_slot", "initial_lr")
+#: ``betas`` (torch's spelling of beta1/beta2, ``contract/betas.py``) is derived: not evaluated
+#: as a hyperparameter; a checkpoint's ``betas`` is checked against its beta1/beta2.
+_GROUP_BOOKKEEPING = (*_CHECKPOINT_BOOKKEEPING, betas.KEY)
 
 
 class Optimizer(Implementations, torch.optim.Optimizer):
@@ -146,6 +150,11 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         self._implementation = implementation
         self._use_locking = check_bool("use_locking", use_locking)
         defaults = {**defaults, **self._extra_defaults()}
+        self._has_betas = betas.has_betas(defaults)
+        self._betas_seen: betas.Seen = {}
+        self._lr_policies: scheduled_lr.Seen = {}
+        if self._has_betas:  # torch's spelling, read by OneCycleLR/CyclicLR (contract/betas.py)
+            defaults[betas.KEY] = (defaults["beta1"], defaults["beta2"])
         self.defaults = defaults  # read by _validate_group_values for boolean options
         self._validate_group_values(defaults, required_ok=True)
         self._param_index_cache: tuple[GroupsSnapshot, dict[int, int]] | None = None
@@ -159,10 +168,19 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             super().__init__([torch.nn.Parameter(torch.empty(0))], defaults)
             self.param_groups.clear()
             self.state.clear()
+            self._betas_seen.clear()
+            self._lr_policies.clear()
         else:
             super().__init__(params, defaults)
             self._check_implementation([p for g in self.param_groups for p in g["params"]])
         self.state = adopt(self.state)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Every torch LRScheduler wraps ``optimizer.step`` when it is built: the moment to
+        # refuse one over a group whose lr is a trainop schedule (contract/scheduled_lr.py).
+        if name == "step" and getattr(value, "_wrapped_by_lr_sched", False):
+            scheduled_lr.refuse(self)
+        super().__setattr__(name, value)
 
     # ------------------------------------------------------------------ subclass hooks
     def _extra_defaults(self) -> dict[str, Any]:
@@ -225,6 +243,11 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         check_group_keys(type(self).__name__, param_group, self.defaults)
         self._check_required(param_group, "the param group")
         self._validate_group_values({k: v for k, v in param_group.items() if k != "params"})
+        gives_betas = self._has_betas and betas.KEY in param_group
+        if gives_betas:
+            betas.check_given(param_group)
+            self._validate_group_values(dict(zip(("beta1", "beta2"), param_group[betas.KEY],
+                                                 strict=True)))
         params = param_group.get("params")
         if isinstance(params, torch.Tensor):
             params = [params]
@@ -242,6 +265,9 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             raise
         group = self.param_groups[-1]
         group["non_slot"] = {"step": torch.zeros((), dtype=torch.int64)}
+        if self._has_betas:
+            betas.adopt_group(self._betas_seen, group, gives_betas, self._validate_group_values)
+        scheduled_lr.note(self._lr_policies, group)
         self._invalidate()
 
     def _check_required(self, group: Mapping[str, Any], where: str) -> None:
@@ -422,11 +448,23 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         """torch API: apply ``p.grad`` of every parameter that has one (no-op if none has).
 
         ``grad_multiplier``/``found_inf``: as in ``apply_gradients`` (see ``Gate``).
+
+        Raises:
+            ValueError: the optimizer has no parameters (built TF-style, ``AdamOptimizer(0.001)``,
+                and never given variables; checked after ``closure`` ran): ``step()`` would
+                silently do nothing.
         """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        if not any(group["params"] for group in self.param_groups):
+            name = type(self).__name__
+            raise ValueError(
+                f"{name}.step() has no parameters to update: give them at construction "
+                f"(`{name}(model.parameters(), lr=...)` or `params=[...]`), or add them with "
+                f"`add_param_group`; TF style (`{name}(learning_rate)`) registers variables "
+                f"at `minimize(loss, var_list=...)`/`apply_gradients(pairs)` instead of step()")
         with self._gated(make_gate(grad_multiplier, found_inf)):
             self._step_pairs()
         return loss
@@ -475,6 +513,10 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         if "defaults" not in state:  # torch's load_state_dict passes the state and groups only
             return
         self._gate = NO_GATE
+        self._betas_seen = {}  # keyed by the groups' ids, which a copy changes
+        self._lr_policies = {}
+        for group in self.param_groups:
+            scheduled_lr.note(self._lr_policies, group)
         self._invalidate()
         if self._flat is not None:  # the copied buffers live at new addresses
             relink(self._flat)
@@ -685,10 +727,16 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     def _step_hyper(self, group: dict[str, Any]) -> Prepared:
         """``_prepare`` for one step of ``group``, reused while each of its hyperparameters is
         the same plain value as before (a scheduler that writes ``group["lr"]`` gets a new one;
-        groups with tensors, callables or policies are evaluated at every step)."""
+        groups with tensors, callables or policies are evaluated at every step). ``betas``
+        is reconciled with ``beta1``/``beta2`` first (``contract/betas.py``)."""
+        if self._has_betas:
+            betas.sync(self._betas_seen, group, self._validate_group_values)
         snapshot = plain_snapshot(group, _GROUP_BOOKKEEPING)
         if snapshot is None:
+            scheduled_lr.note(self._lr_policies, group)
             return self._prepare(group, group["non_slot"]["step"])
+        if self._lr_policies:  # a schedule replaced by a plain rate: forget it
+            self._lr_policies.pop(id(group), None)
         cached = self._hyper_cache.get(id(group))
         if cached is not None and cached[0] is group and cached[1] == snapshot:
             return cached[2]
@@ -720,6 +768,8 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         if new_vars:
             tf_group = self._tf_group
             if tf_group is not None and any(tf_group is g for g in self.param_groups):
+                if self._has_betas:
+                    betas.sync(self._betas_seen, tf_group, self._validate_group_values)
                 tf_prepared = self._prepare(tf_group, tf_group["non_slot"]["step"])
             else:
                 self._check_required(self.defaults,
@@ -856,6 +906,9 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         Callable hyperparameters (functions, policies) are not serialised: they are saved as a
         marker, and ``load_state_dict`` keeps the loading optimizer's own value for them.
         """
+        if self._has_betas:  # saved reconciled (contract/betas.py)
+            for group in self.param_groups:
+                betas.sync(self._betas_seen, group, self._validate_group_values)
         sd = super().state_dict()
         # Plain dicts (not the tracked entries), and with flat buffers per-parameter tensors
         # rather than views of the buffers.
@@ -876,19 +929,25 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         ``load_state_dict(state_dict)`` would not load exactly
         (see ``trainop.contract.checkpoint``)."""
         validate_optimizer_state(self, state_dict, unsaved=_UNSAVED,
-                                 bookkeeping=_GROUP_BOOKKEEPING)
+                                 bookkeeping=_CHECKPOINT_BOOKKEEPING)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """torch's ``load_state_dict`` (pre-hooks, load, post-hooks), copying every tensor and
         casting slots to their parameter's dtype as torch does; the whole checkpoint is
         validated after the pre-hooks and before anything changes
         (``trainop.contract.checkpoint``), so a rejected one changes nothing."""
-        load_optimizer_state(self, state_dict, unsaved=_UNSAVED, bookkeeping=_GROUP_BOOKKEEPING)
+        load_optimizer_state(self, state_dict, unsaved=_UNSAVED,
+                             bookkeeping=_CHECKPOINT_BOOKKEEPING)
 
     def _after_load(self) -> None:
         """Re-derive what depends on the loaded groups and state (tracked state, flat buffers,
         the TF-style group, the caches)."""
         self.state = adopt(self.state)
+        if self._has_betas:
+            betas.reset(self._betas_seen, self.param_groups)
+        self._lr_policies.clear()
+        for group in self.param_groups:
+            scheduled_lr.note(self._lr_policies, group)
         if self._flat is not None:
             reattach(self._flat, self)
         tf_params = None if self._tf_group is None else self._tf_group["params"]
@@ -898,7 +957,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
 
 # Caches an optimizer derives from its groups and state (not pickled, rebuilt when needed).
 _DERIVED = frozenset({"_step_plan", "_param_index_cache", "_hyper_cache", "_gate",
-                      "_apart_checked"})
+                      "_apart_checked", "_betas_seen", "_lr_policies"})
 
 
 @functools.cache

@@ -18,14 +18,19 @@ accepts:
 
 The first positional argument counts as parameters when it is an iterable (not a tensor, a
 string or a number) whose items are all tensors, param-group dicts or ``(name, tensor)`` pairs,
-or an empty iterable (torch then reports the empty parameter list); anything else (a float, a
-0-dim tensor, a callable, a ``Policy``) stays the learning rate, as before.
+or an empty iterable (torch then reports the empty parameter list); a ``Parameter``, a tensor
+that requires grad or a tensor of several elements is a ``TypeError`` in torch's words (the
+parameters without their list: ``AdamOptimizer(model.scale)``); anything else (a float, a
+1-element tensor, a callable, a ``Policy``) stays the learning rate (AdamW, MomentumW: the
+weight decay), as before.
 
 torch spellings whose meaning differs from TF's (``eps``, ``betas``, ``weight_decay`` where the
 TF class has none, ``amsgrad``, ``foreach``, ...; see ``TORCH_SPELLINGS``) raise a ``TypeError``
 naming the trainop argument to use and how the meaning differs, whether given to the
 constructor or as a key of a param group. A spelling that IS the class's own TF argument (e.g.
-``weight_decay`` of ``AdamWOptimizer``, ``momentum`` of ``MomentumOptimizer``) is that argument.
+``weight_decay`` of ``AdamWOptimizer``, ``momentum`` of ``MomentumOptimizer``) is that argument;
+``betas`` is a param-group key (not a constructor argument) of the classes with ``beta1`` and
+``beta2``, kept equal to them (``contract/betas.py``).
 A class whose constructor has a ``decay_scaled_by_lr`` keyword (the decoupled weight decay
 variants) gets ``decay_scaled_by_lr=True`` from a torch-shaped call (the parameters first, or
 ``lr=``) unless the caller gives it: ``weight_decay`` then means torch's ``w -= lr * wd * w``.
@@ -57,6 +62,8 @@ from typing import Any, NamedTuple
 
 import torch
 from torch.optim.optimizer import required as _torch_required
+
+from trainop.contract.validation import check_hyper_tensor
 
 __all__ = ["REQUIRED", "TORCH_SPELLINGS", "check_group_keys", "install", "is_required"]
 
@@ -170,6 +177,40 @@ def _as_params(first: Any) -> tuple[bool, Any]:
     return False, first if isinstance(first, list | tuple) else items
 
 
+def _check_not_params(owner: str, first_arg: str, first: Any) -> None:
+    """A Parameter, a tensor that requires grad or a tensor of several elements as the first
+    positional argument is the parameters given without their list (``Adam(model.scale)``),
+    not a hyperparameter: ``TypeError`` in torch's words, plus how to give either."""
+    if not isinstance(first, torch.Tensor):
+        return
+    if not (isinstance(first, torch.nn.Parameter) or first.requires_grad or first.numel() > 1):
+        return
+    raise TypeError(
+        "params argument given to the optimizer should be an iterable of Tensors or dicts, "
+        f"but got {torch.typename(first)}: {owner} read it as its first TF argument "
+        f"`{first_arg}`; torch style: give the parameters as a list (`{owner}(params=[p], "
+        f"...)` or `{owner}([p], lr=...)`); TF style: `{first_arg}` first, the variables at "
+        f"`apply_gradients`/`minimize`")
+
+
+class _ParamsProbe(torch.optim.Optimizer):
+    """torch's own checks of a ``params`` argument (type, empty list, duplicates, names)."""
+
+    def step(self, closure=None):  # pragma: no cover - never stepped
+        raise NotImplementedError
+
+
+def _check_params_first(kwargs: Mapping[str, Any]) -> None:
+    """Before the ``TypeError`` of a call that leaves out a required argument: the errors
+    (and warnings) torch gives for its ``params`` and a tensor ``lr``, which torch's tests
+    expect first."""
+    lr = kwargs.get("learning_rate")
+    if isinstance(lr, torch.Tensor):
+        check_hyper_tensor("learning_rate", lr)
+    if kwargs.get("params") is not None:
+        _ParamsProbe(kwargs["params"], {})
+
+
 def _fill_from_groups(cls: type, signature: inspect.Signature, args: tuple,
                       kwargs: dict) -> dict:
     """``kwargs`` with torch's ``required`` marker for each required TF argument the call
@@ -202,6 +243,8 @@ def _normalize(cls: type, signature: inspect.Signature, args: tuple, kwargs: dic
         if key in TORCH_SPELLINGS and key not in names:
             raise _spelling_error(owner, key, names, "as an argument")
     torch_shaped = "lr" in kwargs and "lr" not in names
+    if args and args[0] is None and torch_shaped and "params" not in kwargs:
+        args = args[1:]  # ``cls(None, lr=...)``: no parameters, as torch reads it
     if args:
         is_params, first = _as_params(args[0])
         if is_params:
@@ -218,6 +261,7 @@ def _normalize(cls: type, signature: inspect.Signature, args: tuple, kwargs: dic
             args = args[1:]
             torch_shaped = True
         else:
+            _check_not_params(owner, list(names)[1], first)
             args = (first, *args[1:])
     if "lr" in kwargs and "lr" not in names and "learning_rate" in names:
         positional = [n for n, p in list(names.items())[1:]
@@ -262,7 +306,11 @@ def install(cls: type) -> None:
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):  # noqa: N807 - replaces the class's constructor
         args, kwargs = _normalize(type(self), signature, args, kwargs)
-        init(self, *args, **kwargs)
+        try:
+            signature.bind(self, *args, **kwargs)
+        except TypeError:  # a required argument left out, an unknown keyword: torch's
+            _check_params_first(kwargs)  # errors for the params first, then
+        init(self, *args, **kwargs)  # the constructor's own TypeError
 
     setattr(__init__, _WRAPPED, True)
     __init__.__signature__ = _presented(signature)  # what inspect (getfullargspec too) reads

@@ -178,8 +178,10 @@ def check_hyper_tensor(name: str, value: torch.Tensor) -> None:
         raise TypeError(f"Expected `{name}` to be a floating-point tensor, got a tensor of "
                         f"shape {tuple(value.shape)} and dtype {value.dtype}")
     if value.numel() != 1:
-        raise ValueError(f"Expected `{name}` to be a 1-element tensor (a 0-dim one, or of shape "
-                         f"(1,) or (1, 1)), got a tensor of shape {tuple(value.shape)}")
+        torch_name = "lr" if name == "learning_rate" else name  # torch's words come first
+        raise ValueError(f"Tensor {torch_name} must be 1-element: expected `{name}` to be a "
+                         f"1-element tensor (a 0-dim one, or of shape (1,) or (1, 1)), got a "
+                         f"tensor of shape {tuple(value.shape)}")
 
 
 def check_callable_or_none(name: str, value: Callable | None) -> Callable | None:

@@ -437,6 +437,21 @@ class Policy:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
         return f"{type(self).__name__}({args})"
 
+    # not a number ---------------------------------------------------------------------------
+    def _not_a_number(self, *_: Any) -> Any:
+        """A policy where code expects a learning rate as a number (``float(lr)``, ``lr *
+        gamma``: torch's ``ReduceLROnPlateau`` and ``StepLR``-like schedulers on a param group
+        whose ``lr`` is this policy): one ``TypeError`` that says what to do instead."""
+        raise TypeError(
+            f"{type(self).__name__} is a trainop schedule (a function of the step), not a "
+            f"number: a torch LR scheduler cannot scale or read it as a learning rate; give the "
+            f"optimizer a float learning rate and let one scheduler drive it (a torch "
+            f"scheduler, or this schedule as trainop.schedules.PolicyScheduler(optimizer, "
+            f"policy), which composes with torch's SequentialLR/ChainedScheduler)")
+
+    __float__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _not_a_number
+    __add__ = __radd__ = __sub__ = __rsub__ = __pow__ = _not_a_number
+
 
 class _Decay(Policy):
     """A policy that decays ``learning_rate`` over ``decay_steps``: checks ``dtype`` and the two.

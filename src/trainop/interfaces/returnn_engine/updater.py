@@ -58,6 +58,59 @@ def _opts_for_checkpoint(obj: Any) -> Any:
     return f"object:{obj!r}"
 
 
+_UNSET = object()
+
+
+def _scaler_enabled(scaler: Any) -> bool:
+    is_enabled = getattr(scaler, "is_enabled", None)
+    return bool(is_enabled()) if callable(is_enabled) else True
+
+
+def _check_grad_scaler_config(config: Any) -> None:
+    """Refuse, before any micro-step, the GradScaler RETURNN's engine would make enabled from
+    ``torch_amp``/``grad_scaler`` (its rule: ``grad_scaler`` at the top level or in a
+    ``torch_amp`` dict; unspecified means ``{}`` when ``torch_amp`` is set; ``None`` means no
+    scaler; the options go to ``torch.cuda.amp.GradScaler``, which is disabled without CUDA
+    unless told otherwise). A disabled scaler or none is accepted: the same numbers as
+    RETURNN's own updater."""
+    amp = config.typed_value("torch_amp", None)
+    opts = config.typed_value("grad_scaler", None) if config.has("grad_scaler") else _UNSET
+    dtype = amp
+    if isinstance(amp, dict):
+        dtype = amp.get("dtype")
+        opts = amp.get("grad_scaler", opts)
+    if opts is _UNSET:
+        opts = {} if amp is not None else None
+    if not isinstance(opts, dict):
+        return  # None: no scaler; anything else RETURNN's engine refuses itself
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "CUDA is not available. Disabling"; deprecation
+        try:
+            enabled = torch.cuda.amp.GradScaler(**opts).is_enabled()
+        except (TypeError, ValueError, RuntimeError):
+            return  # RETURNN's engine raises for these options itself
+    if not enabled:
+        return
+    name = str(dtype).replace("torch.", "")
+    if name == "bfloat16":
+        advice = ("bfloat16 has float32's exponent range and needs no loss scaling: set "
+                  "`grad_scaler = None` in the config (or `torch_amp = {'dtype': 'bfloat16', "
+                  "'grad_scaler': None}`)")
+    elif name == "float16":
+        advice = ("float16 needs loss scaling, which trainop's engine updater cannot take from "
+                  "the engine: use RETURNN's own updater for it, or `torch_amp = 'bfloat16'` "
+                  "with `grad_scaler = None`")
+    else:
+        advice = "set `grad_scaler = None` in the config"
+    raise ValueError(
+        f"Expected no enabled grad scaler with trainop's engine updater (it accumulates the "
+        f"micro-steps' gradients itself and cannot unscale them), got torch_amp={amp!r} and "
+        f"grad_scaler options {opts!r}, which RETURNN's engine makes an enabled GradScaler "
+        f"on this machine: {advice}")
+
+
 class EngineUpdater:
     """The updater RETURNN's torch engine calls (see the module doc); ``semantics`` is set by
     the subclasses ``TorchSemanticsUpdater`` and ``TFSemanticsUpdater``."""
@@ -71,6 +124,7 @@ class EngineUpdater:
             if config.typed_value(key, None) is not None:
                 raise ValueError(f"Expected no `{key}` with trainop's engine updater ({why} "
                                  f"bypasses it), got {config.typed_value(key)!r}")
+        _check_grad_scaler_config(config)
         self.config = config
         self.network = network
         self._device = device
@@ -139,10 +193,14 @@ class EngineUpdater:
     def step(self, *, grad_scaler: Any = None) -> None:
         """The engine's update step: this micro-step goes to the Updater (an update under
         torch semantics; under tf semantics the Updater's own rule decides)."""
-        if grad_scaler is not None:
-            raise ValueError(f"Expected no grad scaler with trainop's engine updater (RETURNN's "
-                             f"torch_amp float16; use bfloat16 or no torch_amp), got "
+        if grad_scaler is not None and _scaler_enabled(grad_scaler):
+            raise ValueError(f"Expected no enabled grad scaler with trainop's engine updater "
+                             f"(it cannot unscale the micro-steps' gradients it accumulates; "
+                             f"set `grad_scaler = None` in the config), got "
                              f"{describe(grad_scaler)}")
+        # A disabled GradScaler (RETURNN's default one where CUDA is absent, or
+        # ``grad_scaler = {"enabled": False}``) scales, unscales and steps as the identity:
+        # RETURNN's own updater then makes the plain update, which this is.
         self.updater.step(update=True if self.semantics == "torch" else None)
         self._stepped = True
         self.last_grad_norm = self.updater.last_grad_norm
