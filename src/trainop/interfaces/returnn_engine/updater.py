@@ -67,12 +67,12 @@ def _scaler_enabled(scaler: Any) -> bool:
 
 
 def _check_grad_scaler_config(config: Any) -> None:
-    """Refuse, before any micro-step, the GradScaler RETURNN's engine would make enabled from
-    ``torch_amp``/``grad_scaler`` (its rule: ``grad_scaler`` at the top level or in a
-    ``torch_amp`` dict; unspecified means ``{}`` when ``torch_amp`` is set; ``None`` means no
-    scaler; the options go to ``torch.cuda.amp.GradScaler``, which is disabled without CUDA
-    unless told otherwise). A disabled scaler or none is accepted: the same numbers as
-    RETURNN's own updater."""
+    """Under ``semantics="tf"``, refuse before any micro-step the GradScaler RETURNN's engine
+    would make enabled from ``torch_amp``/``grad_scaler`` (its rule: ``grad_scaler`` at the
+    top level or in a ``torch_amp`` dict; unspecified means ``{}`` when ``torch_amp`` is set;
+    ``None`` means no scaler; the options go to ``torch.cuda.amp.GradScaler``, which is
+    disabled without CUDA unless told otherwise): RETURNN's TF updater has no loss scaling to
+    reproduce. Under torch semantics every scaler is honoured (``EngineUpdater.step``)."""
     amp = config.typed_value("torch_amp", None)
     opts = config.typed_value("grad_scaler", None) if config.has("grad_scaler") else _UNSET
     dtype = amp
@@ -99,16 +99,15 @@ def _check_grad_scaler_config(config: Any) -> None:
                   "`grad_scaler = None` in the config (or `torch_amp = {'dtype': 'bfloat16', "
                   "'grad_scaler': None}`)")
     elif name == "float16":
-        advice = ("float16 needs loss scaling, which trainop's engine updater cannot take from "
-                  "the engine: use RETURNN's own updater for it, or `torch_amp = 'bfloat16'` "
-                  "with `grad_scaler = None`")
+        advice = ("float16 needs loss scaling: use `use_in_engine(semantics='torch')`, which "
+                  "honours the engine's GradScaler as RETURNN's torch updater does")
     else:
-        advice = "set `grad_scaler = None` in the config"
+        advice = "set `grad_scaler = None` in the config, or use semantics='torch'"
     raise ValueError(
-        f"Expected no enabled grad scaler with trainop's engine updater (it accumulates the "
-        f"micro-steps' gradients itself and cannot unscale them), got torch_amp={amp!r} and "
-        f"grad_scaler options {opts!r}, which RETURNN's engine makes an enabled GradScaler "
-        f"on this machine: {advice}")
+        f"Expected no enabled grad scaler with trainop's engine updater under "
+        f"semantics='tf' (RETURNN's TF updater has no loss scaling), got torch_amp={amp!r} "
+        f"and grad_scaler options {opts!r}, which RETURNN's engine makes an enabled "
+        f"GradScaler on this machine: {advice}")
 
 
 class EngineUpdater:
@@ -124,7 +123,8 @@ class EngineUpdater:
             if config.typed_value(key, None) is not None:
                 raise ValueError(f"Expected no `{key}` with trainop's engine updater ({why} "
                                  f"bypasses it), got {config.typed_value(key)!r}")
-        _check_grad_scaler_config(config)
+        if self.semantics == "tf":
+            _check_grad_scaler_config(config)
         self.config = config
         self.network = network
         self._device = device
@@ -192,16 +192,21 @@ class EngineUpdater:
 
     def step(self, *, grad_scaler: Any = None) -> None:
         """The engine's update step: this micro-step goes to the Updater (an update under
-        torch semantics; under tf semantics the Updater's own rule decides)."""
-        if grad_scaler is not None and _scaler_enabled(grad_scaler):
+        torch semantics; under tf semantics the Updater's own rule decides). An enabled
+        ``grad_scaler`` (``torch_amp`` with RETURNN's GradScaler) scaled every backward of the
+        window: under torch semantics the Updater unscales the accumulated gradients, steps
+        through the scaler and updates it, as RETURNN's torch updater does."""
+        enabled = grad_scaler is not None and _scaler_enabled(grad_scaler)
+        if enabled and self.semantics == "tf":
             raise ValueError(f"Expected no enabled grad scaler with trainop's engine updater "
-                             f"(it cannot unscale the micro-steps' gradients it accumulates; "
-                             f"set `grad_scaler = None` in the config), got "
-                             f"{describe(grad_scaler)}")
+                             f"under semantics='tf' (RETURNN's TF updater has no loss "
+                             f"scaling; set `grad_scaler = None` in the config or use "
+                             f"semantics='torch'), got {describe(grad_scaler)}")
         # A disabled GradScaler (RETURNN's default one where CUDA is absent, or
         # ``grad_scaler = {"enabled": False}``) scales, unscales and steps as the identity:
         # RETURNN's own updater then makes the plain update, which this is.
-        self.updater.step(update=True if self.semantics == "torch" else None)
+        self.updater.step(update=True if self.semantics == "torch" else None,
+                          grad_scaler=grad_scaler if enabled else None)
         self._stepped = True
         self.last_grad_norm = self.updater.last_grad_norm
 

@@ -44,6 +44,13 @@ def total_norm(grads: list[torch.Tensor], p: float) -> torch.Tensor:
                                                  for g in grads]), p)
 
 
+def _scaler_found_inf(grad_scaler: Any, optimizer: torch.optim.Optimizer) -> bool:
+    """Whether ``grad_scaler.unscale_(optimizer)`` found an Inf/NaN (then its ``step`` skips
+    the update; the host read is the one ``GradScaler.step`` makes itself)."""
+    found = grad_scaler._found_inf_per_device(optimizer)
+    return any(bool(v) for v in found.values())
+
+
 class TorchClassStep:
     """The training-step core of a ``torch.optim`` optimizer (the interface of
     ``training.step.TrainingStep`` the ``Updater`` uses)."""
@@ -98,14 +105,21 @@ class TorchClassStep:
                                         SKIP_ACCUMULATING, None)
         return self.last_result
 
-    def update(self, learning_rate: float, step: int) -> StepResult:
+    def update(self, learning_rate: float, step: int, *, grad_scaler: Any = None
+               ) -> StepResult:
         """The update with the effective ``learning_rate`` (a host float); ``step``: the
-        micro-step's number, for messages."""
+        micro-step's number, for messages. ``grad_scaler``: the GradScaler that scaled the
+        window's backward passes: ``unscale_`` on the accumulated gradients before step 0,
+        ``grad_scaler.step`` for ``optimizer.step`` (it skips the update where the unscaled
+        gradients hold an Inf/NaN) and ``grad_scaler.update()`` last, valid gradients or not
+        (RETURNN's torch updater's calls, in its order)."""
         if self._accumulator.pending:
             self._take_grads()
             for g, p in self._accumulator.pairs():
                 p.grad = g.clone()
             self._accumulator.reset()
+        if grad_scaler is not None:
+            grad_scaler.unscale_(self.optimizer)
         grads = [p.grad for p in self._params if p.grad is not None]
         if self._log_norm_p is not None:
             self.last_grad_norm = total_norm(grads, self._log_norm_p)
@@ -139,8 +153,15 @@ class TorchClassStep:
                 self.consecutive_invalid = 0
         if not invalid:
             self.set_lr(learning_rate)
-            self.optimizer.step()
-            self.global_step.add_(1)
+            if grad_scaler is None:
+                self.optimizer.step()
+            else:  # the scaler's own skip: the Inf/NaN its unscale_ found
+                invalid = _scaler_found_inf(grad_scaler, self.optimizer)
+                grad_scaler.step(self.optimizer)
+            if not invalid:
+                self.global_step.add_(1)
+        if grad_scaler is not None:
+            grad_scaler.update()
         for p in self._params:
             p.grad = None
         self.micro_steps += 1

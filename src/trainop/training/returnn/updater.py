@@ -615,13 +615,18 @@ class Updater:
         self.reset_optim_op()
         self._trainable = params
 
-    def step(self, loss: torch.Tensor | None = None, *, update: bool | None = None
-             ) -> StepResult:
+    def step(self, loss: torch.Tensor | None = None, *, update: bool | None = None,
+             grad_scaler: Any = None) -> StepResult:
         """One micro-step: backward of ``loss``, accumulation, and on update steps the
         post-processing and the update (see the module doc). ``loss=None``: the gradients are
         already in ``.grad`` (the caller ran the backward, as RETURNN's engine does).
         ``update``: ``None`` lets the accumulation rule decide; ``True``/``False`` is the
-        caller's decision (RETURNN's torch engine decides it itself)."""
+        caller's decision (RETURNN's torch engine decides it itself). ``grad_scaler``: the
+        ``torch.amp.GradScaler`` that scaled the backward of every micro-step of the window
+        (RETURNN's torch engine with ``torch_amp``); backend torch only: on the update its
+        ``unscale_`` runs on the accumulated gradients first, its ``step`` makes the update
+        (skipped where they hold an Inf/NaN) and its ``update`` follows, as RETURNN's torch
+        updater calls them."""
         if loss is not None and (not isinstance(loss, torch.Tensor) or loss.dim() != 0
                                  or not loss.requires_grad):
             raise TypeError(f"Expected `loss` to be a 0-dim tensor that requires grad, got "
@@ -631,7 +636,15 @@ class Updater:
                              "runs through the loss), got None")
         if update not in (None, True, False):
             raise TypeError(f"Expected `update` to be None, True or False, got {describe(update)}")
-        return self.get_optim_op()(loss, update)
+        if grad_scaler is not None:
+            if not self._torch:
+                raise ValueError(f"Expected no `grad_scaler` with backend 'tf' (RETURNN's TF "
+                                 f"updater has no loss scaling), got {describe(grad_scaler)}")
+            if not all(callable(getattr(grad_scaler, name, None))
+                       for name in ("unscale_", "step", "update")):
+                raise TypeError(f"Expected `grad_scaler` to be a torch.amp.GradScaler (with "
+                                f"unscale_, step and update), got {describe(grad_scaler)}")
+        return self.get_optim_op()(loss, update, grad_scaler)
 
     def _decide(self, groups: list[_Step], t: int, update: bool | None) -> list[bool]:
         """Per group, whether this micro-step updates: the caller's ``update``; else backend
@@ -648,7 +661,8 @@ class Updater:
             return [groups[0].core.accumulated_micro_steps + 1 >= n] * len(groups)
         return [g.n <= 1 or t % g.n == g.n - 1 for g in groups]
 
-    def _run(self, loss: torch.Tensor | None, update: bool | None = None) -> StepResult:
+    def _run(self, loss: torch.Tensor | None, update: bool | None = None,
+             grad_scaler: Any = None) -> StepResult:
         groups = self._groups
         t = self._step_count
         decisions = self._decide(groups, t, update)
@@ -691,7 +705,7 @@ class Updater:
                 results.append(g.core.accumulate())
                 continue
             if g.torch_class:  # RETURNN's PyTorch backend: torch.optim takes host floats
-                results.append(g.core.update(self._host_lr(), t))
+                results.append(g.core.update(self._host_lr(), t, grad_scaler=grad_scaler))
                 if self._log_grad_norm:  # the norm of the accumulated gradients (torch)
                     self.last_grad_norm = g.core.last_grad_norm
                     if summary:
