@@ -348,3 +348,68 @@ def test_kernels_follow_the_interpreter_switch(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert tk._family("adam").INTERPRETED
     assert tk.run("gradient_descent", [[torch.zeros(3)], [torch.ones(3)]], [0.5])
+
+
+def _pipeline_steps(implementation, *, flat=False, steps=3):
+    """``GradientPipeline`` (dynamic loss scale, global clip 1.0, finite check) over Adam on
+    ``SHAPES`` (laid out flat with ``flat``), ``steps`` steps, the second non-finite; the
+    parameters, the optimizer and each step's global norm."""
+    gen = torch.Generator().manual_seed(1)
+    params = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in SHAPES * 2]
+    opt = trainop.AdamOptimizer(params=params, learning_rate=0.01,
+                                implementation=implementation)
+    if flat:
+        trainop.flatten(opt)
+    pipe = GradientPipeline(opt, [ClipByGlobalNorm(1.0), LossScale(BackoffLossScaler())])
+    norms = []
+    for step in range(steps):
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=gen) * 3.0
+        if step == 1:
+            params[2].grad[7] = float("nan")
+        norms.append(pipe.step().global_norm)
+    return params, opt, torch.stack(norms)
+
+
+@pytest.mark.parametrize("flat", [False, True], ids=["list", "flat"])
+def test_pipeline_read_pass_is_triton(flat, monkeypatch):
+    """With ``implementation="triton"`` the pipeline's norms and non-finite flag come from the
+    Triton read pass (one ``l2_norms`` per step over the whole list): the global norms within
+    1 ulp of the reference path's (the C kernel, the same float64 sums in another order), the
+    NaN step skipped, the parameters as the reference's."""
+    read = []
+    real = tk.l2_norms
+    monkeypatch.setattr(tk, "l2_norms", lambda t: read.append(len(t)) or real(t))
+    *ours, our_norms = _pipeline_steps("triton", flat=flat)
+    assert read == [len(SHAPES) * 2] * 3
+    read.clear()
+    *theirs, their_norms = _pipeline_steps("reference", flat=flat)
+    assert not read, "the default paths keep their norm pass"
+    assert our_norms[1].isnan() and ulps(our_norms, their_norms) <= 1
+    assert_matches_reference("AdamOptimizer", ours, theirs)
+
+
+def test_pipeline_step_reads_nothing_on_the_host(monkeypatch):
+    """The whole pipeline step on the Triton path (read pass, loss scale, clip, finite check,
+    update) with every host read patched to raise; the launches, which the interpreter runs
+    with numpy, are deferred and replayed after, in order."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    pending = []
+    real = InterpretedFunction.run
+    gen = torch.Generator().manual_seed(2)
+    params = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in SHAPES]
+    opt = trainop.AdamOptimizer(params=params, learning_rate=0.01, implementation="triton")
+    pipe = GradientPipeline(opt, [ClipByGlobalNorm(1.0), LossScale(BackoffLossScaler())])
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen)
+    pipe.step()  # slots made, device scalars cached
+    monkeypatch.setattr(InterpretedFunction, "run",
+                        lambda self, *a, **k: pending.append((self, a, k)))
+    with no_host_reads(ALL_READS):
+        pipe.step()
+    monkeypatch.undo()
+    names = [f.fn.__name__ for f, _, _ in pending]
+    assert names[:2] == ["_block_squares", "_tensor_norms"] and "_adam" in str(names)
+    for f, a, k in pending:
+        real(f, *a, **k)

@@ -67,10 +67,13 @@ def values_of(g: torch.Tensor) -> torch.Tensor:
     return g._values() if g.is_sparse else g
 
 
-def float32_norms(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+def float32_norms(tensors: list[torch.Tensor], device: torch.device, *,
+                  implementation: str | None = None) -> torch.Tensor:
     """L2 norms of ``tensors`` as a 1-D float32 tensor on ``device``, one read pass.
 
-    float16/bfloat16/float32 tensors are reduced with float32 accumulation, float64 in float64.
+    float16/bfloat16/float32 tensors are reduced with float32 accumulation, float64 in float64;
+    with ``implementation="triton"`` float32 ones by the Triton read pass where it runs them
+    (``float32_l2_norms``).
     """
     if not tensors:
         return torch.zeros(0, dtype=_F32, device=device)
@@ -80,7 +83,7 @@ def float32_norms(tensors: list[torch.Tensor], device: torch.device) -> torch.Te
             op="sum").sqrt().to(device)
     first = tensors[0]
     if first.dtype == _F32 and all(t.dtype == _F32 and t.device == device for t in tensors):
-        return float32_l2_norms(tensors)
+        return float32_l2_norms(tensors, implementation=implementation)
     out: list[torch.Tensor | None] = [None] * len(tensors)
     groups: dict[tuple[torch.dtype, torch.device], list[int]] = {}
     for i, t in enumerate(tensors):
@@ -88,7 +91,7 @@ def float32_norms(tensors: list[torch.Tensor], device: torch.device) -> torch.Te
     for (dtype, _), idx in groups.items():
         group = [tensors[i] for i in idx]
         if dtype == _F32:
-            norms = float32_l2_norms(group).unbind()
+            norms = float32_l2_norms(group, implementation=implementation).unbind()
         else:
             kwargs = {} if dtype == torch.float64 else {"dtype": _F32}
             norms = torch._foreach_norm(group, 2, **kwargs)
@@ -254,13 +257,20 @@ class Gradients(Sequence):
         self._derived = {}
 
     # ------------------------------------------------------------------ norms
+    def _norm_implementation(self) -> str | None:
+        """``"triton"`` where the optimizer was asked for the Triton kernels (then the read
+        pass is theirs too, ``float32_l2_norms``), else ``None`` (the default norm paths)."""
+        chosen = getattr(self.optimizer, "_implementation", None)
+        return chosen if chosen == "triton" else None
+
     def _raw_l2(self) -> torch.Tensor:
         if self._l2 is None:
+            implementation = self._norm_implementation()
             if self._uniform and self.original and not sharded(self._grads):
-                self._l2 = float32_l2_norms(self._grads)
+                self._l2 = float32_l2_norms(self._grads, implementation=implementation)
             else:
                 self._l2 = float32_norms([values_of(g) for g in self.present_grads()],
-                                         self.device)
+                                         self.device, implementation=implementation)
         return self._l2
 
     def _raw_amax(self) -> torch.Tensor:

@@ -197,9 +197,15 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
 
 
 def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
-    """Per float32 tensor its L2 norm (squares summed in float64) as a 1-D float32 tensor on
-    their device, or ``None`` where the Triton kernels cannot read them."""
-    if not tensors or not all(is_plain([t]) and t.layout == torch.strided
-                              and supports(t.dtype, t.device) for t in tensors):
+    """Per tensor (float32, or a float16/bfloat16 gradient read as it is) its L2 norm, squares
+    summed in float64, as a 1-D float32 tensor on their device, from one read pass over the
+    whole list (``norms.l2_norms``); ``None`` where the Triton kernels cannot read them (mixed
+    dtypes or devices, a subclass, a device Triton does not run)."""
+    if not tensors:
+        return None
+    first = tensors[0]
+    if not (first.dtype in (*DTYPES, *HALF_DTYPES) and supports(torch.float32, first.device)
+            and all(is_plain([t]) and t.layout == torch.strided and t.dtype == first.dtype
+                    and t.device == first.device for t in tensors)):
         return None
     return _family("norms").l2_norms([t.contiguous() for t in tensors])
