@@ -294,7 +294,7 @@ def test_sparse_rows(name, monkeypatch):
     kernel where the class's sparse rule is its dense rule on the rows, else the reference."""
     ran = []
     real = tk.sparse_rows
-    monkeypatch.setattr(tk, "sparse_rows", lambda *a: ran.append(real(*a)) or ran[-1])
+    monkeypatch.setattr(tk, "sparse_rows", lambda *a, **k: ran.append(real(*a, **k)) or ran[-1])
 
     ours = train_sparse(BASE[name], "triton", CPU)
     assert ran == ([True] * 3 if name in ROWS else [])
@@ -413,3 +413,43 @@ def test_pipeline_step_reads_nothing_on_the_host(monkeypatch):
     assert names[:2] == ["_block_squares", "_tensor_norms"] and "_adam" in str(names)
     for f, a, k in pending:
         real(f, *a, **k)
+
+
+def _sparse_gated(info, implementation, found_inf):
+    """Two sparse steps (a repeated row) with a multiplier of 0.5 and the skip flag
+    ``found_inf`` (a 0-dim tensor) on the second."""
+    gen = torch.Generator().manual_seed(3)
+    table = torch.nn.Parameter(torch.randn(7, 3, generator=gen))
+    opt = info.make([table], implementation=implementation)
+    for flag in (torch.tensor(0.0), found_inf):
+        table.grad = torch.sparse_coo_tensor([[1, 5, 1, 0]], torch.randn(4, 3, generator=gen),
+                                             (7, 3))
+        opt.step(grad_multiplier=torch.tensor(0.5), found_inf=flag)
+    return [table], opt
+
+
+@pytest.mark.parametrize("name", ["AdagradOptimizer", "FtrlOptimizer", "MomentumOptimizer"])
+def test_sparse_rows_take_the_skip_flag(name, monkeypatch):
+    """On the Triton path the row kernel reads the gate's skip flag on the device (no host
+    read of ``found_inf``): a skipped sparse step changes nothing, an applied one with a
+    multiplier equals the reference (scaled, then the repeated rows summed)."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    info = BASE[name]
+    for flag in (torch.tensor(0.0), torch.tensor(1.0)):
+        ours = _sparse_gated(info, "triton", flag)
+        assert_matches_reference(name, ours, _sparse_gated(info, "reference", flag))
+    skipped = [p.detach().clone() for p in _sparse_gated(info, "triton", torch.tensor(0.0))[0]]
+    (table,), opt = _sparse_gated(info, "triton", torch.tensor(0.0))
+    pending = []
+    real = InterpretedFunction.run
+    table.grad = torch.sparse_coo_tensor([[2, 2]], torch.ones(2, 3), (7, 3))
+    monkeypatch.setattr(InterpretedFunction, "run",
+                        lambda self, *a, **k: pending.append((self, a, k)))
+    with no_host_reads(ALL_READS):
+        opt.step(found_inf=torch.tensor(1.0))
+    monkeypatch.undo()
+    assert len(pending) == 1
+    for f, a, k in pending:
+        real(f, *a, **k)
+    assert torch.equal(table.detach(), skipped[0])

@@ -169,10 +169,12 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
 
 @torch._disable_dynamo
 def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
-                indices: torch.Tensor, values: torch.Tensor, hyper: Sequence[Any]) -> bool:
+                indices: torch.Tensor, values: torch.Tensor, hyper: Sequence[Any], *,
+                found_inf: torch.Tensor | None = None) -> bool:
     """The dense ``rule`` applied to the rows ``indices`` (distinct, int64, in range) of
     ``var`` and its ``slots`` only, ``values`` (``[len(indices), *var.shape[1:]]``) their
-    gradient, in one launch; False (nothing done) where the caller must take its reference
+    gradient, in one launch; a nonzero ``found_inf`` (0-dim, read on the device) leaves
+    everything as it is. False (nothing done) where the caller must take its reference
     path (a rule without rows, dtype or device not supported, a subclass, a non-contiguous
     tensor, indices or values of another dtype or shape, a table sharing read memory)."""
     if rule not in ROW_RULES or not supports(var.dtype, var.device) or var.dim() == 0:
@@ -192,7 +194,8 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
     counts = np.array([t.numel() for t in (var, values, *slots)], dtype=np.int64)
     if not check_overlap(lists, addresses, counts, frozenset({1}), rule, kernel="triton"):
         return False
-    _family(_FAMILIES[rule]).RULES[rule](lists, list(hyper), None, None, rows=indices)
+    _family(_FAMILIES[rule]).RULES[rule](lists, list(hyper), None, _on(found_inf, device),
+                                         rows=indices)
     return True
 
 
