@@ -453,3 +453,20 @@ def test_sparse_rows_take_the_skip_flag(name, monkeypatch):
     for f, a, k in pending:
         real(f, *a, **k)
     assert torch.equal(table.detach(), skipped[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_mixed_precision_read_pass_reads_the_half_gradients(dtype, monkeypatch):
+    """``MixedPrecisionOptimizerWrapper`` on the Triton path: the read pass measures the half
+    model gradients themselves (one launch over the list, each element widened to float32
+    exactly, so the norms are those of the float32 master gradients), and the training equals
+    the reference path's."""
+    read = []
+    real = tk.l2_norms
+    monkeypatch.setattr(tk, "l2_norms", lambda t: read.append({x.dtype for x in t}) or real(t))
+    ours = train_mixed(BASE["AdamOptimizer"], dtype, "triton", CPU)
+    assert read == [{dtype}] * 3
+    assert_mixed_matches("AdamOptimizer", ours,
+                         train_mixed(BASE["AdamOptimizer"], dtype, "reference", CPU), dtype)
+    halves = [torch.randn(s).to(dtype) for s in SHAPES]
+    assert torch.equal(real(halves), real([h.float() for h in halves]))

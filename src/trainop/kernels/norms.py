@@ -20,7 +20,15 @@ import torch
 
 from trainop.kernels import native, triton
 
-__all__ = ["float32_l2_norms"]
+__all__ = ["float32_l2_norms", "read_pass_norms"]
+
+
+def read_pass_norms(tensors: Sequence[torch.Tensor],
+                    implementation: str | None) -> torch.Tensor | None:
+    """The float32 norms of ``tensors`` (float32, or float16/bfloat16 read as they are) from
+    the Triton read pass where ``implementation`` is ``"triton"`` and it runs them, else
+    ``None``."""
+    return triton.l2_norms(tensors) if implementation == "triton" else None
 
 
 def float32_l2_norms(tensors: Sequence[torch.Tensor], *,
@@ -33,7 +41,7 @@ def float32_l2_norms(tensors: Sequence[torch.Tensor], *,
         >>> float32_l2_norms([torch.tensor([3.0, 4.0]), torch.ones(4)]).tolist()
         [5.0, 2.0]
     """
-    norms = triton.l2_norms(tensors) if implementation == "triton" else None
+    norms = read_pass_norms(tensors, implementation)
     if norms is None:
         norms = native.l2_norms(tensors)
     if norms is not None:
