@@ -20,8 +20,10 @@ distinct rows for the classes whose sparse update is their dense rule on the tou
 Momentum, Adagrad, AdagradDA, Adadelta, FTRL, the proximal optimizers); other sparse rules,
 other dtypes and tensor subclasses take the caller's other paths. ``run(..., half=...)`` also
 writes the float16/bfloat16 model copies of float32 master variables in the same pass (the
-mixed-precision wrapper's saturating cast). ``l2_norms``: per-tensor norms (float64 sums), the
-read pass's kernel; the pipeline's default norm pass (``kernels.norms``) does not use it yet.
+mixed-precision wrapper's saturating cast). ``l2_norms``: per-tensor norms (float64 sums) of a
+whole list in one read pass, the gradient pipeline's norms and non-finite flag when the optimizer
+asked for ``triton`` (``kernels.norms.read_pass_norms``; float16/bfloat16 gradients read as they
+are). ``sparse_rows`` takes the gate's skip flag on the device, as ``run`` does.
 """
 
 from __future__ import annotations
