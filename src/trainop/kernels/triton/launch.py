@@ -27,6 +27,10 @@ __all__ = ["BLOCK", "block_table", "complement", "device_scalars", "launch", "pr
 BLOCK = 1024
 _CACHE: dict[tuple, torch.Tensor] = {}
 _CACHE_LIMIT = 256
+#: Block tables (``block_table``), fewer: one is 16 bytes per block of a model's gradients, and
+#: gradients reallocated every step (``zero_grad(set_to_none=True)``) may move.
+_TABLES: dict[tuple, torch.Tensor] = {}
+_TABLES_LIMIT = 8
 
 
 def complement(x: Any) -> Any:
@@ -47,25 +51,28 @@ def device_scalars(values: Sequence[Any], device: torch.device) -> torch.Tensor:
     nothing is read on the host."""
     if not any(isinstance(v, torch.Tensor) for v in values):
         key = (device, tuple(float(v) for v in values))
-        return _cached(key, lambda: torch.tensor(key[1], dtype=torch.float32), device)
+        return _cached(_CACHE, _CACHE_LIMIT, key,
+                       lambda: torch.tensor(key[1], dtype=torch.float32), device)
     return torch.cat([
         v.detach().to(device=device, dtype=torch.float32).reshape(1)
         if isinstance(v, torch.Tensor)
         else torch.full((1,), float(v), dtype=torch.float32, device=device) for v in values])
 
 
-def _cached(key: tuple, make: Callable[[], torch.Tensor], device: torch.device) -> torch.Tensor:
-    """The device copy of the host tensor ``make()``, made once per ``key``: staged in pinned
-    memory and copied without blocking (a pageable copy would wait for the device), and never
-    written again (so a copy still in flight, or a captured graph, reads what it was given)."""
-    found = _CACHE.get(key)
+def _cached(cache: dict[tuple, torch.Tensor], limit: int, key: tuple,
+            make: Callable[[], torch.Tensor], device: torch.device) -> torch.Tensor:
+    """The device copy of the host tensor ``make()``, made once per ``key`` in ``cache`` (at
+    most ``limit`` entries): staged in pinned memory and copied without blocking (a pageable
+    copy would wait for the device), and never written again (so a copy still in flight, or a
+    captured graph, reads what it was given)."""
+    found = cache.get(key)
     if found is None:
-        if len(_CACHE) >= _CACHE_LIMIT:
-            _CACHE.clear()
+        if len(cache) >= limit:
+            cache.clear()
         staged = make()
         if device.type == "cuda":
             staged = staged.pin_memory()
-        found = _CACHE[key] = staged.to(device, non_blocking=True)
+        found = cache[key] = staged.to(device, non_blocking=True)
     return found
 
 
@@ -78,21 +85,20 @@ def block_table(tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Te
     device = tensors[0].device
     layout = tuple((t.data_ptr(), t.numel()) for t in tensors)
     key = ("blocks", device, tensors[0].element_size(), layout)
-    counts = np.array([n for _, n in layout], dtype=np.int64)
-    per = (counts + BLOCK - 1) // BLOCK
-    first = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
-    blocks = int(first[-1])
 
     def make() -> torch.Tensor:
+        counts = np.array([n for _, n in layout], dtype=np.int64)
+        per = (counts + BLOCK - 1) // BLOCK
+        first = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
         owner = np.repeat(np.arange(len(layout)), per)
-        start = np.arange(blocks, dtype=np.int64) - first[owner]
-        start *= BLOCK
+        start = (np.arange(int(first[-1]), dtype=np.int64) - first[owner]) * BLOCK
         base = np.array([a for a, _ in layout], dtype=np.uint64).view(np.int64)
         table = np.stack([base[owner] + start * key[2],
                           np.minimum(counts[owner] - start, BLOCK)], axis=1)
         return torch.from_numpy(np.concatenate([table.reshape(-1), first]))
 
-    both = _cached(key, make, device)
+    both = _cached(_TABLES, _TABLES_LIMIT, key, make, device)
+    blocks = (both.numel() - len(layout) - 1) // 2
     return both[:2 * blocks], both[2 * blocks:], blocks
 
 
