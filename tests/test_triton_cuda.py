@@ -17,6 +17,7 @@ from triton_table import (
     run,
     train_mixed,
     train_sparse,
+    ulps,
 )
 
 from trainop.kernels import triton as tk
@@ -96,3 +97,25 @@ def test_cuda_mixed_precision_in_one_pass(name, dtype, calls):
     assert calls
     assert_mixed_matches(name, ours, train_mixed(BASE[name], dtype, "reference", cuda), dtype,
                          rtol=CUDA_RTOL)
+
+
+def test_cuda_read_pass_norms_without_synchronisation():
+    """The pipeline's read pass on CUDA: every tensor's norm from one launch over the list,
+    within 1 ulp of the float64 sums rounded, half gradients read as they are (the norms of
+    their float32 widening), and no synchronisation once the block table is cached."""
+    cuda = torch.device("cuda")
+    tensors = [torch.randn(s, device=cuda) for s in [(1,), (1023,), (1025,), (0,), (7, 9),
+                                                      (300_001,)]]
+    tensors[1][5] = float("inf")
+    expected = torch.stack([t.double().square().sum().sqrt().float() for t in tensors])
+    assert ulps(tk.l2_norms(tensors), expected) <= 1
+    for dtype in (torch.float16, torch.bfloat16):
+        halves = [t.to(dtype) for t in tensors]
+        assert torch.equal(tk.l2_norms(halves), tk.l2_norms([h.float() for h in halves]))
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        norms = tk.l2_norms(tensors)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert ulps(norms, expected) <= 1

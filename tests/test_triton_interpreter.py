@@ -294,7 +294,7 @@ def test_sparse_rows(name, monkeypatch):
     kernel where the class's sparse rule is its dense rule on the rows, else the reference."""
     ran = []
     real = tk.sparse_rows
-    monkeypatch.setattr(tk, "sparse_rows", lambda *a: ran.append(real(*a)) or ran[-1])
+    monkeypatch.setattr(tk, "sparse_rows", lambda *a, **k: ran.append(real(*a, **k)) or ran[-1])
 
     ours = train_sparse(BASE[name], "triton", CPU)
     assert ran == ([True] * 3 if name in ROWS else [])
@@ -348,3 +348,125 @@ def test_kernels_follow_the_interpreter_switch(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert tk._family("adam").INTERPRETED
     assert tk.run("gradient_descent", [[torch.zeros(3)], [torch.ones(3)]], [0.5])
+
+
+def _pipeline_steps(implementation, *, flat=False, steps=3):
+    """``GradientPipeline`` (dynamic loss scale, global clip 1.0, finite check) over Adam on
+    ``SHAPES`` (laid out flat with ``flat``), ``steps`` steps, the second non-finite; the
+    parameters, the optimizer and each step's global norm."""
+    gen = torch.Generator().manual_seed(1)
+    params = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in SHAPES * 2]
+    opt = trainop.AdamOptimizer(params=params, learning_rate=0.01,
+                                implementation=implementation)
+    if flat:
+        trainop.flatten(opt)
+    pipe = GradientPipeline(opt, [ClipByGlobalNorm(1.0), LossScale(BackoffLossScaler())])
+    norms = []
+    for step in range(steps):
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=gen) * 3.0
+        if step == 1:
+            params[2].grad[7] = float("nan")
+        norms.append(pipe.step().global_norm)
+    return params, opt, torch.stack(norms)
+
+
+@pytest.mark.parametrize("flat", [False, True], ids=["list", "flat"])
+def test_pipeline_read_pass_is_triton(flat, monkeypatch):
+    """With ``implementation="triton"`` the pipeline's norms and non-finite flag come from the
+    Triton read pass (one ``l2_norms`` per step over the whole list): the global norms within
+    1 ulp of the reference path's (the C kernel, the same float64 sums in another order), the
+    NaN step skipped, the parameters as the reference's."""
+    read = []
+    real = tk.l2_norms
+    monkeypatch.setattr(tk, "l2_norms", lambda t: read.append(len(t)) or real(t))
+    *ours, our_norms = _pipeline_steps("triton", flat=flat)
+    assert read == [len(SHAPES) * 2] * 3
+    read.clear()
+    *theirs, their_norms = _pipeline_steps("reference", flat=flat)
+    assert not read, "the default paths keep their norm pass"
+    assert our_norms[1].isnan() and ulps(our_norms, their_norms) <= 1
+    assert_matches_reference("AdamOptimizer", ours, theirs)
+
+
+def test_pipeline_step_reads_nothing_on_the_host(monkeypatch):
+    """The whole pipeline step on the Triton path (read pass, loss scale, clip, finite check,
+    update) with every host read patched to raise; the launches, which the interpreter runs
+    with numpy, are deferred and replayed after, in order."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    pending = []
+    real = InterpretedFunction.run
+    gen = torch.Generator().manual_seed(2)
+    params = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in SHAPES]
+    opt = trainop.AdamOptimizer(params=params, learning_rate=0.01, implementation="triton")
+    pipe = GradientPipeline(opt, [ClipByGlobalNorm(1.0), LossScale(BackoffLossScaler())])
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen)
+    pipe.step()  # slots made, device scalars cached
+    monkeypatch.setattr(InterpretedFunction, "run",
+                        lambda self, *a, **k: pending.append((self, a, k)))
+    with no_host_reads(ALL_READS):
+        pipe.step()
+    monkeypatch.undo()
+    names = [f.fn.__name__ for f, _, _ in pending]
+    assert names[:2] == ["_block_squares", "_tensor_norms"] and "_adam" in str(names)
+    for f, a, k in pending:
+        real(f, *a, **k)
+
+
+def _sparse_gated(info, implementation, found_inf):
+    """Two sparse steps (a repeated row) with a multiplier of 0.5 and the skip flag
+    ``found_inf`` (a 0-dim tensor) on the second."""
+    gen = torch.Generator().manual_seed(3)
+    table = torch.nn.Parameter(torch.randn(7, 3, generator=gen))
+    opt = info.make([table], implementation=implementation)
+    for flag in (torch.tensor(0.0), found_inf):
+        table.grad = torch.sparse_coo_tensor([[1, 5, 1, 0]], torch.randn(4, 3, generator=gen),
+                                             (7, 3))
+        opt.step(grad_multiplier=torch.tensor(0.5), found_inf=flag)
+    return [table], opt
+
+
+@pytest.mark.parametrize("name", ["AdagradOptimizer", "FtrlOptimizer", "MomentumOptimizer"])
+def test_sparse_rows_take_the_skip_flag(name, monkeypatch):
+    """On the Triton path the row kernel reads the gate's skip flag on the device (no host
+    read of ``found_inf``): a skipped sparse step changes nothing, an applied one with a
+    multiplier equals the reference (scaled, then the repeated rows summed)."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    info = BASE[name]
+    for flag in (torch.tensor(0.0), torch.tensor(1.0)):
+        ours = _sparse_gated(info, "triton", flag)
+        assert_matches_reference(name, ours, _sparse_gated(info, "reference", flag))
+    skipped = [p.detach().clone() for p in _sparse_gated(info, "triton", torch.tensor(0.0))[0]]
+    (table,), opt = _sparse_gated(info, "triton", torch.tensor(0.0))
+    pending = []
+    real = InterpretedFunction.run
+    table.grad = torch.sparse_coo_tensor([[2, 2]], torch.ones(2, 3), (7, 3))
+    monkeypatch.setattr(InterpretedFunction, "run",
+                        lambda self, *a, **k: pending.append((self, a, k)))
+    with no_host_reads(ALL_READS):
+        opt.step(found_inf=torch.tensor(1.0))
+    monkeypatch.undo()
+    assert len(pending) == 1
+    for f, a, k in pending:
+        real(f, *a, **k)
+    assert torch.equal(table.detach(), skipped[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_mixed_precision_read_pass_reads_the_half_gradients(dtype, monkeypatch):
+    """``MixedPrecisionOptimizerWrapper`` on the Triton path: the read pass measures the half
+    model gradients themselves (one launch over the list, each element widened to float32
+    exactly, so the norms are those of the float32 master gradients), and the training equals
+    the reference path's."""
+    read = []
+    real = tk.l2_norms
+    monkeypatch.setattr(tk, "l2_norms", lambda t: read.append({x.dtype for x in t}) or real(t))
+    ours = train_mixed(BASE["AdamOptimizer"], dtype, "triton", CPU)
+    assert read == [{dtype}] * 3
+    assert_mixed_matches("AdamOptimizer", ours,
+                         train_mixed(BASE["AdamOptimizer"], dtype, "reference", CPU), dtype)
+    halves = [torch.randn(s).to(dtype) for s in SHAPES]
+    assert torch.equal(real(halves), real([h.float() for h in halves]))

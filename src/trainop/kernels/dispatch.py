@@ -142,16 +142,21 @@ def _half_copies(opt: Any, vs) -> list | None:
 
 
 def update_one(opt: Any, g, v, prepared, group, gate) -> None:
-    """One variable's update (a sparse gradient, or a variable named twice in one apply)."""
+    """One variable's update (a sparse gradient, or a variable named twice in one apply).
+
+    On the Triton path a sparse gradient's rows take the gate's skip flag into the row kernel
+    (read on the device, as the dense kernels read it); every other path reads it here."""
+    hp = prepared.for_tensor(v)
+    slots, non_slot = opt.state[v], group["non_slot"]
+    if g.is_sparse and g.sparse_dim() == 1 and sparse_rows_triton(opt, g, v, slots, hp,
+                                                                  non_slot, gate):
+        return
     if gate.skipped():
         return
     g = gate.scale([g])[0]
-    hp = prepared.for_tensor(v)
-    slots, non_slot = opt.state[v], group["non_slot"]
     if g.is_sparse:
-        if not (g.sparse_dim() == 1 and (sparse_rows_natively(
-                opt, v, g._indices()[0], g._values(), slots, hp, non_slot)
-                or sparse_rows_triton(opt, g, v, slots, hp, non_slot))):
+        if not (g.sparse_dim() == 1 and sparse_rows_natively(
+                opt, v, g._indices()[0], g._values(), slots, hp, non_slot)):
             opt._apply_sparse(v, row_slices_for(opt, g, v, hp), slots, hp, non_slot)
     else:
         opt._apply_dense(v, g, slots, hp, non_slot)
@@ -167,16 +172,18 @@ def sparse_rows_natively(opt: Any, var, indices, values, slots, hp, non_slot) ->
                                                     found[2])
 
 
-def sparse_rows_triton(opt: Any, grad, var, slots, hp, non_slot) -> bool:
-    """The distinct rows of ``grad`` (summed, ``row_slices``) updated by the Triton row kernel;
-    False (nothing done) where the Triton path is not chosen or cannot run them."""
+def sparse_rows_triton(opt: Any, grad, var, slots, hp, non_slot, gate) -> bool:
+    """The distinct rows of ``gate.scale(grad)`` (scaled, then summed, ``row_slices``, as
+    the reference path) updated by the Triton row kernel, which reads the gate's skip flag on
+    the device; False (nothing done) where the Triton path is not chosen or cannot run them."""
     if opt._choose_implementation(var.dtype, var.device, hp) != "triton":
         return False
     found = opt._triton_sparse_rule(var, slots, hp, non_slot)
     if found is None:
         return False
-    rows = row_slices(grad)
-    return triton.sparse_rows(found[0], var, found[1], rows.indices, rows.values, found[2])
+    rows = row_slices(gate.scale([grad])[0])
+    return triton.sparse_rows(found[0], var, found[1], rows.indices, rows.values, found[2],
+                              found_inf=gate.found_inf)
 
 
 def row_slices_for(opt: Any, grad: torch.Tensor, var: torch.Tensor, hp: Any) -> RowSlices:

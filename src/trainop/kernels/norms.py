@@ -5,6 +5,11 @@ squares in double (``native.l2_norms``); elsewhere, or without the kernels,
 ``torch._foreach_norm`` (float32 accumulation). The gradient batch, ``global_norm`` and
 ``clip_by_global_norm`` all call this, so the fused pipeline and the TF functions applied one
 by one measure the same norms.
+
+With ``implementation="triton"`` (the optimizer's explicit choice, never the default) the
+norms come from the Triton read pass (``triton.l2_norms``: one launch over the whole list,
+squares summed in float64 as the C kernel sums them, nothing read on the host), where the
+Triton kernels run the tensors; elsewhere the paths above.
 """
 
 from __future__ import annotations
@@ -13,20 +18,32 @@ from collections.abc import Sequence
 
 import torch
 
-from trainop.kernels import native
+from trainop.kernels import native, triton
 
-__all__ = ["float32_l2_norms"]
+__all__ = ["float32_l2_norms", "read_pass_norms"]
 
 
-def float32_l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-    """The L2 norm of each float32 tensor, as a 1-D float32 tensor on the first's device.
+def read_pass_norms(tensors: Sequence[torch.Tensor],
+                    implementation: str | None) -> torch.Tensor | None:
+    """The float32 norms of ``tensors`` (float32, or float16/bfloat16 read as they are) from
+    the Triton read pass where ``implementation`` is ``"triton"`` and it runs them, else
+    ``None``."""
+    return triton.l2_norms(tensors) if implementation == "triton" else None
+
+
+def float32_l2_norms(tensors: Sequence[torch.Tensor], *,
+                     implementation: str | None = None) -> torch.Tensor:
+    """The L2 norm of each float32 tensor, as a 1-D float32 tensor on the first's device;
+    ``implementation="triton"``: by the Triton read pass where it runs them.
 
     Example:
         >>> import torch
         >>> float32_l2_norms([torch.tensor([3.0, 4.0]), torch.ones(4)]).tolist()
         [5.0, 2.0]
     """
-    norms = native.l2_norms(tensors)
+    norms = read_pass_norms(tensors, implementation)
+    if norms is None:
+        norms = native.l2_norms(tensors)
     if norms is not None:
         return norms
     device = tensors[0].device

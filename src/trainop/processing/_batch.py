@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from trainop.contract.validation import Interval, check_int, check_real, describe
-from trainop.kernels.norms import float32_l2_norms
+from trainop.kernels.norms import float32_l2_norms, read_pass_norms
 from trainop.processing._sharded import sharded, whole_tensor_statistic, whole_tensor_statistics
 
 __all__ = ["Gradients"]
@@ -67,10 +67,13 @@ def values_of(g: torch.Tensor) -> torch.Tensor:
     return g._values() if g.is_sparse else g
 
 
-def float32_norms(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+def float32_norms(tensors: list[torch.Tensor], device: torch.device, *,
+                  implementation: str | None = None) -> torch.Tensor:
     """L2 norms of ``tensors`` as a 1-D float32 tensor on ``device``, one read pass.
 
-    float16/bfloat16/float32 tensors are reduced with float32 accumulation, float64 in float64.
+    float16/bfloat16/float32 tensors are reduced with float32 accumulation, float64 in float64;
+    with ``implementation="triton"`` float32, float16 and bfloat16 ones by the Triton read pass
+    where it runs them (squares summed in float64, ``read_pass_norms``).
     """
     if not tensors:
         return torch.zeros(0, dtype=_F32, device=device)
@@ -80,14 +83,17 @@ def float32_norms(tensors: list[torch.Tensor], device: torch.device) -> torch.Te
             op="sum").sqrt().to(device)
     first = tensors[0]
     if first.dtype == _F32 and all(t.dtype == _F32 and t.device == device for t in tensors):
-        return float32_l2_norms(tensors)
+        return float32_l2_norms(tensors, implementation=implementation)
     out: list[torch.Tensor | None] = [None] * len(tensors)
     groups: dict[tuple[torch.dtype, torch.device], list[int]] = {}
     for i, t in enumerate(tensors):
         groups.setdefault((t.dtype, t.device), []).append(i)
     for (dtype, _), idx in groups.items():
         group = [tensors[i] for i in idx]
-        if dtype == _F32:
+        found = read_pass_norms(group, implementation) if dtype != torch.float64 else None
+        if found is not None:
+            norms = found.unbind()
+        elif dtype == _F32:
             norms = float32_l2_norms(group).unbind()
         else:
             kwargs = {} if dtype == torch.float64 else {"dtype": _F32}
@@ -151,6 +157,7 @@ class Gradients(Sequence):
         #: Whether the present gradients are still the tensors the batch was built from.
         self.original = True
         self._l2: torch.Tensor | None = None
+        self._norm_sources: list[torch.Tensor] | None = None
         self._amax: torch.Tensor | None = None
         self._var_l2: tuple[list[int], torch.Tensor] | None = None
         self._view: list[tuple[torch.Tensor | None, torch.Tensor]] | None = None
@@ -254,13 +261,34 @@ class Gradients(Sequence):
         self._derived = {}
 
     # ------------------------------------------------------------------ norms
+    def _norm_implementation(self) -> str | None:
+        """``"triton"`` where the optimizer was asked for the Triton kernels (then the read
+        pass is theirs too, ``float32_l2_norms``), else ``None`` (the default norm paths)."""
+        chosen = getattr(self.optimizer, "_implementation", None)
+        return chosen if chosen == "triton" else None
+
+    def read_norms_from(self, sources: list[torch.Tensor]) -> None:
+        """Tensors holding the same numbers as the present gradients, one each, in another
+        dtype (the float16/bfloat16 model gradients of float32 master gradients): the Triton
+        read pass measures them instead (fewer bytes, the same norms: each element widens to
+        float32 exactly). Ignored on the other paths and once the gradients change."""
+        if len(sources) != len(self._present):
+            raise ValueError(f"Expected one norm source per present gradient "
+                             f"({len(self._present)}), got {len(sources)}")
+        self._norm_sources = list(sources)
+
     def _raw_l2(self) -> torch.Tensor:
         if self._l2 is None:
-            if self._uniform and self.original and not sharded(self._grads):
-                self._l2 = float32_l2_norms(self._grads)
+            implementation = self._norm_implementation()
+            if (implementation is not None and self.original and self._norm_sources is not None
+                    and not sharded(self._norm_sources)):
+                self._l2 = float32_norms([values_of(g) for g in self._norm_sources],
+                                         self.device, implementation=implementation)
+            elif self._uniform and self.original and not sharded(self._grads):
+                self._l2 = float32_l2_norms(self._grads, implementation=implementation)
             else:
                 self._l2 = float32_norms([values_of(g) for g in self.present_grads()],
-                                         self.device)
+                                         self.device, implementation=implementation)
         return self._l2
 
     def _raw_amax(self) -> torch.Tensor:

@@ -189,21 +189,32 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
 
     def _to_masters(self, pairs, *, loss_scale: torch.Tensor | None) -> Gradients:
         """Model pairs -> master pairs; with ``loss_scale`` (gradients of the scaled loss), the
-        regularization gradient ``S * dR/dv32`` is added."""
+        regularization gradient ``S * dR/dv32`` is added. A master gradient that is its half
+        gradient widened (no regularization) names the half one as its norm source: the Triton
+        read pass measures it there (``Gradients.read_norms_from``)."""
         out = []
+        sources = []
         for g, v in pairs:
             if not _is_half(v):
                 out.append((g, v))
+                if g is not None:
+                    sources.append(g)
                 continue
             master = self._master(v)
             g32 = None if g is None else g.to(_F32)
+            source = g
             if loss_scale is not None:
                 reg = self._regularization(v, master)
                 if reg is not None:
                     reg = reg * loss_scale.to(reg.device)
                     g32 = reg if g32 is None else g32 + reg
+                    source = g32
             out.append((g32, master))
-        return Gradients(out, loss_scale=loss_scale)
+            if g32 is not None:
+                sources.append(source)
+        batch = Gradients(out, loss_scale=loss_scale)
+        batch.read_norms_from(sources)
+        return batch
 
     def _model_vars(self) -> list[torch.Tensor]:
         return [self._model_of.get(id(p), p)

@@ -20,8 +20,10 @@ distinct rows for the classes whose sparse update is their dense rule on the tou
 Momentum, Adagrad, AdagradDA, Adadelta, FTRL, the proximal optimizers); other sparse rules,
 other dtypes and tensor subclasses take the caller's other paths. ``run(..., half=...)`` also
 writes the float16/bfloat16 model copies of float32 master variables in the same pass (the
-mixed-precision wrapper's saturating cast). ``l2_norms``: per-tensor norms (float64 sums), the
-read pass's kernel; the pipeline's default norm pass (``kernels.norms``) does not use it yet.
+mixed-precision wrapper's saturating cast). ``l2_norms``: per-tensor norms (float64 sums) of a
+whole list in one read pass, the gradient pipeline's norms and non-finite flag when the optimizer
+asked for ``triton`` (``kernels.norms.read_pass_norms``; float16/bfloat16 gradients read as they
+are). ``sparse_rows`` takes the gate's skip flag on the device, as ``run`` does.
 """
 
 from __future__ import annotations
@@ -169,10 +171,12 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
 
 @torch._disable_dynamo
 def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
-                indices: torch.Tensor, values: torch.Tensor, hyper: Sequence[Any]) -> bool:
+                indices: torch.Tensor, values: torch.Tensor, hyper: Sequence[Any], *,
+                found_inf: torch.Tensor | None = None) -> bool:
     """The dense ``rule`` applied to the rows ``indices`` (distinct, int64, in range) of
     ``var`` and its ``slots`` only, ``values`` (``[len(indices), *var.shape[1:]]``) their
-    gradient, in one launch; False (nothing done) where the caller must take its reference
+    gradient, in one launch; a nonzero ``found_inf`` (0-dim, read on the device) leaves
+    everything as it is. False (nothing done) where the caller must take its reference
     path (a rule without rows, dtype or device not supported, a subclass, a non-contiguous
     tensor, indices or values of another dtype or shape, a table sharing read memory)."""
     if rule not in ROW_RULES or not supports(var.dtype, var.device) or var.dim() == 0:
@@ -192,14 +196,21 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
     counts = np.array([t.numel() for t in (var, values, *slots)], dtype=np.int64)
     if not check_overlap(lists, addresses, counts, frozenset({1}), rule, kernel="triton"):
         return False
-    _family(_FAMILIES[rule]).RULES[rule](lists, list(hyper), None, None, rows=indices)
+    _family(_FAMILIES[rule]).RULES[rule](lists, list(hyper), None, _on(found_inf, device),
+                                         rows=indices)
     return True
 
 
 def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
-    """Per float32 tensor its L2 norm (squares summed in float64) as a 1-D float32 tensor on
-    their device, or ``None`` where the Triton kernels cannot read them."""
-    if not tensors or not all(is_plain([t]) and t.layout == torch.strided
-                              and supports(t.dtype, t.device) for t in tensors):
+    """Per tensor (float32, or a float16/bfloat16 gradient read as it is) its L2 norm, squares
+    summed in float64, as a 1-D float32 tensor on their device, from one read pass over the
+    whole list (``norms.l2_norms``); ``None`` where the Triton kernels cannot read them (mixed
+    dtypes or devices, a subclass, a device Triton does not run)."""
+    if not tensors:
+        return None
+    first = tensors[0]
+    if not (first.dtype in (*DTYPES, *HALF_DTYPES) and supports(torch.float32, first.device)
+            and all(is_plain([t]) and t.layout == torch.strided and t.dtype == first.dtype
+                    and t.device == first.device for t in tensors)):
         return None
     return _family("norms").l2_norms([t.contiguous() for t in tensors])

@@ -8,6 +8,8 @@ launched over, and the launch itself. Imports no Triton (the kernels are passed 
 - ``units``: a bucket whose tensors lie back to back in one storage (a flat buffer,
   ``trainop.flatten``) is one unit, launched once over all its elements; otherwise one unit
   per non-empty tensor.
+- ``block_table``: the blocks of a list of tensors (each block inside one tensor) as device
+  addresses and element counts, so that one launch reads any number of tensors (the norm pass).
 """
 
 from __future__ import annotations
@@ -15,14 +17,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
-__all__ = ["BLOCK", "complement", "device_scalars", "launch", "product", "units"]
+__all__ = ["BLOCK", "block_table", "complement", "device_scalars", "launch", "product",
+           "units"]
 
 #: Elements per program.
 BLOCK = 1024
 _CACHE: dict[tuple, torch.Tensor] = {}
 _CACHE_LIMIT = 256
+#: Block tables (``block_table``), fewer: one is 16 bytes per block of a model's gradients, and
+#: gradients reallocated every step (``zero_grad(set_to_none=True)``) may move.
+_TABLES: dict[tuple, torch.Tensor] = {}
+_TABLES_LIMIT = 8
 
 
 def complement(x: Any) -> Any:
@@ -43,19 +51,55 @@ def device_scalars(values: Sequence[Any], device: torch.device) -> torch.Tensor:
     nothing is read on the host."""
     if not any(isinstance(v, torch.Tensor) for v in values):
         key = (device, tuple(float(v) for v in values))
-        found = _CACHE.get(key)
-        if found is None:
-            if len(_CACHE) >= _CACHE_LIMIT:
-                _CACHE.clear()
-            staged = torch.tensor(key[1], dtype=torch.float32,
-                                  pin_memory=device.type == "cuda")
-            # pinned and non-blocking: no host synchronisation (a pageable copy would wait)
-            found = _CACHE[key] = staged.to(device, non_blocking=True)
-        return found
+        return _cached(_CACHE, _CACHE_LIMIT, key,
+                       lambda: torch.tensor(key[1], dtype=torch.float32), device)
     return torch.cat([
         v.detach().to(device=device, dtype=torch.float32).reshape(1)
         if isinstance(v, torch.Tensor)
         else torch.full((1,), float(v), dtype=torch.float32, device=device) for v in values])
+
+
+def _cached(cache: dict[tuple, torch.Tensor], limit: int, key: tuple,
+            make: Callable[[], torch.Tensor], device: torch.device) -> torch.Tensor:
+    """The device copy of the host tensor ``make()``, made once per ``key`` in ``cache`` (at
+    most ``limit`` entries): staged in pinned memory and copied without blocking (a pageable
+    copy would wait for the device), and never written again (so a copy still in flight, or a
+    captured graph, reads what it was given)."""
+    found = cache.get(key)
+    if found is None:
+        if len(cache) >= limit:
+            cache.clear()
+        staged = make()
+        if device.type == "cuda":
+            staged = staged.pin_memory()
+        found = cache[key] = staged.to(device, non_blocking=True)
+    return found
+
+
+def block_table(tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """The blocks of ``tensors`` (contiguous, one dtype and device), ``BLOCK`` elements each
+    and none crossing a tensor's end: ``(table, first, blocks)`` with ``table`` the int64
+    pairs (start address, element count) of every block and ``first`` the int64 index of each
+    tensor's first block (one more entry: ``blocks``), both on the tensors' device. Built from
+    the addresses and sizes alone (nothing read on the device), once per layout."""
+    device = tensors[0].device
+    layout = tuple((t.data_ptr(), t.numel()) for t in tensors)
+    key = ("blocks", device, tensors[0].element_size(), layout)
+
+    def make() -> torch.Tensor:
+        counts = np.array([n for _, n in layout], dtype=np.int64)
+        per = (counts + BLOCK - 1) // BLOCK
+        first = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
+        owner = np.repeat(np.arange(len(layout)), per)
+        start = (np.arange(int(first[-1]), dtype=np.int64) - first[owner]) * BLOCK
+        base = np.array([a for a, _ in layout], dtype=np.uint64).view(np.int64)
+        table = np.stack([base[owner] + start * key[2],
+                          np.minimum(counts[owner] - start, BLOCK)], axis=1)
+        return torch.from_numpy(np.concatenate([table.reshape(-1), first]))
+
+    both = _cached(_TABLES, _TABLES_LIMIT, key, make, device)
+    blocks = (both.numel() - len(layout) - 1) // 2
+    return both[:2 * blocks], both[2 * blocks:], blocks
 
 
 def _span(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
