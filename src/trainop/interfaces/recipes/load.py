@@ -37,7 +37,8 @@ _YAML_JSON = (".yaml", ".yml", ".json")
 
 
 def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
-                classes: Mapping[str, type] | None = None) -> Recipe:
+                classes: Mapping[str, type] | None = None,
+                config_values: Mapping[str, Any] | None = None) -> Recipe:
     """Load a training recipe: an OpenSeq2Seq Python config, a RETURNN config, or trainop's
     YAML/JSON format (see the module doc and ``docs/recipes.md``).
 
@@ -48,6 +49,12 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
             the recipe (an OpenSeq2Seq ``optimizer`` name or import, a RETURNN ``{"class":
             "mypkg.Lion"}``) is looked up here first, then among trainop's and
             ``torch.optim``'s classes; no module a recipe names is ever imported.
+        config_values: keyword-only; name -> value set on a Python config as RETURNN's
+            command line and ``Config.update`` set them: ``config.bool/int/float/value/
+            typed_value/list/has(name, default)`` in the file see them (unset names give the
+            default) and they replace the file's own value of the name. A
+            ``trainop.configs.Text`` value is command-line text (``trainop train --set``);
+            any other value is typed. ``__file__`` is always the config's path.
 
     Returns:
         a ``Recipe``: ``format``, ``options``, ``optimizer_class``, ``unresolved``,
@@ -71,6 +78,10 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
         ('openseq2seq', 'MomentumOptimizer', 1.0)
     """
     classes = check_classes(classes)
+    if config_values is not None and not (isinstance(config_values, Mapping) and all(
+            isinstance(k, str) and k.isidentifier() for k in config_values)):
+        raise TypeError(f"Expected `config_values` to be a dict of name -> value with "
+                        f"identifier names, got {describe(config_values)}")
     if isinstance(source, Mapping):
         return _from_dict(dict(source), "<dict>", classes)
     if not isinstance(source, str | os.PathLike):
@@ -95,7 +106,8 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
     def names(dotted: str) -> Any:
         return classes[dotted] if dotted in classes else resolve_name(dotted)
 
-    parsed = evaluate_python_config(text, filename=path, names=names, partial=True)
+    parsed = evaluate_python_config(text, filename=path, names=names, partial=True,
+                                    file=path, config_values=config_values)
     values = parsed.values
     if "base_params" in values or _imports_openseq2seq(values):
         if "base_params" not in values:
@@ -118,7 +130,7 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
         raise ValueError(f"Expected {path} to be an OpenSeq2Seq config (with base_params), a "
                          f"RETURNN config (optimizer, learning_rate, gradient_clip*, ...) or a "
                          f"trainop .yaml/.json recipe, got none of their keys")
-    return _returnn_recipe(path, path, values, parsed.unresolved, classes)
+    return _returnn_recipe(values, path, values, parsed.unresolved, classes)
 
 
 _RETURNN_KEYS = {*DEFAULTS, *LR_CONTROL_KEYS} - {"backend", "behavior_version"}

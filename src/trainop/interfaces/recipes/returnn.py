@@ -37,6 +37,10 @@ def options_from(config: Any, given: Mapping[str, Any] | None = None,
     learning-rate control keys; ``classes``: names of the caller's own optimizer classes (the
     ``class`` name is replaced by the class in ``options``)."""
     options, unresolved = read_config(config)
+    if isinstance(config, Mapping):  # an evaluated file: its values that needed code
+        for key, value in config.items():
+            if key in DEFAULTS and isinstance(value, Unresolved):
+                unresolved[key] = value
     options["optimizer"] = with_classes(options["optimizer"], classes or {})
     values = config if isinstance(config, Mapping) else (given or {})
     for key in LR_CONTROL_KEYS:
