@@ -35,6 +35,7 @@ from trainop.configs.bounds import (
 )
 from trainop.configs.errors import RecipeError
 from trainop.configs.paths import OS_PATH
+from trainop.configs.percent import NotFormattable, percent_format
 from trainop.configs.pure import BUILTINS, NUMPY, NotPure, elements, is_array
 from trainop.configs.returnn_lookups import LOOKUPS, LookupError_, Text, final_value
 from trainop.configs.returnn_lookups import lookup as config_lookup
@@ -249,6 +250,11 @@ class _Evaluator:
                     and right > 0 and abs(left) > 1:  # at least these bits: refuse first
                 check_int_bits((left.bit_length() - 1) * right + 1)
             return op(left, right)  # products of bounded ints are cheap; checked after
+        if op is operator.mod and isinstance(left, str):
+            try:
+                return percent_format(left, right)
+            except NotFormattable as exc:
+                raise _NotData(node, f"'...' % ...: {exc}") from None
         if op is operator.mul and (isinstance(left, _SEQUENCES) or isinstance(right, _SEQUENCES)):
             seq, count = (left, right) if isinstance(left, _SEQUENCES) else (right, left)
             if not isinstance(count, int):

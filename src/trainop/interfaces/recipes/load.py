@@ -83,11 +83,13 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
         raise TypeError(f"Expected `config_values` to be a dict of name -> value with "
                         f"identifier names, got {describe(config_values)}")
     if isinstance(source, Mapping):
+        _no_values(config_values, "a dict recipe")
         return _from_dict(dict(source), "<dict>", classes)
     if not isinstance(source, str | os.PathLike):
         raise TypeError(f"Expected `source` to be a path or a dict, got {describe(source)}")
     path = os.fspath(source)
     if os.path.splitext(path)[1].lower() in _YAML_JSON:
+        _no_values(config_values, f"the YAML/JSON recipe {path}")
         _, data = read_structured(path)
         if data.get("format") != "trainop":
             raise ValueError(f"Expected `format: trainop` at the top of {path} (trainop's "
@@ -96,6 +98,7 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
         return _from_dict(data, path, classes)
     text = read_text(path)
     if returnn_text_kind(text, path) != "python":
+        _no_values(config_values, f"the RETURNN JSON/line-format config {path}")
         values = parse_returnn_text(text, path)
         if not _RETURNN_KEYS & set(values):
             raise ValueError(f"Expected the RETURNN config {path} to set training keys "
@@ -131,6 +134,13 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
                          f"RETURNN config (optimizer, learning_rate, gradient_clip*, ...) or a "
                          f"trainop .yaml/.json recipe, got none of their keys")
     return _returnn_recipe(values, path, values, parsed.unresolved, classes)
+
+
+def _no_values(config_values: Mapping[str, Any] | None, what: str) -> None:
+    if config_values:
+        raise ValueError(f"Expected `config_values` only with a Python config (they set names "
+                         f"its code reads), got {sorted(config_values)} for {what}; edit "
+                         f"recipe.options or pass build(overrides=...) instead")
 
 
 _RETURNN_KEYS = {*DEFAULTS, *LR_CONTROL_KEYS} - {"backend", "behavior_version"}

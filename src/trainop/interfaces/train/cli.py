@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainop.interfaces.recipes.settings import add_set_argument
+
 __all__ = ["BuiltRun", "add_parser", "build_run", "is_recipe_error", "run"]
 
 PROG = "trainop train"
@@ -44,6 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="recipe: OpenSeq2Seq config (.py), RETURNN config "
                                 "(.config/.py) or trainop YAML/JSON")
+    add_set_argument(p)
     p.add_argument("--steps", type=int, default=60, help="micro-steps (default: 60)")
     p.add_argument("--steps-per-epoch", type=int, default=DEFAULT_STEPS_PER_EPOCH,
                    help="micro-steps per epoch: RETURNN's per-epoch learning rates, "
@@ -190,11 +193,11 @@ def build_run(args: argparse.Namespace) -> BuiltRun:
     ``args.out``."""
     import torch
 
-    from trainop.interfaces.recipes import load_recipe
+    from trainop.interfaces.recipes.settings import load_with_settings, parse_settings
     from trainop.interfaces.train.model import LSTMCellModel, make_batches
 
     writer, notes = None, []
-    recipe = load_recipe(args.file)
+    recipe = load_with_settings(args.file, parse_settings(args.set))
     if recipe.builds == "Updater" and recipe.options.get("debug_grad_summaries"):
         writer = _writer(Path(args.out))  # the recipe's summaries are written with the run's
         if writer is None:
