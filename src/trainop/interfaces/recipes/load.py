@@ -199,4 +199,5 @@ def _returnn_recipe(config: Any, source: str, values: Mapping[str, Any] | None =
     options, needing, cls = returnn.options_from(config, values, classes or {})
     listed = {**(unresolved or {}), **needing}
     return Recipe("returnn", without_unresolved(options), None if cls is type(None) else cls,
-                  listed, "Updater", source)
+                  listed, "Updater", source,
+                  returnn.notes_for(config if isinstance(config, Mapping) else values or {}))

@@ -47,6 +47,11 @@ class Recipe:
             until they are supplied) and the rest (network, initializers: ignored).
         builds: ``"TrainOp"`` (OpenSeq2Seq's ``optimize_loss``) or ``"Updater"``.
         source: the file path, or ``"<dict>"``.
+        notes: one line per option the recipe names that trainop lists rather than uses:
+            a key that looks like a misspelt training option ("did you mean"), a training
+            option trainop does not implement (RETURNN's Theano-era ``update_clip``, ...), a
+            legacy flag (``adam = True``). ``trainop check-config`` and ``trainop train``
+            print them.
     """
 
     format: str
@@ -55,6 +60,7 @@ class Recipe:
     unresolved: dict[str, Unresolved] = field(default_factory=dict)
     builds: str = "Updater"
     source: str = "<dict>"
+    notes: list[str] = field(default_factory=list)
 
     def training_keys(self) -> tuple[str, ...]:
         """The option names this recipe's training object reads."""

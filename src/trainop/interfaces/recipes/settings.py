@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -50,9 +51,13 @@ def load_with_settings(path: str | os.PathLike, settings: dict[str, Text]) -> Re
     """``load_recipe(path)`` with ``settings`` as the config's values, and the pending
     training options among them set in ``options``."""
     from trainop.interfaces.recipes.load import load_recipe
+    from trainop.training.returnn.unknown_options import LegacyFlagWarning, RecipeWarning
 
     names = {k: v for k, v in settings.items() if "." not in k}
-    recipe = load_recipe(path, config_values=names or None)
+    with warnings.catch_warnings():  # the command prints recipe.notes as its own lines
+        warnings.simplefilter("ignore", RecipeWarning)
+        warnings.simplefilter("ignore", LegacyFlagWarning)
+        recipe = load_recipe(path, config_values=names or None)
     pending = recipe.pending()
     overrides: dict[str, Any] = {k: final_value(v) for k, v in settings.items()
                                  if k in pending or "." in k}

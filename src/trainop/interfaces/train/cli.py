@@ -268,6 +268,9 @@ def run(args: argparse.Namespace) -> int:
               f"control" if control is not None else "")
     print(f"{PROG}: {args.file} ({recipe.format}), {type(built).__name__} with "
           f"{recipe.optimizer_class.__name__}, {args.steps} micro-steps{epochs}")
+    for note in recipe.notes:  # seen before the run starts, and again in the summary
+        sys.stderr.write(f"{PROG}: warning: {note}\n")
+    sys.stderr.flush()
     history = train_model(built, model, batches, writer=writer, progress=after_step,
                           control=control, steps_per_epoch=args.steps_per_epoch)
     if bar is not None:
@@ -290,6 +293,8 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print("dashboard: not written: matplotlib is missing (pip install 'trainop[plot]')")
     print(history.summary())
+    for note in recipe.notes:
+        print(f"warning: {note}")
     if plan is None:
         return 0
     return _compare(args, plan, initial, batches, history, snapshots, half)
