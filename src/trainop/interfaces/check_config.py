@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from trainop.interfaces.train.cli import is_recipe_error
 
     try:
-        recipe = load_with_settings(args.file, parse_settings(args.set))
+        recipe = load_with_settings(args.file, parse_settings(getattr(args, "set", None)))
         pending = recipe.pending()
         if pending:
             raise ValueError("training options need code (never run): " + "; ".join(

@@ -197,7 +197,7 @@ def build_run(args: argparse.Namespace) -> BuiltRun:
     from trainop.interfaces.train.model import LSTMCellModel, make_batches
 
     writer, notes = None, []
-    recipe = load_with_settings(args.file, parse_settings(args.set))
+    recipe = load_with_settings(args.file, parse_settings(getattr(args, "set", None)))
     if recipe.builds == "Updater" and recipe.options.get("debug_grad_summaries"):
         writer = _writer(Path(args.out))  # the recipe's summaries are written with the run's
         if writer is None:

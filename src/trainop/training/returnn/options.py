@@ -13,7 +13,11 @@ from typing import Any
 
 from trainop.configs import check_keys, load_config
 from trainop.contract.validation import describe
-from trainop.training.returnn.unknown_options import RecipeWarning, flag_keys
+from trainop.training.returnn.unknown_options import (
+    RecipeWarning,
+    flag_keys,
+    refuse_upstream_only,
+)
 
 __all__ = ["DEFAULTS", "read_config"]
 
@@ -101,6 +105,7 @@ def read_config(config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     if strict:
         check_keys(values, known, "the Updater config")
     else:  # a RETURNN config holds everything: other keys are ignored, near-misses flagged
+        refuse_upstream_only(values)
         for line in flag_keys(values, known).values():
             warnings.warn(line, RecipeWarning, stacklevel=3)
     options = {key: values.get(key, default) for key, default in DEFAULTS.items()}

@@ -13,7 +13,12 @@ Two kinds are flagged (``flag_keys``):
   "did you mean".
 
 ``RecipeWarning`` (a ``UserWarning``) carries them from the API and ``LegacyFlagWarning``
-(a ``FutureWarning``) the legacy flags: Python's default filters show both; ``trainop check-config`` and ``trainop train`` print them.
+(a ``FutureWarning``) the legacy flags: Python's default filters show both; ``trainop
+check-config`` and ``trainop train`` print them.
+
+Options today's RETURNN TF updater honours and trainop does not implement
+(``UPSTREAM_ONLY``) are refused when set to a true value (``refuse_upstream_only``): training
+without them would differ from RETURNN's run.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["THEANO_OPTIONS", "LegacyFlagWarning", "RecipeWarning", "flag_keys"]
+__all__ = ["THEANO_OPTIONS", "UPSTREAM_ONLY", "LegacyFlagWarning", "RecipeWarning", "flag_keys",
+           "refuse_upstream_only"]
 
 
 class RecipeWarning(UserWarning):
@@ -43,6 +49,24 @@ THEANO_OPTIONS: tuple[str, ...] = (
     "update_multiple_models_param_is_cur_model", "multi_batch_update", "variance_reduction",
     "enforce_triangular_matrix_zero", "gradient_noise_decay", "grad_noise_rel_grad_norm",
     "reset_update_params")
+
+#: options RETURNN's TF updater (``returnn/tf/updater.py``) reads that trainop does not
+#: implement -> what they do there.
+UPSTREAM_ONLY: dict[str, str] = {
+    "deterministic_train": "TF's deterministic gradient aggregation (ADD_N)",
+    "debug_save_updater_vars": "saving the optimizer's slot variables for debugging",
+}
+
+
+def refuse_upstream_only(values: Mapping[str, Any]) -> None:
+    """``ValueError`` in one line for an ``UPSTREAM_ONLY`` option set to a true value."""
+    for key, what in UPSTREAM_ONLY.items():
+        value = values.get(key)
+        if isinstance(value, bool | int | float | str) and value:
+            raise ValueError(f"Expected {key} to be unset or false (RETURNN's TF updater "
+                             f"honours it: {what}; trainop does not implement it), got "
+                             f"{value!r}")
+
 
 #: the largest edit distance (relative to the key's length) taken for a misspelling.
 MAX_EDITS = 2
@@ -83,7 +107,7 @@ def _misspelling_of(key: str, known: Iterable[str]) -> str | None:
 def flag_keys(values: Mapping[str, Any], known: Iterable[str]) -> dict[str, str]:
     """key -> one line for every key of a RETURNN config's ``values`` that is a Theano-era
     updater option or a misspelling of one of the ``known`` options (or of a Theano one)."""
-    known = [k for k in known if k not in THEANO_OPTIONS]
+    known = [k for k in known if k not in THEANO_OPTIONS] + list(UPSTREAM_ONLY)
     out: dict[str, str] = {}
     for key in values:
         if not isinstance(key, str) or key in known or key.startswith("_"):
