@@ -15,18 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from trainop.configs.bounds import Meter, check_weight
+from trainop.configs.pure import NotPure
 
 __all__ = ["OS_PATH"]
 
 
-class _NotStrings(Exception):
-    pass
-
-
 def _pure(function: Callable[..., Any], name: str) -> Callable[[Meter, list, dict], Any]:
     def call(meter: Meter, args: list, kwargs: dict) -> Any:
-        from trainop.configs.pure import NotPure
-
         if kwargs or not args or not all(isinstance(a, str) for a in args):
             raise NotPure(f"os.path.{name} of other than strings")
         check_weight(1 + sum(len(a) for a in args), f"os.path.{name}(...)")

@@ -25,7 +25,7 @@ NAME=VALUE`` gives); any other given value is typed.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["LOOKUPS", "Text", "final_value", "lookup"]
@@ -168,5 +168,3 @@ def final_value(text: Text, assigned: Any = _MISSING) -> Any:
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return str(text)
 
-
-Lookup = Callable[[str, Mapping[str, Any], list, dict], Any]
