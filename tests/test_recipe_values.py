@@ -207,3 +207,16 @@ def test_legacy_flag_warns_visibly(tmp_path, capsys):
     status, _, err = _main(capsys, "train", path, "--steps", "1", "--no-progress", "--out",
                            str(tmp_path / "run"))
     assert status == 0 and "warning: legacy optimizer flag(s) adam = True" in err
+
+
+def test_config_from_globals_and_a_learning_rate_file_of_code(tmp_path):
+    path = _write(tmp_path, "hvd.config", TYPO + 'config = globals()["config"]\n'
+                  'use_horovod = config.bool("use_horovod", False)\n'
+                  "from returnn.util.basic import get_login_username\n"
+                  'learning_rate_file = "/tmp/%s/lr" % get_login_username()\n')
+    recipe = trainop.load_recipe(path)
+    assert recipe.options["use_horovod"] is False
+    assert "learning_rate_file" in recipe.unresolved  # the login name is not data
+    assert recipe.pending() == {}  # trainop neither reads nor writes the file
+    assert trainop.load_recipe(path, config_values={"use_horovod": True}).options[
+        "use_horovod"] is True

@@ -215,6 +215,12 @@ class _Evaluator:
 
     # ------------------------------------------------------------------ operators
     def _Subscript(self, node: ast.Subscript) -> Any:
+        if _is_globals_call(node.value) and "globals" not in self.values:
+            name = self(node.slice)  # globals()["name"]: the global itself
+            if not isinstance(name, str) or not name.isidentifier():
+                raise _NotData(node, "globals() indexed by other than a name")
+            return self._Name(ast.Name(id=name, ctx=ast.Load(), lineno=node.lineno,
+                                       col_offset=node.col_offset))
         value, index = self(node.value), self(node.slice)
         if not isinstance(value, list | tuple | str | bytes | dict) and not is_array(value):
             raise _NotData(node, f"subscript of {type(value).__name__}")
@@ -354,10 +360,11 @@ class _Evaluator:
         raise _NotData(node, f"calls {_short(ast.unparse(func))}(...): code is not run")
 
     def _is_config_lookup(self, func: ast.expr) -> bool:
-        """``config.<lookup>`` with ``config`` RETURNN's own (not a name of the file)."""
+        """``config.<lookup>`` with ``config`` RETURNN's own (unbound in the file, or bound to
+        ``globals()["config"]``)."""
         return (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
                 and func.value.id == "config" and func.attr in LOOKUPS
-                and "config" not in self.values
+                and self.values.get("config", RETURNN_CONFIG) == RETURNN_CONFIG
                 and not any("config" in scope for scope in self.scopes))
 
     def _config_lookup(self, method: str) -> Callable[[Any, list, dict], Any]:
@@ -438,6 +445,15 @@ class _Evaluator:
         return dict(self._comprehension(node, lambda: (self(node.key), self(node.value))))
 
 
+#: RETURNN's ``Config`` object, the ``config`` global of a RETURNN config.
+RETURNN_CONFIG = Symbol("returnn.config.Config")
+
+
+def _is_globals_call(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "globals" and not node.args and not node.keywords)
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float | complex) or is_numpy_scalar(value)
 
@@ -514,6 +530,8 @@ def evaluate_python_config(source: str, filename: str = "<config>",
     def resolve(dotted: str) -> Any:
         if dotted == "__file__" and file is not None:
             return file
+        if dotted == "config":  # RETURNN runs a config with its Config as `config`
+            return RETURNN_CONFIG
         if lookup is None:
             return _MISSING
         value = lookup(dotted, _MISSING) if isinstance(names, Mapping) else lookup(dotted)

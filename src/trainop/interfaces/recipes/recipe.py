@@ -166,7 +166,7 @@ def _pending(unresolved: Mapping[str, Unresolved], keys: tuple[str, ...],
     out = {}
     for key, where in unresolved.items():
         head, _, sub = key.partition(".")
-        if head not in keys:
+        if head not in keys or head in NOT_READ:
             continue
         value = options.get(head, _ABSENT)
         if sub and isinstance(value, Mapping):
@@ -177,3 +177,7 @@ def _pending(unresolved: Mapping[str, Unresolved], keys: tuple[str, ...],
 
 
 _ABSENT = object()
+
+#: options a recipe may name that trainop neither reads nor writes (RETURNN's learning-rate
+#: history file): a value of them that needs code does not hold up ``build``.
+NOT_READ = ("learning_rate_file",)
