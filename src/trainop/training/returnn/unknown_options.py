@@ -42,6 +42,8 @@ class LegacyFlagWarning(FutureWarning):
 
 #: RETURNN Theano-backend updater options (``returnn/theano/updater.py``'s ``Updater``).
 THEANO_OPTIONS: tuple[str, ...] = (
+    "nesterov_momentum", "momentum2", "adadelta_decay", "adadelta_offset",
+    "update_multiple_models_average_step", "update_multiple_models_averaging",
     "update_clip", "weight_clip", "max_norm", "adasecant", "adamdelta",
     "adam_fit_learning_rate", "adamax", "ena", "nadam_decay", "eve", "gradient_l2_norm",
     "mean_normalized_sgd", "mean_normalized_sgd_average_interpolation", "smorms3",
