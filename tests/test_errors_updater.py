@@ -133,7 +133,7 @@ ERRORS: list[Row] = [
 ]
 
 
-@pytest.mark.filterwarnings("ignore:DEPRECATION WARNING:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:DEPRECATION WARNING:FutureWarning")
 @pytest.mark.parametrize("row", ERRORS, ids=ids(ERRORS))
 def test_error(row: Row):
     check(row)

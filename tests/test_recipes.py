@@ -412,7 +412,7 @@ def test_returnn_configs_equal_the_hand_built_updater(tmp_path, config, cls, opt
     model, ref = _model(), _model()
     updater = recipe.build(model)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
         hand = trainop.Updater(copy.deepcopy(config), ref)
     batches = _batches()
     _updater_run(updater, model, batches)
@@ -428,7 +428,7 @@ def test_returnn_legacy_flag_warns_and_nan_filter_zeroes(tmp_path):
         learning_rate = 0.1
         gradient_nan_inf_filter = True
     """)
-    with pytest.warns(DeprecationWarning, match="DEPRECATION WARNING"):
+    with pytest.warns(FutureWarning, match="DEPRECATION WARNING"):
         recipe = trainop.load_recipe(path)
     model = _model()
     updater = recipe.build(model)
@@ -497,7 +497,7 @@ def test_returnn_json_and_line_format_configs(tmp_path, name, text, config, cls)
     without '#!' is `key value` lines) load as RETURNN recipes and step as the Updater."""
     path = _write(tmp_path, name, text)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", FutureWarning)
         recipe = trainop.load_recipe(path)
         hand_config = copy.deepcopy(config)
         model, ref = _model(), _model()

@@ -649,7 +649,7 @@ class _Vars(nn.Module):
             setattr(self, name, nn.Parameter(torch.tensor(value, dtype=torch.float32)))
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the legacy rmsprop flag
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # the legacy rmsprop flag
 @pytest.mark.parametrize("name", list(CASES))
 def test_trajectory_equals_returnn(name):
     case = CASES[name]

@@ -8,7 +8,8 @@ This package imports nothing from the training step or the interfaces: both use 
 from trainop.configs.errors import RecipeError
 from trainop.configs.files import load_config
 from trainop.configs.pyconfig import PyConfig, Symbol, Unresolved, evaluate_python_config
+from trainop.configs.returnn_lookups import Text
 from trainop.configs.schema import check_keys, closest, closest_names
 
-__all__ = ["PyConfig", "RecipeError", "Symbol", "Unresolved", "check_keys", "closest",
+__all__ = ["PyConfig", "RecipeError", "Symbol", "Text", "Unresolved", "check_keys", "closest",
            "closest_names", "evaluate_python_config", "load_config"]

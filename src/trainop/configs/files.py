@@ -62,6 +62,6 @@ def load_config(path: str | os.PathLike,
     kind = returnn_text_kind(text, path)
     if kind != "python":
         return f"returnn-{kind}", parse_returnn_text(text, path), None
-    parsed = evaluate_python_config(text, filename=path, names=names)
+    parsed = evaluate_python_config(text, filename=path, names=names, file=path)
     values = {k: v for k, v in parsed.values.items() if k not in parsed.unresolved}
     return "python", values, parsed

@@ -39,7 +39,11 @@ from trainop.configs.bounds import (
     is_numpy_scalar,
 )
 from trainop.configs.errors import RecipeError
+from trainop.configs.paths import OS_PATH
+from trainop.configs.percent import NotFormattable, percent_format
 from trainop.configs.pure import BUILTINS, NUMPY, NotPure, elements, is_array
+from trainop.configs.returnn_lookups import LOOKUPS, LookupError_, Text, final_value
+from trainop.configs.returnn_lookups import lookup as config_lookup
 
 __all__ = ["PyConfig", "Symbol", "Unresolved", "evaluate_python_config", "parse_python"]
 
@@ -109,6 +113,7 @@ class _Evaluator:
         self.filename, self.partial = filename, partial
         self.meter = Meter()
         self.scopes: list[dict[str, Any]] = []  # comprehension variables, innermost last
+        self.given: Mapping[str, Any] = {}  # values set by the user (``config.*`` lookups)
 
     def __call__(self, node: ast.AST) -> Any:
         method = getattr(self, f"_{type(node).__name__}", None)
@@ -220,6 +225,12 @@ class _Evaluator:
 
     # ------------------------------------------------------------------ operators
     def _Subscript(self, node: ast.Subscript) -> Any:
+        if _is_globals_call(node.value) and "globals" not in self.values:
+            name = self(node.slice)  # globals()["name"]: the global itself
+            if not isinstance(name, str) or not name.isidentifier():
+                raise _NotData(node, "globals() indexed by other than a name")
+            return self._Name(ast.Name(id=name, ctx=ast.Load(), lineno=node.lineno,
+                                       col_offset=node.col_offset))
         value, index = self(node.value), self(node.slice)
         if not isinstance(value, list | tuple | str | bytes | dict) and not is_array(value):
             raise _NotData(node, f"subscript of {type(value).__name__}")
@@ -255,6 +266,11 @@ class _Evaluator:
                     and right > 0 and abs(left) > 1:  # at least these bits: refuse first
                 check_int_bits((left.bit_length() - 1) * right + 1)
             return op(left, right)  # products of bounded ints are cheap; checked after
+        if op is operator.mod and isinstance(left, str):
+            try:
+                return percent_format(left, right)
+            except NotFormattable as exc:
+                raise _NotData(node, f"'...' % ...: {exc}") from None
         if op is operator.mul and (isinstance(left, _SEQUENCES) or isinstance(right, _SEQUENCES)):
             seq, count = (left, right) if isinstance(left, _SEQUENCES) else (right, left)
             if not isinstance(count, int):
@@ -347,7 +363,34 @@ class _Evaluator:
                 target = None
         if isinstance(target, Symbol) and target.name in NUMPY:
             return NUMPY[target.name]
+        if isinstance(target, Symbol) and target.name in OS_PATH:
+            return OS_PATH[target.name]
+        if self._is_config_lookup(func):
+            return self._config_lookup(func.attr)
         raise _NotData(node, f"calls {_short(ast.unparse(func))}(...): code is not run")
+
+    def _is_config_lookup(self, func: ast.expr) -> bool:
+        """``config.<lookup>`` with ``config`` RETURNN's own (unbound in the file, or bound to
+        ``globals()["config"]``)."""
+        return (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                and func.value.id == "config" and func.attr in LOOKUPS
+                and self.values.get("config", RETURNN_CONFIG) == RETURNN_CONFIG
+                and not any("config" in scope for scope in self.scopes))
+
+    def _config_lookup(self, method: str) -> Callable[[Any, list, dict], Any]:
+        """RETURNN's ``config.<method>`` over what is set so far: the user's values, then
+        the file's own earlier assignments (``configs.returnn_lookups``)."""
+        def call(meter: Any, args: list, kwargs: dict) -> Any:
+            typed = {**self.given, **self.values}
+            key = args[0] if args else kwargs.get("key")
+            if isinstance(typed.get(key), Unresolved):
+                raise NotPure(f"{key!r} could not be evaluated ({typed[key]})")
+            try:
+                return config_lookup(method, typed, args, kwargs)
+            except (LookupError_, IndexError, TypeError) as exc:
+                raise NotPure(str(exc)) from None
+
+        return call
 
     # ------------------------------------------------------------------ comprehensions
     def _iterate(self, node: ast.AST, value: Any) -> list:
@@ -414,6 +457,15 @@ class _Evaluator:
             node, lambda: (guard.add(self(node.key)), self(node.value))))
 
 
+#: RETURNN's ``Config`` object, the ``config`` global of a RETURNN config.
+RETURNN_CONFIG = Symbol("returnn.config.Config")
+
+
+def _is_globals_call(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "globals" and not node.args and not node.keywords)
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float | complex) or is_numpy_scalar(value)
 
@@ -475,7 +527,8 @@ def _check_depth(tree: ast.AST, filename: str) -> None:
 
 def evaluate_python_config(source: str, filename: str = "<config>",
                            names: Mapping[str, Any] | Callable[[str], Any] | None = None,
-                           *, partial: bool = False) -> PyConfig:
+                           *, partial: bool = False, file: str | None = None,
+                           config_values: Mapping[str, Any] | None = None) -> PyConfig:
     """Evaluate the top-level assignments of a Python config without running it.
 
     Args:
@@ -488,6 +541,13 @@ def evaluate_python_config(source: str, filename: str = "<config>",
             the whole assignment ``Unresolved``. ``True``: that value alone becomes an
             ``Unresolved`` inside the dict (OpenSeq2Seq's ``base_params`` mixes training
             options with initializers and data-layer code).
+        file: keyword-only; the config's path, the value of ``__file__`` (as RETURNN runs
+            a config; ``None``: ``__file__`` is undefined).
+        config_values: keyword-only; names the user sets (RETURNN's command line and
+            ``Config.update``): seen by ``config.bool/int/float/value/typed_value/list/has``
+            lookups (``configs.returnn_lookups``; a ``Text`` value as command-line text, any
+            other value typed, and then also a global of the file), and set over the file's
+            own values at the end, as RETURNN sets them after loading the file.
 
     Returns:
         a ``PyConfig``: ``values`` (numpy arrays as lists of Python numbers, the same float64
@@ -502,12 +562,19 @@ def evaluate_python_config(source: str, filename: str = "<config>",
     lookup = names.get if isinstance(names, Mapping) else names
 
     def resolve(dotted: str) -> Any:
+        if dotted == "__file__" and file is not None:
+            return file
+        if dotted == "config":  # RETURNN runs a config with its Config as `config`
+            return RETURNN_CONFIG
         if lookup is None:
             return _MISSING
         value = lookup(dotted, _MISSING) if isinstance(names, Mapping) else lookup(dotted)
         return _MISSING if value is None and not isinstance(names, Mapping) else value
 
+    given = dict(config_values or {})
+    config.values.update({k: v for k, v in given.items() if not isinstance(v, Text)})
     evaluate = _Evaluator(config.values, resolve, filename, partial)
+    evaluate.given = given
     try:
         for stmt in tree.body:
             _statement(stmt, evaluate, config, filename, resolve)
@@ -515,6 +582,9 @@ def evaluate_python_config(source: str, filename: str = "<config>",
         raise RecipeError(filename, getattr(exc.node, "lineno", None), exc.reason) from None
     except BoundExceeded as exc:
         raise RecipeError(filename, None, exc.reason) from None
+    for key, value in given.items():  # set after the file ran, as RETURNN does
+        _bind(config, key, final_value(value, config.values.get(key, _MISSING))
+              if isinstance(value, Text) else value)
     for key, value in config.values.items():
         config.values[key] = _plain(value)
     return config

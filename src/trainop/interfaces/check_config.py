@@ -14,6 +14,8 @@ import argparse
 import os
 import sys
 
+from trainop.interfaces.recipes.settings import add_set_argument
+
 __all__ = ["add_parser", "run"]
 
 
@@ -24,6 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="an OpenSeq2Seq .py config, a RETURNN config, or a trainop "
                                 ".yaml/.json recipe")
+    add_set_argument(p)
     p.add_argument("--num-steps", type=int, default=None,
                    help="run length in steps (default: as trainop train: the config's "
                         "max_steps, else num_epochs x steps per epoch, else 60)")
@@ -38,11 +41,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainop.interfaces.recipes import load_recipe
+    from trainop.interfaces.recipes.settings import load_with_settings, parse_settings
     from trainop.interfaces.train.cli import is_recipe_error
 
     try:
-        recipe = load_recipe(args.file)
+        recipe = load_with_settings(args.file, parse_settings(getattr(args, "set", None)))
         pending = recipe.pending()
         if pending:
             raise ValueError("training options need code (never run): " + "; ".join(

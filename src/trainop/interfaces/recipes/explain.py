@@ -200,9 +200,10 @@ def _returnn_schedule(recipe: Recipe) -> Schedule:
 
 
 def warnings_for(recipe: Recipe) -> list[str]:
-    """Advice on the recipe: RETURNN's epsilon advice, OpenSeq2Seq quirks that apply."""
+    """Advice on the recipe: its ``notes`` (options listed rather than used), RETURNN's
+    epsilon advice, OpenSeq2Seq quirks that apply."""
     o = recipe.options
-    out = []
+    out = list(recipe.notes)
     if recipe.builds != "TrainOp":
         optimizer = o["optimizer"] if isinstance(o["optimizer"], dict) else {}
         if optimizer.get("epsilon") == 1e-16:

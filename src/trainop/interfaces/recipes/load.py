@@ -37,7 +37,8 @@ _YAML_JSON = (".yaml", ".yml", ".json")
 
 
 def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
-                classes: Mapping[str, type] | None = None) -> Recipe:
+                classes: Mapping[str, type] | None = None,
+                config_values: Mapping[str, Any] | None = None) -> Recipe:
     """Load a training recipe: an OpenSeq2Seq Python config, a RETURNN config, or trainop's
     YAML/JSON format (see the module doc and ``docs/recipes.md``).
 
@@ -48,6 +49,12 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
             the recipe (an OpenSeq2Seq ``optimizer`` name or import, a RETURNN ``{"class":
             "mypkg.Lion"}``) is looked up here first, then among trainop's and
             ``torch.optim``'s classes; no module a recipe names is ever imported.
+        config_values: keyword-only; name -> value set on a Python config as RETURNN's
+            command line and ``Config.update`` set them: ``config.bool/int/float/value/
+            typed_value/list/has(name, default)`` in the file see them (unset names give the
+            default) and they replace the file's own value of the name. A
+            ``trainop.configs.Text`` value is command-line text (``trainop train --set``);
+            any other value is typed. ``__file__`` is always the config's path.
 
     Returns:
         a ``Recipe``: ``format``, ``options``, ``optimizer_class``, ``unresolved``,
@@ -71,12 +78,18 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
         ('openseq2seq', 'MomentumOptimizer', 1.0)
     """
     classes = check_classes(classes)
+    if config_values is not None and not (isinstance(config_values, Mapping) and all(
+            isinstance(k, str) and k.isidentifier() for k in config_values)):
+        raise TypeError(f"Expected `config_values` to be a dict of name -> value with "
+                        f"identifier names, got {describe(config_values)}")
     if isinstance(source, Mapping):
+        _no_values(config_values, "a dict recipe")
         return _from_dict(dict(source), "<dict>", classes)
     if not isinstance(source, str | os.PathLike):
         raise TypeError(f"Expected `source` to be a path or a dict, got {describe(source)}")
     path = os.fspath(source)
     if os.path.splitext(path)[1].lower() in _YAML_JSON:
+        _no_values(config_values, f"the YAML/JSON recipe {path}")
         _, data = read_structured(path)
         if data.get("format") != "trainop":
             raise ValueError(f"Expected `format: trainop` at the top of {path} (trainop's "
@@ -85,6 +98,7 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
         return _from_dict(data, path, classes)
     text = read_text(path)
     if returnn_text_kind(text, path) != "python":
+        _no_values(config_values, f"the RETURNN JSON/line-format config {path}")
         values = parse_returnn_text(text, path)
         if not _RETURNN_KEYS & set(values):
             raise ValueError(f"Expected the RETURNN config {path} to set training keys "
@@ -95,7 +109,8 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
     def names(dotted: str) -> Any:
         return classes[dotted] if dotted in classes else resolve_name(dotted)
 
-    parsed = evaluate_python_config(text, filename=path, names=names, partial=True)
+    parsed = evaluate_python_config(text, filename=path, names=names, partial=True,
+                                    file=path, config_values=config_values)
     values = parsed.values
     if "base_params" in values or _imports_openseq2seq(values):
         if "base_params" not in values:
@@ -118,7 +133,14 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
         raise ValueError(f"Expected {path} to be an OpenSeq2Seq config (with base_params), a "
                          f"RETURNN config (optimizer, learning_rate, gradient_clip*, ...) or a "
                          f"trainop .yaml/.json recipe, got none of their keys")
-    return _returnn_recipe(path, path, values, parsed.unresolved, classes)
+    return _returnn_recipe(values, path, values, parsed.unresolved, classes)
+
+
+def _no_values(config_values: Mapping[str, Any] | None, what: str) -> None:
+    if config_values:
+        raise ValueError(f"Expected `config_values` only with a Python config (they set names "
+                         f"its code reads), got {sorted(config_values)} for {what}; edit "
+                         f"recipe.options or pass build(overrides=...) instead")
 
 
 _RETURNN_KEYS = {*DEFAULTS, *LR_CONTROL_KEYS} - {"backend", "behavior_version"}
@@ -177,4 +199,5 @@ def _returnn_recipe(config: Any, source: str, values: Mapping[str, Any] | None =
     options, needing, cls = returnn.options_from(config, values, classes or {})
     listed = {**(unresolved or {}), **needing}
     return Recipe("returnn", without_unresolved(options), None if cls is type(None) else cls,
-                  listed, "Updater", source)
+                  listed, "Updater", source,
+                  returnn.notes_for(config if isinstance(config, Mapping) else values or {}))

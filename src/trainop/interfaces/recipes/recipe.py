@@ -47,6 +47,11 @@ class Recipe:
             until they are supplied) and the rest (network, initializers: ignored).
         builds: ``"TrainOp"`` (OpenSeq2Seq's ``optimize_loss``) or ``"Updater"``.
         source: the file path, or ``"<dict>"``.
+        notes: one line per option the recipe names that trainop lists rather than uses:
+            a key that looks like a misspelt training option ("did you mean"), a training
+            option trainop does not implement (RETURNN's Theano-era ``update_clip``, ...), a
+            legacy flag (``adam = True``). ``trainop check-config`` and ``trainop train``
+            print them.
     """
 
     format: str
@@ -55,6 +60,7 @@ class Recipe:
     unresolved: dict[str, Unresolved] = field(default_factory=dict)
     builds: str = "Updater"
     source: str = "<dict>"
+    notes: list[str] = field(default_factory=list)
 
     def training_keys(self) -> tuple[str, ...]:
         """The option names this recipe's training object reads."""
@@ -160,7 +166,7 @@ def _pending(unresolved: Mapping[str, Unresolved], keys: tuple[str, ...],
     out = {}
     for key, where in unresolved.items():
         head, _, sub = key.partition(".")
-        if head not in keys:
+        if head not in keys or head in NOT_READ:
             continue
         value = options.get(head, _ABSENT)
         if sub and isinstance(value, Mapping):
@@ -171,3 +177,7 @@ def _pending(unresolved: Mapping[str, Unresolved], keys: tuple[str, ...],
 
 
 _ABSENT = object()
+
+#: options a recipe may name that trainop neither reads nor writes (RETURNN's learning-rate
+#: history file): a value of them that needs code does not hold up ``build``.
+NOT_READ = ("learning_rate_file",)

@@ -24,9 +24,10 @@ from trainop.configs import Unresolved
 from trainop.contract.validation import describe
 from trainop.training.returnn import Updater
 from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS, read_config
-from trainop.training.returnn.resolve import optimizer_spec, with_classes
+from trainop.training.returnn.resolve import LEGACY_FLAGS, optimizer_spec, with_classes
+from trainop.training.returnn.unknown_options import flag_keys
 
-__all__ = ["build", "options_from"]
+__all__ = ["build", "notes_for", "options_from"]
 
 
 def options_from(config: Any, given: Mapping[str, Any] | None = None,
@@ -37,6 +38,10 @@ def options_from(config: Any, given: Mapping[str, Any] | None = None,
     learning-rate control keys; ``classes``: names of the caller's own optimizer classes (the
     ``class`` name is replaced by the class in ``options``)."""
     options, unresolved = read_config(config)
+    if isinstance(config, Mapping):  # an evaluated file: its values that needed code
+        for key, value in config.items():
+            if key in DEFAULTS and isinstance(value, Unresolved):
+                unresolved[key] = value
     options["optimizer"] = with_classes(options["optimizer"], classes or {})
     values = config if isinstance(config, Mapping) else (given or {})
     for key in LR_CONTROL_KEYS:
@@ -55,6 +60,20 @@ def options_from(config: Any, given: Mapping[str, Any] | None = None,
             resolved["learning_rate_multiplier"] = multiplier
         options["optimizer"] = resolved
     return options, unresolved, cls
+
+
+def notes_for(values: Mapping[str, Any]) -> list[str]:
+    """The lines ``Recipe.notes`` lists for a RETURNN config's ``values``: keys that look
+    like training options trainop does not use (``unknown_options.flag_keys``), and the
+    legacy optimizer flags set."""
+    notes = list(flag_keys(values, [*DEFAULTS, *LR_CONTROL_KEYS]).values())
+    legacy = [flag for flag in LEGACY_FLAGS if values.get(flag) and not isinstance(
+        values.get(flag), Unresolved)]
+    if legacy and not values.get("optimizer"):
+        notes.append(f"legacy optimizer flag(s) {', '.join(f'{f} = {values[f]!r}' for f in legacy)}"
+                     f": RETURNN's DEPRECATION WARNING (an error from behavior_version 2); "
+                     f"write optimizer = {{'class': ...}} instead")
+    return notes
 
 
 def _construct(options: Mapping[str, Any]) -> None:

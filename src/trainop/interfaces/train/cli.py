@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainop.interfaces.recipes.settings import add_set_argument
+
 __all__ = ["DEFAULT_STEPS", "DEFAULT_STEPS_PER_EPOCH", "BuiltRun", "add_parser", "build_run",
            "RUN_FILES", "is_recipe_error", "run", "run_length", "set_aside"]
 
@@ -50,6 +52,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="recipe: OpenSeq2Seq config (.py), RETURNN config "
                                 "(.config/.py) or trainop YAML/JSON")
+    add_set_argument(p)
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
                    help="micro-steps (default: %(default)s)")
     p.add_argument("--steps-per-epoch", type=int, default=DEFAULT_STEPS_PER_EPOCH,
@@ -236,11 +239,11 @@ def build_run(args: argparse.Namespace) -> BuiltRun:
     ``args.out``."""
     import torch
 
-    from trainop.interfaces.recipes import load_recipe
+    from trainop.interfaces.recipes.settings import load_with_settings, parse_settings
     from trainop.interfaces.train.model import Batches, LSTMCellModel
 
     writer, notes = None, []
-    recipe = load_recipe(args.file)
+    recipe = load_with_settings(args.file, parse_settings(getattr(args, "set", None)))
     if recipe.builds == "Updater" and recipe.options.get("debug_grad_summaries"):
         writer = _writer(Path(args.out))  # the recipe's summaries are written with the run's
         if writer is None:
@@ -351,6 +354,9 @@ def _run(args: argparse.Namespace) -> int:
 
     for mode in optimizer_modes(recipe):
         print(f"  mode: {mode}")
+    for note in recipe.notes:  # seen before the run starts, and again in the summary
+        sys.stderr.write(f"{PROG}: warning: {note}\n")
+    sys.stderr.flush()
     history = train_model(built, model, batches, writer=writer, progress=after_step,
                           control=control, steps_per_epoch=args.steps_per_epoch)
     if bar is not None:
@@ -373,6 +379,8 @@ def _run(args: argparse.Namespace) -> int:
     except ImportError:
         print("dashboard: not written: matplotlib is missing (pip install 'trainop[plot]')")
     print(history.summary())
+    for note in recipe.notes:
+        print(f"warning: {note}")
     if plan is None:
         return 0
     return _compare(args, plan, initial, batches, history, snapshots, half)

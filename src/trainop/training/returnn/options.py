@@ -11,8 +11,13 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from trainop.configs import check_keys, closest, load_config
+from trainop.configs import check_keys, load_config
 from trainop.contract.validation import describe
+from trainop.training.returnn.unknown_options import (
+    RecipeWarning,
+    flag_keys,
+    refuse_upstream_only,
+)
 
 __all__ = ["DEFAULTS", "read_config"]
 
@@ -100,12 +105,9 @@ def read_config(config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     if strict:
         check_keys(values, known, "the Updater config")
     else:  # a RETURNN config holds everything: other keys are ignored, near-misses flagged
-        for key in values:
-            hint = None if key in known else closest(str(key), known, cutoff=0.85)
-            if hint is not None:
-                warnings.warn(f"Unknown key {key!r} in the Updater config is ignored (RETURNN "
-                              f"configs hold other settings too); did you mean {hint!r}?",
-                              UserWarning, stacklevel=3)
+        refuse_upstream_only(values)
+        for line in flag_keys(values, known).values():
+            warnings.warn(line, RecipeWarning, stacklevel=3)
     options = {key: values.get(key, default) for key, default in DEFAULTS.items()}
     for key, where in unresolved.items():
         options[key] = where

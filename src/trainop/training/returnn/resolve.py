@@ -26,6 +26,7 @@ from trainop.contract.optimizer import Optimizer
 from trainop.contract.validation import describe
 from trainop.registry import get_optimizer_class as _registry_class
 from trainop.training.returnn.torch_classes import resolve_torch_class, torch_kwargs
+from trainop.training.returnn.unknown_options import LegacyFlagWarning
 
 __all__ = ["LEGACY_FLAGS", "check_classes", "optimizer_spec", "resolve_class", "with_classes"]
 
@@ -129,7 +130,7 @@ def _legacy(options: dict[str, Any], epsilon: float, momentum: float,
         if (options["behavior_version"] or 0) >= 2:
             raise ValueError(f"{_DEPRECATION} (legacy flags {used} are errors from "
                              f"behavior_version 2 on)")
-        warnings.warn(_DEPRECATION, DeprecationWarning, stacklevel=4)
+        warnings.warn(_DEPRECATION, LegacyFlagWarning, stacklevel=4)
     base = {"use_locking": locking}
     get = _registry_class
     if options["adam"]:
