@@ -4,6 +4,7 @@ the same options and scores; trainop's must equal them."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 import trainop
 
@@ -56,3 +57,34 @@ CASES = {
 def test_rates_at_the_edges_equal_returnn(name):
     config, scores = CASES[name]
     assert _rates(trainop.LearningRateControl, config, scores) == _rates(_returnn, config, scores)
+
+
+class _Lin(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(2))
+
+
+def _updater(**options):
+    model = _Lin()
+    u = trainop.Updater({"optimizer": {"class": "sgd"}, "backend": "torch", **options},
+                        model, initial_learning_rate=0.1)
+    return u, model
+
+
+def test_set_current_train_step_sets_the_step_tensor_the_update_reads():
+    u, _ = _updater()
+    u.set_current_train_step(global_train_step=7, epoch=1)
+    assert int(u.global_train_step) == 7
+
+
+@pytest.mark.filterwarnings("ignore:Invalid gradient")
+def test_the_invalid_gradient_counter_restarts_at_a_new_epoch():
+    # RETURNN's torch engine: the consecutive-invalid counter restarts with each epoch, so one
+    # NaN step per epoch never exceeds num_allowed_consec_invalid_gradient_steps = 1
+    u, model = _updater(num_allowed_consec_invalid_gradient_steps=1)
+    for epoch in (1, 2, 3):
+        u.set_current_train_step(global_train_step=epoch - 1, epoch=epoch)
+        model.w.grad = torch.full_like(model.w, float("nan"))
+        u.step()
+    assert torch.equal(model.w.detach(), torch.ones(2))  # every NaN step skipped

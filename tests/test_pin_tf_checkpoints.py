@@ -115,3 +115,14 @@ def test_torch_adam_coupled_weight_decay_and_sgd_dampening_are_refused():
     sgd = torch.optim.SGD([p], lr=0.1, momentum=0.9, dampening=0.5)
     with pytest.raises(ValueError, match="dampening"):
         ckpt.from_torch_optim(sgd, mom)
+
+
+def test_two_scoped_candidates_are_refused_not_guessed(tmp_path):
+    model = _Two()
+    tensors = {**_adam_vars("a", 2, 0.1, 0.2), **_adam_vars("b", 3, 0.3, 0.4),
+               "x/beta1_power": np.float32(0.5), "y/beta1_power": np.float32(0.6),
+               "beta2_power": np.float32(0.25)}
+    prefix = _tf_save(tmp_path / "ck", tensors)
+    opt = trainop.AdamOptimizer(model.parameters(), learning_rate=0.1)
+    with pytest.raises(ValueError, match="Cannot tell which"):
+        ckpt.load_tf(prefix, model, opt, names={"a": "a", "b": "b"})
