@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (exact source snippets: one per line)
 """The mutants of ``scripts/mutation_audit.py``: plausible one-line bugs in the newest layers.
 
 Each is ``(id, layer, file under src/trainop/, original snippet, replacement, tests, description)``;

@@ -126,3 +126,18 @@ def test_two_scoped_candidates_are_refused_not_guessed(tmp_path):
     opt = trainop.AdamOptimizer(model.parameters(), learning_rate=0.1)
     with pytest.raises(ValueError, match="Cannot tell which"):
         ckpt.load_tf(prefix, model, opt, names={"a": "a", "b": "b"})
+
+
+def test_bfloat16_parameters_save_their_float32_masters_and_slots(tmp_path):
+    from trainop.processing.mixed_precision import MixedPrecisionOptimizerWrapper
+    model = torch.nn.Module()
+    model.w = torch.nn.Parameter(torch.full((3,), 1.5, dtype=torch.bfloat16))
+    opt = MixedPrecisionOptimizerWrapper(
+        trainop.AdamOptimizer(model.parameters(), learning_rate=0.1), 1.0)
+    prefix = str(tmp_path / "ck")
+    ckpt.save_tf(prefix, model, opt, names={"w": "w"})
+    shapes = tf.train.load_checkpoint(prefix).get_variable_to_dtype_map()
+    # OpenSeq2Seq: the float32 master holds the optimizer's slots (mixed precision)
+    assert shapes["FP32-master-copy/w"] == tf.float32
+    assert shapes["FP32-master-copy/w/Adam"] == tf.float32
+    assert "w/Adam" not in shapes
