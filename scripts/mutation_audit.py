@@ -7,7 +7,7 @@ of the repository and run the tests that cover it.
 
 The worktree is never changed: each mutant runs in a fresh temporary copy (``.git`` left out)
 with ``PYTHONPATH`` pointing at the copy's ``src``. A mutant is *caught* when the selected tests
-fail (or time out), *survived* when they pass, *n/a* when its original snippet is not found
+fail, *timeout* when they run past --timeout (not counted), *survived* when they pass, *n/a* when its original snippet is not found
 exactly once (the code moved: reported, not a crash). Exit status 0 always; the table and
 ``caught/total`` (over applicable mutants) go to stdout.
 """
@@ -56,9 +56,10 @@ def _tests(selection: str) -> list[str]:
     return args
 
 
-def run_one(mutant: tuple, timeout: float) -> tuple[str, float, str]:
-    """``(outcome, seconds, note)`` for one mutant."""
+def run_one(mutant: tuple, timeout: float, tests: str | None = None) -> tuple[str, float, str]:
+    """``(outcome, seconds, note)`` for one mutant (``tests``: a selection instead of its own)."""
     mid, _layer, rel, original, replacement, selection, _what = mutant
+    selection = tests or selection
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mid}-") as tmp:
         copy = Path(tmp) / "repo"
         shutil.copytree(ROOT, copy, ignore=_IGNORE, symlinks=True)
@@ -77,7 +78,7 @@ def run_one(mutant: tuple, timeout: float) -> tuple[str, float, str]:
             proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True,
                                   timeout=timeout)
         except subprocess.TimeoutExpired:
-            return "caught", time.monotonic() - start, "timeout"
+            return "timeout", time.monotonic() - start, f"no result in {timeout:.0f} s"
         seconds = time.monotonic() - start
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED")]
         if proc.returncode == 0:
@@ -91,22 +92,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("ids", nargs="*", help="mutant ids (default: all)")
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--tests", help="run these test files instead (space separated)")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
     args = parser.parse_args()
     chosen = [m for m in MUTANTS if not args.ids or m[0] in args.ids]
     rows = []
     for m in chosen:
-        outcome, seconds, note = run_one(m, args.timeout)
+        outcome, seconds, note = run_one(m, args.timeout, args.tests)
         rows.append((m, outcome, seconds, note))
         print(f"{m[0]:5} {m[1]:10} {outcome:9} {seconds:6.1f}s  {m[6]}  {note}", flush=True)
-    applicable = [r for r in rows if r[1] != "n/a"]
+    applicable = [r for r in rows if r[1] in ("caught", "survived")]
     caught = sum(r[1] == "caught" for r in applicable)
     if args.markdown:
         print("\n| id | layer | file | bug | outcome |\n|---|---|---|---|---|")
         for m, outcome, _, _ in rows:
             print(f"| {m[0]} | {m[1]} | `{m[2]}` | {m[6]} | {outcome} |")
     print(f"\ncaught {caught}/{len(applicable)} applicable "
-          f"({len(rows) - len(applicable)} n/a, {len(rows)} mutants)")
+          f"({len(rows) - len(applicable)} n/a or timed out, {len(rows)} mutants)")
 
 
 if __name__ == "__main__":
