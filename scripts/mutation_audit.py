@@ -7,7 +7,8 @@ of the repository and run the tests that cover it.
 
 The worktree is never changed: each mutant runs in a fresh temporary copy (``.git`` left out)
 with ``PYTHONPATH`` pointing at the copy's ``src``. A mutant is *caught* when the selected tests
-fail, *timeout* when they run past --timeout (not counted), *survived* when they pass, *n/a* when its original snippet is not found
+fail, *timeout* past --timeout (not counted), *survived* when they pass,
+*n/a* when its original snippet is not found
 exactly once (the code moved: reported, not a crash). Exit status 0 always; the table and
 ``caught/total`` (over applicable mutants) go to stdout.
 """

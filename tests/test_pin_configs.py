@@ -18,6 +18,7 @@ def _python(source):
     ("max = 0.5\nlr = max", "lr"),                                  # a rebound builtin
     ("xs = [3, 1]\ny = [x for x in [[x] for x in xs]]", "y"),       # inner scope shadows
     ("y = [(x, x) for x in [1, 2] for x in [x * 10]]", "y"),        # comprehension scoping
+    ("y = [[x for x in [z]] for x in [1] for z in [2]]", "y"),     # innermost scope first
     ("y = (-3) ** 5", "y"),                                         # negative base
     ("y = 1 < 3 < 2", "y"),                                         # chained comparison
     ("y = 0 and 5", "y"), ("y = 2 and 5", "y"), ("y = 0 or 7", "y"),
@@ -32,6 +33,14 @@ def test_a_method_call_leaves_the_list_unresolved():
     config = evaluate_python_config("rates = [0.1]\nrates.append(0.2)\n", "c.config")
     assert config.values.get("rates") != [0.1]
     assert "rates" in config.unresolved
+
+
+def test_a_call_of_a_rebound_builtin_is_not_the_builtin():
+    source = "max = 0.5\ny = max(1, 2)\n"  # Python: TypeError, 'float' is not callable
+    with pytest.raises(TypeError):
+        _python(source)
+    config = evaluate_python_config(source, "c.config")
+    assert config.values.get("y") != 2 and "y" in config.unresolved
 
 
 def test_negative_base_power_beyond_the_int_bits_is_refused_before_it_is_built():
