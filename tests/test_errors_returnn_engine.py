@@ -94,8 +94,12 @@ ERRORS: list[Row] = [
         r"Expected `semantics` to be one of \['tf', 'torch'\], got 'jax'"),
     Row("engine-optimizer-step", lambda: _engine({**TORCH, "torch_optimizer_step": {}}),
         ValueError, r"Expected no `torch_optimizer_step` with trainop's engine updater"),
-    Row("engine-grad-scaler", lambda: _engine(TORCH).step(grad_scaler=object()), ValueError,
-        r"Expected no enabled grad scaler with trainop's engine updater"),
+    Row("engine-grad-scaler", lambda: _engine(TORCH).step(grad_scaler=object()), TypeError,
+        r"^Expected `grad_scaler` to be a torch.amp.GradScaler \(with unscale_, step and "
+        r"update\), got "),
+    Row("engine-grad-scaler-tf", lambda: _engine(TORCH, semantics="tf").step(
+        grad_scaler=torch.amp.GradScaler("cpu")), ValueError,
+        r"^Expected no enabled grad scaler with trainop's engine updater under semantics='tf'"),
     Row("engine-device-lr", lambda: _engine(TORCH).use_device_lr_tensors("cpu"), ValueError,
         r"Expected no device learning-rate tensors with trainop's engine updater"),
 ]
