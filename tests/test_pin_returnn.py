@@ -95,7 +95,7 @@ def _engine_drive(updater, model, plan):
     xs = (torch.tensor([[1.0, 2.0]]), torch.tensor([[3.0, -1.0]]), torch.tensor([[0.5, 0.5]]))
     for step, x, stepped in plan:
         updater.set_current_train_step(global_train_step=step, epoch=1, epoch_continuous=0.0)
-        model(xs[x]).sum().backward()
+        (model(xs[x]) ** 2).sum().backward()  # a gradient that depends on the parameters
         if stepped:
             updater.step()
             model.zero_grad(set_to_none=True)
