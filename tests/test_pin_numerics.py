@@ -63,13 +63,12 @@ _ZERO = (0.0, 1.0, 4.0)
 def test_a_no_grad_call_before_the_pending_backward_keeps_the_training_call_for_the_replay():
     model = _sqrt_model()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with pytest.raises(NumericsError) as info:
-        with trainop.check_numerics(model, opt):
-            loss = model(torch.tensor(_ZERO)).sum()
-            with torch.no_grad():  # e.g. an evaluation between forward and backward
-                model(torch.ones(3))
-            loss.backward()
-            opt.step()
+    with pytest.raises(NumericsError) as info, trainop.check_numerics(model, opt):
+        loss = model(torch.tensor(_ZERO)).sum()
+        with torch.no_grad():  # e.g. an evaluation between forward and backward
+            model(torch.ones(3))
+        loss.backward()
+        opt.step()
     e = info.value
     assert (e.phase, e.module, e.op, e.step) == ("backward", "1", "SqrtBackward0", 0)
 
@@ -85,10 +84,9 @@ def test_a_parameter_gradient_probe_replays_the_last_call_before_the_step():
 
     model = Root()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with pytest.raises(NumericsError) as info:
-        with trainop.check_numerics(model, opt):
-            model(torch.ones(3)).backward()  # finite gradient
-            model(torch.tensor(_ZERO)).backward()  # sqrt at 0: the gradient of w is non-finite
-            opt.step()
+    with pytest.raises(NumericsError) as info, trainop.check_numerics(model, opt):
+        model(torch.ones(3)).backward()  # finite gradient
+        model(torch.tensor(_ZERO)).backward()  # sqrt at 0: the gradient of w is non-finite
+        opt.step()
     e = info.value
     assert (e.phase, e.parameter, e.op, e.step) == ("backward", "w", "SqrtBackward0", 0)
