@@ -75,3 +75,14 @@ def test_the_bounds_admit_their_own_edges():
     assert evaluate_python_config(f"y = {ok}", "c.config").values["y"] == eval(ok)  # noqa: S307
     with pytest.raises(ValueError, match="MAX_DEPTH"):
         evaluate_python_config(f"y = [{ok}]", "c.config")
+
+
+def test_the_work_meter_admits_exactly_max_work():
+    # bounds.py's definition: work *beyond* MAX_WORK is refused, MAX_WORK itself is allowed
+    from trainop.configs.bounds import MAX_WORK, BoundExceeded, Meter
+    meter = Meter()
+    meter.charge(MAX_WORK - 1)
+    meter.charge(1)
+    assert meter.work == MAX_WORK
+    with pytest.raises(BoundExceeded, match="MAX_WORK"):
+        meter.charge(1)

@@ -71,3 +71,17 @@ def test_float32_largest_finite_value_is_accepted_and_inf_is_not():
         trainop.GradientDescentOptimizer([p], learning_rate=math.inf)
     from trainop.contract.ranges import POSITIVE
     assert 0.0 not in POSITIVE and math.inf not in POSITIVE and 5e-324 in POSITIVE
+
+
+def test_a_closed_infinite_bound_is_open_and_refuses_inf():
+    # a real interval never contains +-inf: [0, inf] means [0, inf) (the only range check that
+    # refuses inf is the interval's own: check_real's float32 check looks at finite values)
+    from trainop.contract.validation import Interval, outside
+    closed = Interval(0.0, math.inf)
+    assert str(closed) == "[0, inf)" and math.inf not in closed and F32_MAX in closed
+    assert bool(outside(torch.tensor(math.inf), closed))
+    assert str(Interval(-math.inf, 0.0)) == "(-inf, 0]" and -math.inf not in Interval(-math.inf)
+    # a public path built on such an interval: a regularizer's scale
+    with pytest.raises(ValueError, match="scale"):
+        trainop.l2_regularizer(math.inf)
+    trainop.l2_regularizer(F32_MAX)

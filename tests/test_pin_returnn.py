@@ -88,3 +88,75 @@ def test_the_invalid_gradient_counter_restarts_at_a_new_epoch():
         model.w.grad = torch.full_like(model.w, float("nan"))
         u.step()
     assert torch.equal(model.w.detach(), torch.ones(2))  # every NaN step skipped
+
+
+def _engine_drive(updater, model, plan):
+    """RETURNN's torch engine calls: per ``(global_train_step, input, calls step)``."""
+    xs = (torch.tensor([[1.0, 2.0]]), torch.tensor([[3.0, -1.0]]), torch.tensor([[0.5, 0.5]]))
+    for step, x, stepped in plan:
+        updater.set_current_train_step(global_train_step=step, epoch=1, epoch_continuous=0.0)
+        (model(xs[x]) ** 2).sum().backward()  # a gradient that depends on the parameters
+        if stepped:
+            updater.step()
+            model.zero_grad(set_to_none=True)
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def _linear():
+    torch.manual_seed(0)
+    return torch.nn.Linear(2, 1)
+
+
+def test_a_jump_of_the_engines_step_is_not_a_micro_step():
+    # global_train_step 0 ends without step() and the engine resumes at 5: no micro-step is
+    # handed over at the jump (only a step of +1 means "the previous one ended without an
+    # update"), so the gradients of steps 0 and 5 are summed into the update at 5, as RETURNN's
+    # own torch updater (the oracle, driven by the same calls) makes it
+    import trainop.returnn
+    returnn_updater = pytest.importorskip("returnn.torch.updater")
+    config = {"optimizer": {"class": "sgd"}, "learning_rate": 0.1}
+    plan = [(0, 0, False), (5, 1, True), (6, 2, True)]
+    ours_model = _linear()
+    ours = trainop.returnn.SEMANTICS["tf"](config=returnn_config.Config(dict(config)),
+                                           network=ours_model, device="cpu")
+    ours.create_optimizer()
+    theirs_model = _linear()
+    theirs = returnn_updater.Updater(config=returnn_config.Config(dict(config)),
+                                     network=theirs_model, device="cpu")
+    theirs.create_optimizer()
+    torch.testing.assert_close(_engine_drive(ours, ours_model, plan),
+                               _engine_drive(theirs, theirs_model, plan))
+
+
+class _TwoLinear(torch.nn.Module):
+    def __init__(self, first: str):
+        super().__init__()
+        torch.manual_seed(0)
+        for name in (first, "b" if first == "a" else "a"):
+            self.add_module(name, torch.nn.Linear(2, 2, bias=False))
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+def test_an_opt_pt_with_the_parameters_in_another_order_is_refused(tmp_path):
+    # the same names and shapes, registered in another order: read in the file's order, each
+    # moment would land on the other parameter; trainop refuses (RETURNN remaps by name)
+    import trainop.returnn
+    returnn_updater = pytest.importorskip("returnn.torch.updater")
+    config = {"optimizer": {"class": "adam"}}
+    saved_model = _TwoLinear("a")
+    theirs = returnn_updater.Updater(config=returnn_config.Config(dict(config)),
+                                     network=saved_model, device="cpu")
+    theirs.create_optimizer()
+    theirs.set_current_train_step(global_train_step=0, epoch=1, epoch_continuous=0.0)
+    saved_model(torch.ones(1, 2)).sum().backward()
+    theirs.step()
+    path = str(tmp_path / "theirs.opt.pt")
+    theirs.save_optimizer(path)
+    ours = trainop.returnn.SEMANTICS["torch"](config=returnn_config.Config(dict(config)),
+                                              network=_TwoLinear("b"), device="cpu")
+    ours.create_optimizer()
+    with pytest.raises(ValueError, match=r"\['b.weight', 'a.weight'\] \(list\) in this order"):
+        ours.load_optimizer(path)
+    assert ours.optimizer.state_dict()["state"] == {}

@@ -141,3 +141,17 @@ def test_bfloat16_parameters_save_their_float32_masters_and_slots(tmp_path):
     assert shapes["FP32-master-copy/w"] == tf.float32
     assert shapes["FP32-master-copy/w/Adam"] == tf.float32
     assert "w/Adam" not in shapes
+
+
+def test_a_key_repeated_in_the_next_data_block_is_refused(tmp_path):
+    # a table maps each key once, in strictly increasing order (TF's table builder refuses a
+    # key <= the previous one); the same key closing one block and opening the next gives
+    # one tensor two entries: damaged, whichever would win
+    from trainop.interfaces.checkpoints.sstable import read_table, write_table
+    prefix = _tf_save(tmp_path / "ck", {"a": np.ones(2, np.float32), "b": np.zeros(3, np.float32)})
+    index = tmp_path / "ck.index"
+    entries = read_table(index.read_bytes(), "index")
+    assert [k for k, _ in entries][-1] == b"b"
+    index.write_bytes(write_table(entries + [entries[-1]], block_size=1))  # one block per key
+    with pytest.raises(ValueError, match="order"):
+        ckpt.read_tf(prefix)
