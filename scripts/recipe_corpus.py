@@ -31,7 +31,8 @@ A file counts as
 - **resolved**: loaded, and no training option needs code (``recipe.pending()`` is empty);
 - **needing code**: loaded, with training options listed in ``recipe.unresolved`` (by reason);
 - **failing**: one clear error (``trainop.RecipeError``, ``ValueError``, ``TypeError``), by
-  reason;
+  reason; also a file whose only unresolved training options use a name it never defines
+  (``recipe.unresolved``'s "undefined name"): upstream stops at it with a ``NameError``;
 - **crash**: any other exception, a timeout, a killed worker, or a traceback printed by
   ``check-config``/``train``.
 """
@@ -200,6 +201,13 @@ def _load_one(trainop, path: str) -> dict:
         return {"status": "crash", "error": "half-resolved",
                 "message": f"an Unresolved value inside recipe.options at {half}"}
     pending = {key: where.reason for key, where in recipe.pending().items()}
+    if pending and all(r.startswith("undefined name ") for r in pending.values()):
+        # A name the file never defines: Python, running the file for RETURNN or OpenSeq2Seq,
+        # stops there with a NameError too; the file is broken upstream, not needing code.
+        names = ", ".join(sorted(set(pending.values())))
+        return {"status": "failing", "error": "NameError",
+                "message": f"{names} (upstream stops there with a NameError too)",
+                "seconds": time.perf_counter() - start}
     return {"status": "needs code" if pending else "resolved", "format": recipe.format,
             "pending": pending, "unresolved": len(recipe.unresolved),
             "seconds": time.perf_counter() - start}

@@ -101,3 +101,22 @@ def test_in_process_exit_status_and_traceback(corpus, tmp_path, monkeypatch):
     result = corpus._in_process(["train", "x"], str(tmp_path))
     assert (result["status"], result["traceback"]) == (1, True)
     assert result["stderr"] == "RuntimeError: boom"
+
+
+def test_a_name_the_file_never_defines_counts_as_failing_upstream(corpus, tmp_path):
+    """A config whose training option uses a name it never defines stops upstream with a
+    NameError (Python runs the file for RETURNN): failing, not needing code; a config that
+    needs code (a ``def dynamic_learning_rate``) still counts as needing code."""
+    import trainop
+
+    broken = tmp_path / "broken.config"
+    broken.write_text('#!rnn.py\noptimizer = {"class": "adam"}\n'
+                      'newbob_multi_num_epochs = train_epoch_split\n')
+    got = corpus._load_one(trainop, str(broken))
+    assert got["status"] == "failing" and got["error"] == "NameError"
+    assert "undefined name 'train_epoch_split'" in got["message"]
+    code = tmp_path / "code.config"
+    code.write_text('#!rnn.py\noptimizer = {"class": "adam"}\nlearning_rate = 0.1\n'
+                    'def dynamic_learning_rate(*, global_train_step, learning_rate, **_):\n'
+                    '    return learning_rate / (1 + global_train_step)\n')
+    assert corpus._load_one(trainop, str(code))["status"] == "needs code"
