@@ -15,6 +15,7 @@ from triton_table import (
     assert_matches_reference,
     assert_mixed_matches,
     run,
+    spy_runs,
     train_mixed,
     train_sparse,
     ulps,
@@ -34,17 +35,8 @@ def _compiled(monkeypatch):
 
 @pytest.fixture
 def calls(monkeypatch):
-    ran: list[str] = []
-    real = tk.run
-
-    def spy(rule, *args, **kwargs):
-        done = real(rule, *args, **kwargs)
-        if done:
-            ran.append(rule)
-        return done
-
-    monkeypatch.setattr(tk, "run", spy)
-    return ran
+    """The rules the Triton path ran (``triton_table.spy_runs``)."""
+    return spy_runs(monkeypatch)
 
 
 @pytest.mark.parametrize(("info", "kwargs"), CASES, ids=IDS)

@@ -26,6 +26,7 @@ from triton_table import (
     assert_mixed_matches,
     distance,
     run,
+    spy_runs,
     train_mixed,
     train_sparse,
     ulps,
@@ -62,18 +63,8 @@ def _interpreter():
 
 @pytest.fixture
 def calls(monkeypatch):
-    """The rules the Triton path ran (each ``kernels.triton.run`` that returned True)."""
-    ran: list[str] = []
-    real = tk.run
-
-    def spy(rule, *args, **kwargs):
-        done = real(rule, *args, **kwargs)
-        if done:
-            ran.append(rule)
-        return done
-
-    monkeypatch.setattr(tk, "run", spy)
-    return ran
+    """The rules the Triton path ran (``triton_table.spy_runs``)."""
+    return spy_runs(monkeypatch)
 
 
 @pytest.mark.parametrize(("info", "kwargs"), CASES, ids=IDS)

@@ -133,3 +133,22 @@ def assert_mixed_matches(name, ours, theirs, dtype, rtol=RTOL) -> None:
     top = torch.finfo(dtype).max
     for p in po:
         assert torch.equal(p.detach(), oo.master(p).clamp(-top, top).to(dtype))
+
+
+def spy_runs(monkeypatch) -> list[str]:
+    """The rules the Triton path runs from now on (each ``kernels.triton.run`` that returned
+    True), recorded by a spy ``monkeypatch`` installs."""
+    from trainop.kernels import triton as tk
+
+    ran: list[str] = []
+    real = tk.run
+
+    def spy(rule, *args, **kwargs):
+        done = real(rule, *args, **kwargs)
+        if done:
+            ran.append(rule)
+        return done
+
+    monkeypatch.setattr(tk, "run", spy)
+    return ran
+
