@@ -14,13 +14,14 @@ the machine's speed during the run falls on both sides of each ratio.
 
 from __future__ import annotations
 
-import gc
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from trainop.bench.rounds import gc_paused, rotated
 
 __all__ = ["Candidate", "median_ratio", "time_interleaved"]
 
@@ -67,14 +68,10 @@ def time_interleaved(cands: dict[str, Candidate], *, rounds: int, warmup: int,
             run(name)
     if cuda:
         torch.cuda.synchronize(device)
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         for r in range(rounds):
-            order = list(live)
-            shift = r % len(order) if order else 0
             events = []
-            for name in order[shift:] + order[:shift]:
+            for name in rotated(list(live), r):
                 if not run(name, "prepare"):
                     continue
                 if cuda and not live[name].host:
@@ -96,9 +93,6 @@ def time_interleaved(cands: dict[str, Candidate], *, rounds: int, warmup: int,
                 torch.cuda.synchronize(device)
                 for name, start, end in events:
                     times[name].append(start.elapsed_time(end) / 1e3)
-    finally:
-        if was_enabled:
-            gc.enable()
     for name in errors:
         times[name] = []
     return times, errors

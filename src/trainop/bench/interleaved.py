@@ -10,7 +10,6 @@ candidates share the machine's states and the per-candidate medians are comparab
 
 from __future__ import annotations
 
-import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ import torch
 
 from trainop.bench.candidates import Candidate, build
 from trainop.bench.memory import peak_extra_bytes
+from trainop.bench.rounds import gc_paused, rotated
 
 __all__ = ["measure_interleaved", "new_row"]
 
@@ -57,21 +57,14 @@ def measure_interleaved(cands: list[Candidate], data, *, warmup: int, repeats: i
             for cid in list(runnables):
                 _step_or_drop(cid, runnables, rows, tick)
         sync()
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             for round_index in range(repeats):
-                order = list(runnables)
-                shift = round_index % len(order) if order else 0
-                for cid in order[shift:] + order[:shift]:
+                for cid in rotated(list(runnables), round_index):
                     t0 = time.perf_counter()
                     if _step_or_drop(cid, runnables, rows, lambda: None):
                         sync()
                         rows[cid]["times_s"].append(time.perf_counter() - t0)
                     tick()
-        finally:
-            if was_enabled:
-                gc.enable()
         for cid, runnable in runnables.items():
             if memory and runnable.measures_memory:
                 try:

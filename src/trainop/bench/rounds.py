@@ -7,12 +7,34 @@ off while timing. ``prepare`` (untimed) runs before each timed step, e.g. to ref
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
-__all__ = ["time_rounds"]
+__all__ = ["gc_paused", "rotated", "time_rounds"]
+
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The garbage collector off while timing (back to its earlier state after)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def rotated(items: Sequence[T], round_index: int) -> list[T]:
+    """``items`` started at ``round_index mod len(items)``: each round another order."""
+    shift = round_index % len(items) if items else 0
+    return [*items[shift:], *items[:shift]]
 
 
 def time_rounds(steps_of: dict[str, Callable[[], None]], *, rounds: int, steps: int,
@@ -27,12 +49,9 @@ def time_rounds(steps_of: dict[str, Callable[[], None]], *, rounds: int, steps: 
                 prepare[name]()
             steps_of[name]()
     times: dict[str, list[float]] = {name: [] for name in names}
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         for r in range(rounds):
-            shift = r % len(names)
-            for name in names[shift:] + names[:shift]:
+            for name in rotated(names, r):
                 step, before = steps_of[name], prepare.get(name)
                 for _ in range(steps):
                     if before is not None:
@@ -40,7 +59,4 @@ def time_rounds(steps_of: dict[str, Callable[[], None]], *, rounds: int, steps: 
                     t0 = time.perf_counter()
                     step()
                     times[name].append(time.perf_counter() - t0)
-    finally:
-        if was_enabled:
-            gc.enable()
     return {name: statistics.median(ts) for name, ts in times.items()}
