@@ -182,4 +182,12 @@ def test_rejected_calls_change_nothing(backend_class):
         u.load_state_dict(bad)
     with pytest.raises(ValueError, match="Expected no gradients waiting in the accumulators"):
         u.reset_optim_op()
+    model(torch.ones(3, 2)).pow(2).sum().backward()
+    # backend tf (this Updater's): RETURNN's TF updater has no loss scaling to reproduce (a
+    # non-scaler under backend torch: the engine's table, tests/test_errors_returnn_engine.py)
+    with pytest.raises(ValueError, match=r"^Expected no `grad_scaler` with backend 'tf' "
+                                         r"\(RETURNN's TF updater has no loss scaling\)"):
+        u.step(grad_scaler=torch.amp.GradScaler("cpu"))
+    for p in model.parameters():
+        p.grad = None
     _same(before, _state(u, model))
