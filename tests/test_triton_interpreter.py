@@ -9,10 +9,12 @@ when first used, so nothing here changes how other modules' tests run.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -50,11 +52,27 @@ CPU = torch.device("cpu")
 BASE = {info.name: info for info, kwargs in CASES if not kwargs}
 
 
+def _compile_check():
+    """``scripts/triton_compile_check.py`` as a module (its launch recorder and compiler)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / "triton_compile_check.py"
+    spec = importlib.util.spec_from_file_location("triton_compile_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+COMPILE_CHECK = _compile_check()
+#: Every distinct kernel specialization this module's tests launch (``_interpreter``).
+LAUNCHED: list[dict] = []
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _interpreter():
     saved = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1"
-    yield
+    with COMPILE_CHECK.recording() as launched:
+        yield
+    LAUNCHED[:] = launched
     if saved is None:
         del os.environ["TRITON_INTERPRET"]
     else:
@@ -461,3 +479,23 @@ def test_mixed_precision_read_pass_reads_the_half_gradients(dtype, monkeypatch):
                          train_mixed(BASE["AdamOptimizer"], dtype, "reference", CPU), dtype)
     halves = [torch.randn(s).to(dtype) for s in SHAPES]
     assert torch.equal(real(halves), real([h.float() for h in halves]))
+
+
+def test_every_launch_compiles_for_the_gpu_without_fast_math():
+    """Last in this module: every kernel specialization the tests above launched (their
+    argument types and constexprs, recorded from the interpreter) compiled by real Triton for
+    an H100 (sm_90, to a cubin: no GPU needed), and no float32 operation in its PTX rounds
+    otherwise than the reference (no FMA contraction, no approximate sqrt or division). The
+    interpreter never runs Triton's compiler: without this, a kernel that passes every test
+    here could still fail to build on a GPU. Run alone, it launches one small step of each
+    optimizer first."""
+    if len(LAUNCHED) < len(BASE):
+        with COMPILE_CHECK.recording() as launched:
+            for info in BASE.values():
+                run(info, {}, "triton", CPU, shapes=[(3,)], steps=1)
+        LAUNCHED.extend(launched)
+    kernels = {(spec["module"], spec["kernel"]) for spec in LAUNCHED}
+    assert len(kernels) >= len({info.name for info in BASE.values()}) // 2
+    result = COMPILE_CHECK.compile_in_subprocess(LAUNCHED, targets="90")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"compiled {len(LAUNCHED)} specializations x 1 targets" in result.stdout

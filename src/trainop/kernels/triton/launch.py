@@ -20,11 +20,17 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["BLOCK", "block_table", "complement", "device_scalars", "launch", "product",
-           "units"]
+__all__ = ["BLOCK", "OPTIONS", "block_table", "complement", "device_scalars", "launch",
+           "product", "units"]
 
 #: Elements per program.
 BLOCK = 1024
+#: The compile options of every launch: no fused multiply-add contraction, so that each
+#: multiplication and addition rounds to float32 on its own, in the reference rule's order (as
+#: the C kernels, built with ``-ffp-contract=off``, and torch's elementwise ops). Triton's
+#: default contracts ``a * b + c`` into one FMA, which changes the last bits of most rules.
+#: The interpreter ignores it (numpy never contracts).
+OPTIONS = {"enable_fp_fusion": False}
 _CACHE: dict[tuple, torch.Tensor] = {}
 _CACHE_LIMIT = 256
 #: Block tables (``block_table``), fewer: one is 16 bytes per block of a model's gradients, and
@@ -153,4 +159,4 @@ def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], h: torch.T
             *unit, h, h if multiplier is None else multiplier,
             h if found_inf is None else found_inf, n, *args,
             HAS_MULT=multiplier is not None, HAS_INF=found_inf is not None, BLOCK=BLOCK,
-            ROWS=rows is not None, HALF=half is not None, **constexprs)
+            ROWS=rows is not None, HALF=half is not None, **constexprs, **OPTIONS)

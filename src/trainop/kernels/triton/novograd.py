@@ -17,7 +17,7 @@ import triton.language as tl
 
 from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import gradient, hyper, live, put, rows, total
-from trainop.kernels.triton.launch import BLOCK, complement, device_scalars
+from trainop.kernels.triton.launch import BLOCK, OPTIONS, complement, device_scalars
 from trainop.kernels.triton.norms import square_partials
 
 __all__ = ["RULES"]
@@ -74,13 +74,14 @@ def novograd(lists, values, multiplier, found_inf, half=None) -> None:
         partials = square_partials(grad, multiplier)
         den = torch.empty(1, dtype=torch.float32, device=device)
         _moment[(1,)](partials, partials.numel(), ema, den, h, inf,
-                      HAS_INF=found_inf is not None, BLOCK=BLOCK)
+                      HAS_INF=found_inf is not None, BLOCK=BLOCK, **OPTIONS)
         n = var.numel()
         if n:
             _update[((n + BLOCK - 1) // BLOCK,)](
                 var.reshape(-1), grad.reshape(-1), mom.reshape(-1), den, copy.reshape(-1), h,
                 mult, inf, n, h, 1, HAS_MULT=multiplier is not None,
-                HAS_INF=found_inf is not None, BLOCK=BLOCK, ROWS=False, HALF=half is not None)
+                HAS_INF=found_inf is not None, BLOCK=BLOCK, ROWS=False, HALF=half is not None,
+                **OPTIONS)
 
 
 RULES = {"novograd": novograd}
