@@ -207,6 +207,42 @@ def test_flat_buffer_is_one_launch(monkeypatch):
     assert_matches_reference("AdamOptimizer", *results)
 
 
+@pytest.mark.parametrize("name", ["AdamOptimizer", "FtrlOptimizer", "MomentumOptimizer"])
+def test_large_units_launch_an_aligned_head_and_a_tail(name, monkeypatch):
+    """A unit from ``SPLIT_AT`` elements on whose count is not a multiple of 16 (a flat
+    buffer: 3 x 1025 + 3 x 15 + 3 elements here) is two launches, the first over a multiple of
+    16 elements starting where the unit starts (what Triton's JIT compiles to 128-bit
+    accesses); every element is updated once, as the reference updates it."""
+    from trainop.kernels.triton import launch
+
+    monkeypatch.setattr(launch, "SPLIT_AT", 64)
+    counts = []
+    real = launch.parts
+
+    def spy(unit):
+        found = real(unit)
+        counts.append([part[0].numel() for part in found])
+        assert all(part[0].data_ptr() == unit[0].data_ptr() + sum(c[0].numel() for c in
+                   found[:k]) * 4 for k, part in enumerate(found))
+        return found
+
+    monkeypatch.setattr(launch, "parts", spy)
+    results = []
+    for implementation in ("triton", "reference"):
+        gen = torch.Generator().manual_seed(0)
+        params = [torch.nn.Parameter(torch.randn(s, generator=gen))
+                  for s in [(1025,), (3, 5), (1,)] * 3]
+        opt = BASE[name].make(params, implementation=implementation)
+        trainop.flatten(opt)
+        for _ in range(2):
+            for p in params:
+                p.grad = torch.randn(p.shape, generator=gen)
+            opt.step()
+        results.append((params, opt))
+    assert counts and all(c == [3120, 3] for c in counts), counts
+    assert_matches_reference(name, *results)
+
+
 def test_no_host_read_in_a_step(monkeypatch):
     """Nothing on the Triton path reads a tensor's value on the host: the dispatch, the
     boundary and the device scalars run with every read patched to raise (the launches,

@@ -31,6 +31,13 @@ BLOCK = 1024
 #: default contracts ``a * b + c`` into one FMA, which changes the last bits of most rules.
 #: The interpreter ignores it (numpy never contracts).
 OPTIONS = {"enable_fp_fusion": False}
+#: Element counts a dense unit is split at: Triton's JIT compiles an integer argument divisible
+#: by 16 (and addresses divisible by 16 bytes) as such, which lets the masked loads and stores
+#: be 128-bit; any other count makes every access of the launch 32-bit. A unit of at least
+#: ``SPLIT_AT`` elements whose count is not a multiple of ``ALIGN`` (a flat buffer of any
+#: model) is launched as its first ``n - n % ALIGN`` elements and then its last few.
+ALIGN = 16
+SPLIT_AT = 1 << 20
 _CACHE: dict[tuple, torch.Tensor] = {}
 _CACHE_LIMIT = 256
 #: Block tables (``block_table``), fewer: one is 16 bytes per block of a model's gradients, and
@@ -131,6 +138,18 @@ def units(lists: Sequence[Sequence[torch.Tensor]]) -> list[list[torch.Tensor]]:
             if unit[0].numel()]
 
 
+def parts(unit: Sequence[torch.Tensor]) -> list[list[torch.Tensor]]:
+    """A dense unit (1-D tensors of one length) as the launches it takes: itself, or, from
+    ``SPLIT_AT`` elements on, a head whose length is a multiple of ``ALIGN`` and the tail. The
+    rules are elementwise, so the split changes no number; the head's tensors start where the
+    unit's do, the tail's ``head * element size`` bytes (a multiple of 16) further."""
+    n = unit[0].numel()
+    head = n - n % ALIGN
+    if head == n or n < SPLIT_AT:
+        return [list(unit)]
+    return [[t[:head] for t in unit], [t[head:] for t in unit]]
+
+
 def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], h: torch.Tensor,
            multiplier: torch.Tensor | None, found_inf: torch.Tensor | None,
            **constexprs: Any) -> None:
@@ -152,6 +171,7 @@ def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], h: torch.T
         found = units(lists if half is None else [*lists, half])
         if half is None:
             found = [[*unit, unit[0]] for unit in found]  # no copy: the variable stands in
+        found = [part for unit in found for part in parts(unit)]
         args = (h, 1)
     for unit in found:
         n = unit[1].numel()
