@@ -17,16 +17,20 @@ import os
 
 import pytest
 import torch
+from host_reads import ALL_READS, no_host_reads
 from optimizer_kwargs import kwargs_for
 from test_fsdp2 import (
     STEPS,
     _model,
+    _pipeline,
     _sharded,
     _spawn,
     _train,
+    _train_pipeline,
+    _WithExtra,
 )
 
-from trainop.bench._ranks import rank_group
+from trainop.bench._ranks import counted_all_reduces, rank_group
 from trainop.kernels import triton as tk
 from trainop.registry import OPTIMIZER_CLASSES
 
@@ -100,3 +104,75 @@ def test_two_ranks_on_the_triton_kernels_equal_one_process(sharded_runs, name):
         torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
     assert not torch.equal(params[0], _model()[0].weight)  # it trained
     assert [sizes for _, sizes in ran] == [LOCAL] * STEPS, ran  # every step on the shards
+
+
+def _deferred_step_reads_nothing(pipe) -> bool:
+    """One more ``pipe.step()`` with every host read patched to raise and the interpreter's
+    launches deferred (it runs them with numpy, which would read), replayed after in order:
+    whether the step read nothing on the host (the skip flag and loss scale included)."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    pending = []
+    real = InterpretedFunction.run
+    InterpretedFunction.run = lambda self, *a, **k: pending.append((self, a, k))
+    try:
+        with no_host_reads(ALL_READS):
+            pipe.step()
+        clean = True
+    except AssertionError:
+        clean = False
+    finally:
+        InterpretedFunction.run = real
+    for f, a, k in pending:
+        real(f, *a, **k)
+    return clean and bool(pending)
+
+
+def _pipeline_rank(rank: int, port: int, out: str) -> None:
+    os.environ["TRITON_INTERPRET"] = "1"
+    with rank_group(rank, 2, port):
+        ran = _spied_runs()
+        read: list[list[int]] = []
+        real = tk.l2_norms
+        tk.l2_norms = lambda tensors: read.append([t.numel() for t in tensors]) or real(tensors)
+        model = _WithExtra()
+        _sharded(model, [*model.body, model.extra])
+        pipe = _pipeline(model.parameters(), "backoff", "triton")
+        per_step: list[int] = []
+        results = _train_pipeline(model, pipe, rank, per_step)
+        full = [p.full_tensor().detach().clone() for p in model.parameters()]
+        runs, reads = list(ran), list(read)
+        for p in model.parameters():  # (a step after the compared ones)
+            p.grad = torch.zeros_like(p)
+        with counted_all_reduces() as calls:
+            no_reads = _deferred_step_reads_nothing(pipe)
+        if rank == 0:
+            torch.save({"results": results, "params": full, "all_reduces": per_step,
+                        "runs": runs, "read": reads, "no_reads": no_reads,
+                        "deferred_all_reduces": len(calls)}, out)
+
+
+def test_pipeline_reads_the_shards_by_triton_in_one_all_reduce_per_step(tmp_path):
+    """Dynamic loss scale, clip by global norm 0.1, SkipNonFinite (a NaN on one rank skips the
+    step on both) and FilterZeroGradients over Adam, ``implementation="triton"`` under FSDP2:
+    the Triton read pass measures each rank's local shards, the statistics take ONE
+    all_reduce per step, Adam's kernel runs on the shards, nothing is read on the host in a
+    step; norms, loss scales and parameters equal one process on the whole batch."""
+    out = str(tmp_path / "pipeline.pt")
+    _spawn(_pipeline_rank, out)
+    got = torch.load(out, weights_only=False)
+    model = _WithExtra()
+    want = _train_pipeline(model, _pipeline(model.parameters(), "backoff"), None)
+    assert [r[1] for r in got["results"]] == [r[1] for r in want] == [True, True, False, True]
+    for (g, _, gs), (w, _, ws) in zip(got["results"], want, strict=True):
+        assert g == pytest.approx(w, rel=1e-5, nan_ok=True)
+        assert gs == pytest.approx(ws, rel=1e-5)
+    for a, b in zip(got["params"], model.parameters(), strict=True):
+        torch.testing.assert_close(a, b.detach(), rtol=1e-5, atol=1e-6)
+    assert got["all_reduces"] == [1] * STEPS
+    shards = [*LOCAL, 16, 2]  # the body's, then the extra layer's (weight 4x8, bias 4)
+    assert got["read"] == [shards] * STEPS, got["read"]  # one read pass per step
+    # every step on the shards (the NaN step too: its skip flag is read by the kernel), and
+    # the skipped apply of the first step that makes the slots (the zero filter's snapshot)
+    assert [sizes for _, sizes in got["runs"]] == [shards] * (STEPS + 1), got["runs"]
+    assert got["no_reads"] and got["deferred_all_reduces"] == 1

@@ -31,7 +31,7 @@ import torch
 
 from trainop.kernels import native, triton
 from trainop.kernels.row_slices import RowSlices, row_slices
-from trainop.kernels.shards import is_sharded, local_shards
+from trainop.kernels.shards import is_sharded, local_shards, shard_group, summed_over_shards
 
 __all__ = ["choose", "row_slices_for", "sparse_rows_natively", "sparse_rows_triton",
            "update_bucket", "update_one", "update_pairs"]
@@ -89,6 +89,9 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
         if local is not None:
             vs, gs, slot_lists = local
             read = None
+    elif is_sharded(vs[0]) and _whole_norms_on_triton(opt, vs, gs, slot_lists, hp, non_slot,
+                                                      gate):
+        return
     # Only step() passes a plan bucket; there the choice depends on dtype, device and hp
     # alone (a decay_var_list, which also steers it, exists only inside apply_gradients).
     if is_sharded(vs[0]):
@@ -125,6 +128,29 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
     else:
         for i, (g, v) in enumerate(zip(gs, vs, strict=True)):
             opt._apply_dense(v, g, {n: s[i] for n, s in slot_lists.items()}, hp, non_slot)
+
+
+def _whole_norms_on_triton(opt: Any, vs, gs, slot_lists, hp, non_slot, gate) -> bool:
+    """A rule that reads each gradient's norm (``triton.WHOLE_NORM_RULES``: NovoGrad) over
+    DTensors sharded alike, where the Triton path is chosen for their local shards: each
+    rank sums the squares of its gradient shards (times the gate's multiplier,
+    ``triton.square_sums``), ONE ``all_reduce`` gives the whole tensors' sums, and the Triton
+    kernel updates the local shards reading them. False (nothing done, no collective) where
+    it does not apply; the caller takes the DTensor path."""
+    group = shard_group(gs)
+    local = local_shards(vs, gs, slot_lists, scalars=True) if group is not None else None
+    if local is None:
+        return False
+    lvs, lgs, lslots = local
+    if opt._choose_implementation(lvs[0].dtype, lvs[0].device, hp) != "triton":
+        return False
+    rule, slots, hyper = opt._triton_rule(lvs, lslots, hp, non_slot)
+    squares = triton.square_sums(lgs, gate.multiplier) if rule in triton.WHOLE_NORM_RULES \
+        else None
+    if squares is None:
+        return False
+    return triton.run(rule, [lvs, lgs, *slots], hyper, multiplier=gate.multiplier,
+                      found_inf=gate.found_inf, squares=summed_over_shards(squares, group))
 
 
 def _half_copies(opt: Any, vs) -> list | None:
