@@ -42,8 +42,7 @@ pytestmark = [pytest.mark.skipif(not tk.available(), reason="Triton is not insta
 CLASSES = {"GradientDescentOptimizer": {}, "MomentumOptimizer": {}, "AdamOptimizer": {},
            "AdamWOptimizer": {}, "RMSPropOptimizer": {"centered": True}, "FtrlOptimizer": {},
            "NovoGrad": {}}
-#: The model's tensors' element counts, and those of rank 0's shards (dim 0 halved).
-FULL = [128, 16, 64, 4]
+#: The element counts of rank 0's shards of the model's tensors (128, 16, 64, 4: dim 0 halved).
 LOCAL = [64, 8, 32, 2]
 
 
@@ -72,18 +71,30 @@ def _make(name: str, params, implementation: str | None = None):
                                    **kwargs_for(name), **CLASSES[name])
 
 
-def _optimizers_rank(rank: int, port: int, out: str) -> None:
+def _train_optimizers(rank: int, ran: list) -> dict:
+    """Each class of ``CLASSES`` on the Triton path under FSDP2: the whole parameters after
+    ``STEPS`` steps, the spied runs and the ``all_reduce`` calls of the training."""
+    results = {}
+    for name in CLASSES:
+        model = _sharded(_model())
+        opt = _make(name, model.parameters(), "triton")
+        ran.clear()
+        with counted_all_reduces() as calls:
+            _train(model, opt, rank)
+        results[name] = ([p.full_tensor().detach().clone() for p in model.parameters()],
+                         list(ran), len(calls))
+    return results
+
+
+def _rank(rank: int, port: int, out: str) -> None:
+    """One spawn for both checks (each start of a rank costs seconds): the optimizers, then
+    the pipeline."""
     os.environ["TRITON_INTERPRET"] = "1"
     with rank_group(rank, 2, port):
         ran = _spied_runs()
-        results = {}
-        for name in CLASSES:
-            model = _sharded(_model())
-            opt = _make(name, model.parameters(), "triton")
-            ran.clear()
-            _train(model, opt, rank)
-            results[name] = ([p.full_tensor().detach().clone() for p in model.parameters()],
-                             list(ran))
+        results = {"optimizers": _train_optimizers(rank, ran)}
+        ran.clear()
+        results["pipeline"] = _train_pipeline_sharded(rank, ran)
         if rank == 0:
             torch.save(results, out)
 
@@ -91,19 +102,21 @@ def _optimizers_rank(rank: int, port: int, out: str) -> None:
 @pytest.fixture(scope="module")
 def sharded_runs(tmp_path_factory) -> dict:
     out = str(tmp_path_factory.mktemp("triton_fsdp2") / "rank0.pt")
-    _spawn(_optimizers_rank, out)
+    _spawn(_rank, out)
     return torch.load(out, weights_only=False)
 
 
 @pytest.mark.parametrize("name", sorted(CLASSES))
 def test_two_ranks_on_the_triton_kernels_equal_one_process(sharded_runs, name):
-    params, ran = sharded_runs[name]
+    params, ran, all_reduces = sharded_runs["optimizers"][name]
     model = _model()
     _train(model, _make(name, model.parameters()), None)
     for got, want in zip(params, model.parameters(), strict=True):
         torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
     assert not torch.equal(params[0], _model()[0].weight)  # it trained
     assert [sizes for _, sizes in ran] == [LOCAL] * STEPS, ran  # every step on the shards
+    # NovoGrad: the whole tensors' squared norms of a step in one all_reduce
+    assert all_reduces == (STEPS if name == "NovoGrad" else 0)
 
 
 def _deferred_step_reads_nothing(pipe) -> bool:
@@ -128,39 +141,36 @@ def _deferred_step_reads_nothing(pipe) -> bool:
     return clean and bool(pending)
 
 
-def _pipeline_rank(rank: int, port: int, out: str) -> None:
-    os.environ["TRITON_INTERPRET"] = "1"
-    with rank_group(rank, 2, port):
-        ran = _spied_runs()
-        read: list[list[int]] = []
-        real = tk.l2_norms
-        tk.l2_norms = lambda tensors: read.append([t.numel() for t in tensors]) or real(tensors)
-        model = _WithExtra()
-        _sharded(model, [*model.body, model.extra])
-        pipe = _pipeline(model.parameters(), "backoff", "triton")
-        per_step: list[int] = []
-        results = _train_pipeline(model, pipe, rank, per_step)
-        full = [p.full_tensor().detach().clone() for p in model.parameters()]
-        runs, reads = list(ran), list(read)
-        for p in model.parameters():  # (a step after the compared ones)
-            p.grad = torch.zeros_like(p)
-        with counted_all_reduces() as calls:
-            no_reads = _deferred_step_reads_nothing(pipe)
-        if rank == 0:
-            torch.save({"results": results, "params": full, "all_reduces": per_step,
-                        "runs": runs, "read": reads, "no_reads": no_reads,
-                        "deferred_all_reduces": len(calls)}, out)
+def _train_pipeline_sharded(rank: int, ran: list) -> dict:
+    """``test_fsdp2``'s pipeline run with the dynamic loss scaler over Adam on the Triton path
+    under FSDP2, the read passes and runs spied, the all_reduces of each step counted; then a
+    step checked for host reads."""
+    read: list[list[int]] = []
+    real = tk.l2_norms
+    tk.l2_norms = lambda tensors: read.append([t.numel() for t in tensors]) or real(tensors)
+    model = _WithExtra()
+    _sharded(model, [*model.body, model.extra])
+    pipe = _pipeline(model.parameters(), "backoff", "triton")
+    per_step: list[int] = []
+    results = _train_pipeline(model, pipe, rank, per_step)
+    full = [p.full_tensor().detach().clone() for p in model.parameters()]
+    runs, reads = list(ran), list(read)
+    for p in model.parameters():  # (a step after the compared ones)
+        p.grad = torch.zeros_like(p)
+    with counted_all_reduces() as calls:
+        no_reads = _deferred_step_reads_nothing(pipe)
+    tk.l2_norms = real
+    return {"results": results, "params": full, "all_reduces": per_step, "runs": runs,
+            "read": reads, "no_reads": no_reads, "deferred_all_reduces": len(calls)}
 
 
-def test_pipeline_reads_the_shards_by_triton_in_one_all_reduce_per_step(tmp_path):
+def test_pipeline_reads_the_shards_by_triton_in_one_all_reduce_per_step(sharded_runs):
     """Dynamic loss scale, clip by global norm 0.1, SkipNonFinite (a NaN on one rank skips the
     step on both) and FilterZeroGradients over Adam, ``implementation="triton"`` under FSDP2:
     the Triton read pass measures each rank's local shards, the statistics take ONE
     all_reduce per step, Adam's kernel runs on the shards, nothing is read on the host in a
     step; norms, loss scales and parameters equal one process on the whole batch."""
-    out = str(tmp_path / "pipeline.pt")
-    _spawn(_pipeline_rank, out)
-    got = torch.load(out, weights_only=False)
+    got = sharded_runs["pipeline"]
     model = _WithExtra()
     want = _train_pipeline(model, _pipeline(model.parameters(), "backoff"), None)
     assert [r[1] for r in got["results"]] == [r[1] for r in want] == [True, True, False, True]
