@@ -186,3 +186,37 @@ def test_pipeline_reads_the_shards_by_triton_in_one_all_reduce_per_step(sharded_
     # the skipped apply of the first step that makes the slots (the zero filter's snapshot)
     assert [sizes for _, sizes in got["runs"]] == [shards] * (STEPS + 1), got["runs"]
     assert got["no_reads"] and got["deferred_all_reduces"] == 1
+
+
+def test_novograd_reads_the_given_whole_tensor_squares(monkeypatch):
+    """In one process: NovoGrad's kernel reading ``square_sums`` of its gradients (what one
+    rank's all_reduce gives) equals its own read of them bit for bit (the same float64 sums;
+    at most two blocks per tensor, so in any order), with a multiplier, over two steps;
+    ``squares`` of another shape or dtype, or for another rule, is a ValueError naming it, with
+    nothing written."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(3,), (1025,), (2, 4)]
+    grads = [torch.randn(s, generator=gen) for s in shapes]
+    start = [torch.randn(s, generator=gen) for s in shapes]
+    hyper = [0.01, 0.95, 0.98, 1e-8, 0.001, 1.0, 1.0]
+    mult = torch.tensor(0.5)
+    out = []
+    for squares in (None, tk.square_sums(grads, mult)):
+        lists = [[v.clone() for v in start], grads, [torch.zeros(s) for s in shapes],
+                 [torch.zeros(()) for _ in shapes]]
+        for _ in range(2):
+            assert tk.run("novograd", lists, hyper, multiplier=mult, squares=squares)
+        out.append([t for i in (0, 2, 3) for t in lists[i]])
+    for a, b in zip(*out, strict=True):
+        assert torch.equal(a, b)
+    var = torch.ones(3)
+    bad = [("novograd", torch.zeros(2, dtype=torch.float64)),
+           ("novograd", torch.zeros(1, dtype=torch.float32)),
+           ("gradient_descent", torch.zeros(1, dtype=torch.float64))]
+    for rule, squares in bad:
+        lists = ([[var], [torch.ones(3)], [torch.zeros(3)], [torch.zeros(())]]
+                 if rule == "novograd" else [[var], [torch.ones(3)]])
+        with pytest.raises(ValueError, match=f"triton {rule} call: squares must be a float64"):
+            tk.run(rule, lists, hyper if rule == "novograd" else [0.5], squares=squares)
+    assert torch.equal(var, torch.ones(3))

@@ -23,7 +23,10 @@ writes the float16/bfloat16 model copies of float32 master variables in the same
 mixed-precision wrapper's saturating cast). ``l2_norms``: per-tensor norms (float64 sums) of a
 whole list in one read pass, the gradient pipeline's norms and non-finite flag when the optimizer
 asked for ``triton`` (``kernels.norms.read_pass_norms``; float16/bfloat16 gradients read as they
-are). ``sparse_rows`` takes the gate's skip flag on the device, as ``run`` does.
+are). ``sparse_rows`` takes the gate's skip flag on the device, as ``run`` does. Sharded
+tensors (FSDP2): the dispatch hands the local shards to ``run``; NovoGrad's whole-tensor norms
+come from each rank's ``square_sums`` added over the ranks and reach its kernel as
+``run(..., squares=)`` (``kernels.dispatch``).
 """
 
 from __future__ import annotations
