@@ -14,6 +14,9 @@ hands each bucket to one implementation:
   gate's multiplier and skip flag read on the device, sending what they cannot run to
   ``foreach`` as the native kernels do.
 
+DTensor buckets (FSDP2) sharded alike run on their local shards (``kernels.shards``); NovoGrad's
+on the Triton path with its whole-tensor norms summed by one ``all_reduce`` per bucket.
+
 ``opt`` is the optimizer, used only through its algorithm hooks (``_choose_implementation``,
 ``_native_rule``, ``_triton_rule``, ``_native_sparse_rule``, ``_apply_dense``, ``_apply_sparse``,
 ``_apply_foreach``, ``_apply_fused``, ``state``); this module imports nothing above the kernels.
@@ -135,8 +138,9 @@ def _whole_norms_on_triton(opt: Any, vs, gs, slot_lists, hp, non_slot, gate) -> 
     DTensors sharded alike, where the Triton path is chosen for their local shards: each
     rank sums the squares of its gradient shards (times the gate's multiplier,
     ``triton.square_sums``), ONE ``all_reduce`` gives the whole tensors' sums, and the Triton
-    kernel updates the local shards reading them. False (nothing done, no collective) where
-    it does not apply; the caller takes the DTensor path."""
+    kernel updates the local shards reading them. False (nothing updated) where it does not
+    apply (found before the collective) or the kernel cannot run the shards (after it; every
+    rank decides alike); the caller then takes the DTensor path."""
     group = shard_group(gs)
     local = local_shards(vs, gs, slot_lists, scalars=True) if group is not None else None
     if local is None:
