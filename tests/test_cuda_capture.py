@@ -122,7 +122,8 @@ def _one_rank(tmp_path):
     if not dist.is_nccl_available():
         pytest.skip("needs NCCL")
     dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'store'}", rank=0,
-                            world_size=1)
+                            world_size=1,
+                            device_id=torch.device("cuda", torch.cuda.current_device()))
     try:
         yield
     finally:
