@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_TESTS = ["tests/test_triton_interpreter.py"]
+DEFAULT_TESTS = ["tests/test_triton_interpreter.py", "tests/test_triton_fsdp2.py"]
 #: torch dtype name -> Triton's pointer element type name.
 _POINTEE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64",
             "int64": "i64", "int32": "i32", "int8": "i8", "uint8": "u8", "bool": "i1"}
