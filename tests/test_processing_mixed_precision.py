@@ -188,3 +188,32 @@ def test_torch_style_and_state_dict():
     opt2.load_state_dict(sd)
     assert torch.equal(model2.weight.detach(), model.weight.detach())
     assert torch.equal(opt2.get_slot(model2.weight, "m"), opt.get_slot(model.weight, "m"))
+
+
+@pytest.mark.parametrize("entry", ["minimize", "step"])
+def test_native_kernels_get_float32_gradients(entry, monkeypatch):
+    """Off the Triton path a master's half gradient is widened to float32 before the update:
+    the native C kernels (which trust dtypes) get float32 gradients, and the batch's pairs
+    read as float32."""
+    from trainop.kernels import native
+    if not native.available():
+        pytest.skip("the native kernels are not built here")
+    seen = []
+    real = native.run
+
+    def spy(rule, lists, *args, **kwargs):
+        seen.append({g.dtype for g in lists[1]})
+        return real(rule, lists, *args, **kwargs)
+
+    monkeypatch.setattr(native, "run", spy)
+    w = torch.tensor([1.0, -2.0, 0.5], dtype=F16, requires_grad=True)
+    opt = MixedPrecisionOptimizerWrapper(trainop.AdamOptimizer(0.1, params=[w]),
+                                         AutomaticLossScaler("Backoff"))
+    if entry == "minimize":
+        batch = opt.compute_gradients(lambda: (w * w).sum(), var_list=[w])
+        assert [g.dtype for g, _ in batch] == [torch.float32]
+        opt.apply_gradients(batch)
+    else:
+        opt.scale_loss((w * w).sum()).backward()
+        opt.step()
+    assert seen == [{torch.float32}]

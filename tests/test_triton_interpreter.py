@@ -20,6 +20,8 @@ from host_reads import ALL_READS, no_host_reads
 from triton_table import (
     CASES,
     IDS,
+    MIXED_STAGE_IDS,
+    MIXED_STAGES,
     NATIVE_ULPS,
     SHAPES,
     SMALL,
@@ -40,10 +42,8 @@ import trainop
 from trainop.kernels import native
 from trainop.kernels import triton as tk
 from trainop.processing import (
-    LARC,
     BackoffLossScaler,
     ClipByGlobalNorm,
-    ClipByValue,
     GradientPipeline,
     LossScale,
 )
@@ -471,41 +471,38 @@ def test_mixed_precision_read_pass_reads_the_half_gradients(dtype, monkeypatch):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("entry", ["step", "minimize", "optimize_loss"])
-def test_mixed_precision_update_reads_the_half_gradients(entry, dtype, monkeypatch):
+def test_mixed_precision_update_reads_the_half_gradients(entry, dtype):
     """The mixed-precision update on the Triton path reads the half model gradients
     themselves (no float32 copy of a gradient is made): torch-style ``step()``, TF-style
     ``minimize`` and ``optimize_loss(dtype="mixed")``, matching the reference path as before;
     for ``step()``, bit for bit what the kernels gave reading float32 gradients (each element
     widens exactly, then the multiplier applies)."""
     info = BASE["AdamOptimizer"]
-    spy = HalfGradients(monkeypatch)
-    ours = train_mixed(info, dtype, "triton", CPU, entry=entry, watch=spy.watch, shapes=SMALL)
+    with pytest.MonkeyPatch.context() as mp:
+        spy = HalfGradients(mp)
+        ours = train_mixed(info, dtype, "triton", CPU, entry=entry, watch=spy.watch,
+                           shapes=SMALL)
     assert spy.kernel == [{dtype}] * 3 and spy.widened == []
-    monkeypatch.undo()
     assert_mixed_matches("AdamOptimizer", ours, train_mixed(
         info, dtype, "reference", CPU, entry=entry, shapes=SMALL), dtype)
     if entry == "step":
-        eager_widening(monkeypatch)
-        assert_same_training(ours, train_mixed(info, dtype, "triton", CPU, shapes=SMALL))
+        with pytest.MonkeyPatch.context() as mp:
+            eager_widening(mp)
+            assert_same_training(ours, train_mixed(info, dtype, "triton", CPU, shapes=SMALL))
 
 
-@pytest.mark.parametrize(("case", "kernel_dtype"), [
-    ({"regularize": 0}, torch.float32),  # one float32 gradient (the regularizer's) in the bucket
-    ({"processors": [LARC(0.002)]}, torch.float32),  # per-tensor factors, applied in float32
-    ({"processors": [ClipByValue(-0.5, 0.5)]}, torch.float32),  # a stage rewriting gradients
-    ({"processors": [ClipByGlobalNorm(1.0)]}, torch.bfloat16),  # folded into the multiplier
-], ids=["regularizer", "larc", "clip_by_value", "clip_by_global_norm"])
-def test_mixed_precision_float32_where_needed(case, kernel_dtype, monkeypatch):
+@pytest.mark.parametrize(("case", "kernel_dtype"), MIXED_STAGES, ids=MIXED_STAGE_IDS)
+def test_mixed_precision_float32_where_needed(case, kernel_dtype):
     """Where a float32 gradient is needed (a regularization gradient added in float32, LARC's
     per-tensor factors, a stage that rewrites the gradients) the update gets the float32
     widening, as before; a global clip still reads the half gradients. Gradient descent, whose
     kernel is bit-equal to the reference: the numbers are the reference path's, bit for bit."""
     info, dtype = BASE["GradientDescentOptimizer"], torch.bfloat16
-    spy = HalfGradients(monkeypatch)
-    ours = train_mixed(info, dtype, "triton", CPU, watch=spy.watch, shapes=SMALL, **case)
+    with pytest.MonkeyPatch.context() as mp:
+        spy = HalfGradients(mp)
+        ours = train_mixed(info, dtype, "triton", CPU, watch=spy.watch, shapes=SMALL, **case)
     assert spy.kernel and all(k == {kernel_dtype} for k in spy.kernel)
     assert bool(spy.widened) == (kernel_dtype == torch.float32)
-    monkeypatch.undo()
     assert_same_training(ours, train_mixed(info, dtype, "reference", CPU, shapes=SMALL, **case))
 
 

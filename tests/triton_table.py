@@ -158,6 +158,22 @@ def train_mixed(info, dtype, implementation, device, *, entry="step", watch=None
     return params, opt
 
 
+def _mixed_stages():
+    from trainop.processing import LARC, ClipByGlobalNorm, ClipByValue
+
+    return [  # (train_mixed's arguments, the dtype of the gradients its update kernel reads)
+        ({"regularize": 0}, torch.float32),  # a float32 (regularized) gradient in the bucket
+        ({"processors": [LARC(0.002)]}, torch.float32),  # per-tensor factors, in float32
+        ({"processors": [ClipByValue(-0.5, 0.5)]}, torch.float32),  # gradients rewritten
+        ({"processors": [ClipByGlobalNorm(1.0)]}, torch.bfloat16),  # folded: the multiplier
+    ]
+
+
+#: Mixed precision with what needs float32 gradients, and a global clip, which does not.
+MIXED_STAGES = _mixed_stages()
+MIXED_STAGE_IDS = ["regularizer", "larc", "clip_by_value", "clip_by_global_norm"]
+
+
 def assert_mixed_matches(name, ours, theirs, dtype, rtol=RTOL) -> None:
     """Masters and slots against the reference; every half copy the saturating cast of its
     master."""
