@@ -65,9 +65,9 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
     ``apply_gradients``/``minimize``/``step`` (from ``PipelineFrontend``): overflow check and
     scaler update, then, if applied, the inner update of the masters, ``global_step += 1`` and
     the saturating copy back to the half variables. ``apply_gradients`` pairs may name masters
-    or the half variables (their gradients are cast to float32) and hold gradients of the
-    unscaled loss (as ``compute_gradients`` returns them); ``step()`` reads the ``.grad`` of
-    ``scale_loss(loss)``.
+    or the half variables (their gradients stand for their float32 widening) and hold
+    gradients of the unscaled loss (as ``compute_gradients`` returns them); ``step()`` reads
+    the ``.grad`` of ``scale_loss(loss)``.
 
     Example:
         >>> import torch, trainop

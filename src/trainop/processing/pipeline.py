@@ -300,9 +300,10 @@ class GradientPipeline:
 
     def batch_from_grads(self) -> Gradients:
         """The parameters' ``.grad`` (gradients of ``scale_loss(loss)``) as the batch ``step``
-        processes: with mixed precision, float32 gradients paired with the masters (the
-        regularization gradient ``S * dR/dv32`` added); ``pending_loss_scale`` is the scale
-        they still carry."""
+        processes: with mixed precision, the half gradients paired with the masters, read as
+        their float32 widening (``Gradients.widen_on_use``; the regularization gradient
+        ``S * dR/dv32`` added in float32); ``pending_loss_scale`` is the scale they still
+        carry."""
         if self._hooks is not None:
             return self._hooks._batch_from_grads()
         params = [p for g in self._optimizer.param_groups for p in g["params"]]
