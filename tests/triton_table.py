@@ -161,11 +161,12 @@ def train_mixed(info, dtype, implementation, device, *, entry="step", watch=None
 def _mixed_stages():
     from trainop.processing import LARC, ClipByGlobalNorm, ClipByValue
 
-    return [  # (train_mixed's arguments, the dtype of the gradients its update kernel reads)
-        ({"regularize": 0}, torch.float32),  # a float32 (regularized) gradient in the bucket
-        ({"processors": [LARC(0.002)]}, torch.float32),  # per-tensor factors, in float32
-        ({"processors": [ClipByValue(-0.5, 0.5)]}, torch.float32),  # gradients rewritten
-        ({"processors": [ClipByGlobalNorm(1.0)]}, torch.bfloat16),  # folded: the multiplier
+    f32, bf16 = torch.float32, torch.bfloat16
+    return [  # (train_mixed's arguments, the gradient dtypes its update kernels read)
+        ({"regularize": 1}, {f32, bf16}),  # the regularized one float32: a call per dtype
+        ({"processors": [LARC(0.002)]}, {f32}),  # per-tensor factors, applied in float32
+        ({"processors": [ClipByValue(-0.5, 0.5)]}, {f32}),  # gradients rewritten
+        ({"processors": [ClipByGlobalNorm(1.0)]}, {bf16}),  # folded into the multiplier
     ]
 
 

@@ -105,11 +105,20 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
         implementation = opt._choose_implementation(vs[0].dtype, vs[0].device, hp)
         if bucket is not None:
             bucket.chosen_for, bucket.implementation = hp, implementation
+    if implementation == "triton" and gate.widen and len({g.dtype for g in gs}) > 1:
+        # half and float32 gradients (a regularized master): one kernel call per dtype (the
+        # Triton rules are elementwise or per tensor, so the split changes no number)
+        parts: dict[torch.dtype, list[int]] = {}
+        for i, g in enumerate(gs):
+            parts.setdefault(g.dtype, []).append(i)
+        for idx in parts.values():
+            update_bucket(opt, [vs[i] for i in idx], [gs[i] for i in idx],
+                          {n: [s[i] for i in idx] for n, s in slot_lists.items()}, hp,
+                          non_slot, gate)
+        return
     if implementation == "triton":
         rule, slots, hyper = opt._triton_rule(vs, slot_lists, hp, non_slot)
         half = _half_copies(opt, vs)
-        if gate.widen and len({g.dtype for g in gs}) > 1:
-            gs = widened(gs, vs)  # one gradient dtype per kernel call
         if triton.run(rule, [vs, gs, *slots], hyper, multiplier=gate.multiplier,
                       found_inf=gate.found_inf, half=half):
             if half is not None:
