@@ -46,6 +46,7 @@ from trainop.processing import (
     ClipByGlobalNorm,
     GradientPipeline,
     LossScale,
+    MixedPrecisionOptimizerWrapper,
 )
 from trainop.registry import OPTIMIZER_CLASSES
 
@@ -386,14 +387,28 @@ def test_pipeline_read_pass_is_triton(flat, monkeypatch):
     assert_matches_reference("AdamOptimizer", ours, theirs)
 
 
-def test_pipeline_step_reads_nothing_on_the_host(monkeypatch):
-    """The whole pipeline step on the Triton path (read pass, loss scale, clip, finite check,
-    update) with every host read patched to raise; the launches, which the interpreter runs
-    with numpy, are deferred and replayed after, in order."""
+def _without_host_reads(step, monkeypatch) -> list:
+    """Run ``step()`` with every host read patched to raise and the kernel launches (which
+    the interpreter runs with numpy, reading on the host) deferred; then replay the launches
+    in order. Returns them as (kernel name, arguments)."""
     from triton.runtime.interpreter import InterpretedFunction
 
     pending = []
     real = InterpretedFunction.run
+    monkeypatch.setattr(InterpretedFunction, "run",
+                        lambda self, *a, **k: pending.append((self, a, k)))
+    with no_host_reads(ALL_READS):
+        step()
+    monkeypatch.undo()
+    for f, a, k in pending:
+        real(f, *a, **k)
+    return [(f.fn.__name__, a) for f, a, _ in pending]
+
+
+def test_pipeline_step_reads_nothing_on_the_host(monkeypatch):
+    """The whole pipeline step on the Triton path (read pass, loss scale, clip, finite check,
+    update) with every host read patched to raise; the launches, which the interpreter runs
+    with numpy, are deferred and replayed after, in order."""
     gen = torch.Generator().manual_seed(2)
     params = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in SHAPES]
     opt = trainop.AdamOptimizer(params=params, learning_rate=0.01, implementation="triton")
@@ -401,15 +416,24 @@ def test_pipeline_step_reads_nothing_on_the_host(monkeypatch):
     for p in params:
         p.grad = torch.randn(p.shape, generator=gen)
     pipe.step()  # slots made, device scalars cached
-    monkeypatch.setattr(InterpretedFunction, "run",
-                        lambda self, *a, **k: pending.append((self, a, k)))
-    with no_host_reads(ALL_READS):
-        pipe.step()
-    monkeypatch.undo()
-    names = [f.fn.__name__ for f, _, _ in pending]
+    names = [name for name, _ in _without_host_reads(pipe.step, monkeypatch)]
     assert names[:2] == ["_block_squares", "_tensor_norms"] and "_adam" in str(names)
-    for f, a, k in pending:
-        real(f, *a, **k)
+
+
+def test_mixed_precision_step_reads_nothing_on_the_host(monkeypatch):
+    """``MixedPrecisionOptimizerWrapper.step()`` on the Triton path (the read pass over the
+    bfloat16 gradients, the loss scaler, the update reading them as they are and writing the
+    bfloat16 weights) reads nothing on the host."""
+    gen = torch.Generator().manual_seed(2)
+    params = [torch.nn.Parameter(torch.randn(s, generator=gen).bfloat16()) for s in SMALL]
+    opt = MixedPrecisionOptimizerWrapper(trainop.AdamOptimizer(
+        params=params, learning_rate=0.01, implementation="triton"), BackoffLossScaler())
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen).bfloat16()
+    opt.step()
+    launches = _without_host_reads(opt.step, monkeypatch)
+    assert [name for name, _ in launches] == ["_block_squares", "_tensor_norms"] + ["_adam"] * 3
+    assert all(args[1].dtype == torch.bfloat16 for _, args in launches[2:])  # the gradients
 
 
 def _sparse_gated(info, implementation, found_inf):
