@@ -217,3 +217,22 @@ def test_native_kernels_get_float32_gradients(entry, monkeypatch):
         opt.scale_loss((w * w).sum()).backward()
         opt.step()
     assert seen == [{torch.float32}]
+
+
+def test_widen_on_use():
+    """A batch's half gradient of a float32 variable, marked widen-on-use: stored as it is
+    until read as a tensor, then its float32 widening (once); a pair that is not a dense half
+    gradient of a float32 variable is refused, and nothing is marked."""
+    from trainop.processing import Gradients
+
+    g16 = torch.tensor([0.1, -3.0, 65504.0], dtype=F16)
+    batch = Gradients([(g16, torch.zeros(3)), (torch.ones(3), torch.zeros(3))])
+    with pytest.raises(ValueError, match="pair 1 to hold a dense float16/bfloat16 gradient"):
+        batch.widen_on_use([0, 1])
+    assert not batch.narrowed
+    batch.widen_on_use([0])
+    assert batch.narrowed and batch.stored_pairs()[0][0] is g16
+    assert batch.amax().tolist() == [65504.0, 1.0]  # max |g| read from the half tensor
+    (g, _), _ = batch.raw_pairs()
+    assert g.dtype == torch.float32 and torch.equal(g, g16.float()) and not batch.narrowed
+    assert batch.present_grads()[0] is g

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from trainop.contract.arguments import WIDENED_DTYPES
 from trainop.contract.validation import Interval, check_int, check_real, describe
 from trainop.kernels.norms import float32_l2_norms, read_pass_norms
 from trainop.processing._sharded import sharded, whole_tensor_statistic, whole_tensor_statistics
@@ -38,7 +39,6 @@ from trainop.processing._sharded import sharded, whole_tensor_statistic, whole_t
 __all__ = ["Gradients"]
 
 _F32 = torch.float32
-_NARROW = (torch.float16, torch.bfloat16)
 
 
 def _as_pairs(grads_and_vars: Any) -> list[tuple[torch.Tensor | None, torch.Tensor]]:
@@ -260,14 +260,15 @@ class Gradients(Sequence):
         """Pairs ``indices`` hold a dense float16/bfloat16 gradient of a float32 variable that
         stands for its float32 widening (exact): it is made on first use and kept (see the
         module doc), never on the Triton update path."""
-        for i in indices:
+        indices = list(indices)
+        for i in indices:  # all checked before any is marked
             g, v = self._grads[i], self._vars[i]
-            if (g is None or g.layout != torch.strided or g.dtype not in _NARROW
+            if (g is None or g.layout != torch.strided or g.dtype not in WIDENED_DTYPES
                     or v.dtype != _F32):
                 raise ValueError(f"Expected pair {i} to hold a dense float16/bfloat16 gradient "
                                  f"of a float32 variable, got {describe(g)} for "
                                  f"{describe(v)}")
-            self._narrow.add(i)
+        self._narrow.update(indices)
 
     def _widen(self) -> None:
         """Widen every gradient still stored narrow to float32 (same numbers: the caches
