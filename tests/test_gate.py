@@ -94,3 +94,42 @@ def test_gate_arguments_are_validated():
         opt.step(grad_multiplier=0.5)
     with pytest.raises(TypeError, match="found_inf"):
         opt.step(found_inf=torch.zeros(2))
+
+
+@pytest.mark.parametrize(("name", "implementation"), CASES, ids=str)
+def test_widened_gradients_equal_float32_ones(name, implementation):
+    """``apply_gradients(widen_gradients=True)``: a float16/bfloat16 gradient of a float32
+    variable stands for its float32 widening on every path (bit for bit the update with the
+    float32 gradient, under a multiplier too, one bucket holding both half dtypes); the half
+    gradients are left as they are."""
+    params_a, opt_a, gen = make(name, implementation)
+    params_b, opt_b, _ = make(name, implementation)
+    multiplier = torch.tensor(0.375)
+    for dtypes in ((torch.float16, torch.bfloat16), (torch.bfloat16, torch.bfloat16)):
+        grads = [torch.randn(p.shape, generator=gen).to(d) for p, d in zip(params_a, dtypes,
+                                                                          strict=True)]
+        given = [g.clone() for g in grads]
+        opt_a.apply_gradients(zip(grads, params_a, strict=True), grad_multiplier=multiplier,
+                              widen_gradients=True)
+        opt_b.apply_gradients([(g.float(), p) for g, p in zip(grads, params_b, strict=True)],
+                              grad_multiplier=multiplier)
+        assert all(torch.equal(g, h) for g, h in zip(grads, given, strict=True))
+    assert_same(snapshot(params_a, opt_a), snapshot(params_b, opt_b))
+
+
+def test_widen_gradients_is_validated():
+    """A half gradient of a float32 variable needs ``widen_gradients=True``; a sparse one, or
+    one of a float64 variable, is refused even then (nothing changes)."""
+    params, opt, _ = make("AdamOptimizer", None)
+    before = snapshot(params, opt)
+    half = torch.ones(5, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="dtype torch.float32, got torch.bfloat16"):
+        opt.apply_gradients([(half, params[0])])
+    with pytest.raises(TypeError, match="widen_gradients"):
+        opt.apply_gradients([(half, params[0])], widen_gradients="yes")
+    with pytest.raises(TypeError, match="dtype torch.float32, got torch.bfloat16"):
+        opt.apply_gradients([(half.to_sparse(), params[0])], widen_gradients=True)
+    w64 = torch.zeros(5, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(TypeError, match="dtype torch.float64, got torch.bfloat16"):
+        opt.apply_gradients([(half, w64)], widen_gradients=True)
+    assert_same(snapshot(params, opt), before)

@@ -188,3 +188,51 @@ def test_torch_style_and_state_dict():
     opt2.load_state_dict(sd)
     assert torch.equal(model2.weight.detach(), model.weight.detach())
     assert torch.equal(opt2.get_slot(model2.weight, "m"), opt.get_slot(model.weight, "m"))
+
+
+@pytest.mark.parametrize("entry", ["minimize", "step"])
+def test_native_kernels_get_float32_gradients(entry, monkeypatch):
+    """Off the Triton path a master's half gradient is widened to float32 before the update:
+    the native C kernels (which trust dtypes) get float32 gradients, and the batch's pairs
+    read as float32."""
+    from trainop.kernels import native
+    if not native.available():
+        pytest.skip("the native kernels are not built here")
+    seen = []
+    real = native.run
+
+    def spy(rule, lists, *args, **kwargs):
+        seen.append({g.dtype for g in lists[1]})
+        return real(rule, lists, *args, **kwargs)
+
+    monkeypatch.setattr(native, "run", spy)
+    w = torch.tensor([1.0, -2.0, 0.5], dtype=F16, requires_grad=True)
+    opt = MixedPrecisionOptimizerWrapper(trainop.AdamOptimizer(0.1, params=[w]),
+                                         AutomaticLossScaler("Backoff"))
+    if entry == "minimize":
+        batch = opt.compute_gradients(lambda: (w * w).sum(), var_list=[w])
+        assert [g.dtype for g, _ in batch] == [torch.float32]
+        opt.apply_gradients(batch)
+    else:
+        opt.scale_loss((w * w).sum()).backward()
+        opt.step()
+    assert seen == [{torch.float32}]
+
+
+def test_widen_on_use():
+    """A batch's half gradient of a float32 variable, marked widen-on-use: stored as it is
+    until read as a tensor, then its float32 widening (once); a pair that is not a dense half
+    gradient of a float32 variable is refused, and nothing is marked."""
+    from trainop.processing import Gradients
+
+    g16 = torch.tensor([0.1, -3.0, 65504.0], dtype=F16)
+    batch = Gradients([(g16, torch.zeros(3)), (torch.ones(3), torch.zeros(3))])
+    with pytest.raises(ValueError, match="pair 1 to hold a dense float16/bfloat16 gradient"):
+        batch.widen_on_use([0, 1])
+    assert not batch.narrowed
+    batch.widen_on_use([0])
+    assert batch.narrowed and batch.stored_pairs()[0][0] is g16
+    assert batch.amax().tolist() == [65504.0, 1.0]  # max |g| read from the half tensor
+    (g, _), _ = batch.raw_pairs()
+    assert g.dtype == torch.float32 and torch.equal(g, g16.float()) and not batch.narrowed
+    assert batch.present_grads()[0] is g

@@ -12,8 +12,13 @@ from triton_table import (
     CASES,
     CUDA_RTOL,
     IDS,
+    MIXED_STAGE_IDS,
+    MIXED_STAGES,
+    HalfGradients,
     assert_matches_reference,
     assert_mixed_matches,
+    assert_same_training,
+    eager_widening,
     run,
     spy_runs,
     train_mixed,
@@ -88,6 +93,42 @@ def test_cuda_mixed_precision_in_one_pass(name, dtype, calls):
     ours = train_mixed(BASE[name], dtype, "triton", cuda)
     assert calls
     assert_mixed_matches(name, ours, train_mixed(BASE[name], dtype, "reference", cuda), dtype,
+                         rtol=CUDA_RTOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("entry", ["step", "minimize", "optimize_loss"])
+def test_cuda_mixed_precision_update_reads_the_half_gradients(entry, dtype):
+    """As the interpreter's test: the update kernel reads the half gradients (no float32 copy
+    of a gradient), bit for bit what it gave reading float32 ones, near the reference."""
+    cuda, info = torch.device("cuda"), BASE["AdamOptimizer"]
+    with pytest.MonkeyPatch.context() as mp:
+        spy = HalfGradients(mp)
+        ours = train_mixed(info, dtype, "triton", cuda, entry=entry, watch=spy.watch)
+    assert spy.kernel == [{dtype}] * 3 and spy.widened == []
+    with pytest.MonkeyPatch.context() as mp:
+        eager_widening(mp)
+        assert_same_training(ours, train_mixed(info, dtype, "triton", cuda, entry=entry))
+    assert_mixed_matches("AdamOptimizer", ours, train_mixed(
+        info, dtype, "reference", cuda, entry=entry), dtype, rtol=CUDA_RTOL)
+
+
+@pytest.mark.parametrize(("case", "kernel_dtypes"), MIXED_STAGES, ids=MIXED_STAGE_IDS)
+def test_cuda_mixed_precision_float32_where_needed(case, kernel_dtypes):
+    """As the interpreter's test: float32 gradients where a regularizer or stage needs them
+    (bit for bit the float32 path), the half ones elsewhere (a global clip, the masters
+    without a regularizer)."""
+    cuda, info, dtype = torch.device("cuda"), BASE["AdamOptimizer"], torch.bfloat16
+    with pytest.MonkeyPatch.context() as mp:
+        spy = HalfGradients(mp)
+        ours = train_mixed(info, dtype, "triton", cuda, watch=spy.watch, **case)
+    assert all(len(k) == 1 for k in spy.kernel) and set().union(*spy.kernel) == kernel_dtypes
+    assert bool(spy.widened) == (torch.float32 in kernel_dtypes)
+    with pytest.MonkeyPatch.context() as mp:
+        eager_widening(mp)
+        assert_same_training(ours, train_mixed(info, dtype, "triton", cuda, **case))
+    assert_mixed_matches("AdamOptimizer", ours,
+                         train_mixed(info, dtype, "reference", cuda, **case), dtype,
                          rtol=CUDA_RTOL)
 
 

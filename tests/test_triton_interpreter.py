@@ -22,11 +22,17 @@ from host_reads import ALL_READS, no_host_reads
 from triton_table import (
     CASES,
     IDS,
+    MIXED_STAGE_IDS,
+    MIXED_STAGES,
     NATIVE_ULPS,
     SHAPES,
+    SMALL,
+    HalfGradients,
     assert_matches_reference,
     assert_mixed_matches,
+    assert_same_training,
     distance,
+    eager_widening,
     run,
     spy_runs,
     train_mixed,
@@ -42,6 +48,7 @@ from trainop.processing import (
     ClipByGlobalNorm,
     GradientPipeline,
     LossScale,
+    MixedPrecisionOptimizerWrapper,
 )
 from trainop.registry import OPTIMIZER_CLASSES
 
@@ -434,14 +441,28 @@ def test_pipeline_read_pass_is_triton(flat, monkeypatch):
     assert_matches_reference("AdamOptimizer", ours, theirs)
 
 
-def test_pipeline_step_reads_nothing_on_the_host(monkeypatch):
-    """The whole pipeline step on the Triton path (read pass, loss scale, clip, finite check,
-    update) with every host read patched to raise; the launches, which the interpreter runs
-    with numpy, are deferred and replayed after, in order."""
+def _without_host_reads(step, monkeypatch) -> list:
+    """Run ``step()`` with every host read patched to raise and the kernel launches (which
+    the interpreter runs with numpy, reading on the host) deferred; then replay the launches
+    in order. Returns them as (kernel name, arguments)."""
     from triton.runtime.interpreter import InterpretedFunction
 
     pending = []
     real = InterpretedFunction.run
+    monkeypatch.setattr(InterpretedFunction, "run",
+                        lambda self, *a, **k: pending.append((self, a, k)))
+    with no_host_reads(ALL_READS):
+        step()
+    monkeypatch.undo()
+    for f, a, k in pending:
+        real(f, *a, **k)
+    return [(f.fn.__name__, a) for f, a, _ in pending]
+
+
+def test_pipeline_step_reads_nothing_on_the_host(monkeypatch):
+    """The whole pipeline step on the Triton path (read pass, loss scale, clip, finite check,
+    update) with every host read patched to raise; the launches, which the interpreter runs
+    with numpy, are deferred and replayed after, in order."""
     gen = torch.Generator().manual_seed(2)
     params = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in SHAPES]
     opt = trainop.AdamOptimizer(params=params, learning_rate=0.01, implementation="triton")
@@ -449,15 +470,24 @@ def test_pipeline_step_reads_nothing_on_the_host(monkeypatch):
     for p in params:
         p.grad = torch.randn(p.shape, generator=gen)
     pipe.step()  # slots made, device scalars cached
-    monkeypatch.setattr(InterpretedFunction, "run",
-                        lambda self, *a, **k: pending.append((self, a, k)))
-    with no_host_reads(ALL_READS):
-        pipe.step()
-    monkeypatch.undo()
-    names = [f.fn.__name__ for f, _, _ in pending]
+    names = [name for name, _ in _without_host_reads(pipe.step, monkeypatch)]
     assert names[:2] == ["_block_squares", "_tensor_norms"] and "_adam" in str(names)
-    for f, a, k in pending:
-        real(f, *a, **k)
+
+
+def test_mixed_precision_step_reads_nothing_on_the_host(monkeypatch):
+    """``MixedPrecisionOptimizerWrapper.step()`` on the Triton path (the read pass over the
+    bfloat16 gradients, the loss scaler, the update reading them as they are and writing the
+    bfloat16 weights) reads nothing on the host."""
+    gen = torch.Generator().manual_seed(2)
+    params = [torch.nn.Parameter(torch.randn(s, generator=gen).bfloat16()) for s in SMALL]
+    opt = MixedPrecisionOptimizerWrapper(trainop.AdamOptimizer(
+        params=params, learning_rate=0.01, implementation="triton"), BackoffLossScaler())
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen).bfloat16()
+    opt.step()
+    launches = _without_host_reads(opt.step, monkeypatch)
+    assert [name for name, _ in launches] == ["_block_squares", "_tensor_norms"] + ["_adam"] * 3
+    assert all(args[1].dtype == torch.bfloat16 for _, args in launches[2:])  # the gradients
 
 
 def _sparse_gated(info, implementation, found_inf):
@@ -517,6 +547,57 @@ def test_mixed_precision_read_pass_reads_the_half_gradients(dtype, monkeypatch):
     assert torch.equal(real(halves), real([h.float() for h in halves]))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("entry", ["step", "minimize", "optimize_loss"])
+def test_mixed_precision_update_reads_the_half_gradients(entry, dtype):
+    """The mixed-precision update on the Triton path reads the half model gradients
+    themselves (no float32 copy of a gradient is made): torch-style ``step()``, TF-style
+    ``minimize`` and ``optimize_loss(dtype="mixed")``, matching the reference path as before;
+    for ``step()``, bit for bit what the kernels gave reading float32 gradients (each element
+    widens exactly, then the multiplier applies)."""
+    info = BASE["AdamOptimizer"]
+    with pytest.MonkeyPatch.context() as mp:
+        spy = HalfGradients(mp)
+        ours = train_mixed(info, dtype, "triton", CPU, entry=entry, watch=spy.watch,
+                           shapes=SMALL)
+    assert spy.kernel == [{dtype}] * 3 and spy.widened == []
+    assert_mixed_matches("AdamOptimizer", ours, train_mixed(
+        info, dtype, "reference", CPU, entry=entry, shapes=SMALL), dtype)
+    if entry == "step":
+        with pytest.MonkeyPatch.context() as mp:
+            eager_widening(mp)
+            assert_same_training(ours, train_mixed(info, dtype, "triton", CPU, shapes=SMALL))
+
+
+@pytest.mark.parametrize(("case", "kernel_dtypes"), MIXED_STAGES, ids=MIXED_STAGE_IDS)
+def test_mixed_precision_float32_where_needed(case, kernel_dtypes):
+    """Where a float32 gradient is needed (a regularization gradient added in float32: that
+    master's, the others' kernel call still reads half ones; LARC's per-tensor factors; a
+    stage that rewrites the gradients) the update gets the float32 widening, as before; a
+    global clip still reads the half gradients. Gradient descent, whose
+    kernel is bit-equal to the reference: the numbers are the reference path's, bit for bit."""
+    info, dtype = BASE["GradientDescentOptimizer"], torch.bfloat16
+    with pytest.MonkeyPatch.context() as mp:
+        spy = HalfGradients(mp)
+        ours = train_mixed(info, dtype, "triton", CPU, watch=spy.watch, shapes=SMALL, **case)
+    assert all(len(k) == 1 for k in spy.kernel) and set().union(*spy.kernel) == kernel_dtypes
+    assert bool(spy.widened) == (torch.float32 in kernel_dtypes)
+    assert_same_training(ours, train_mixed(info, dtype, "reference", CPU, shapes=SMALL, **case))
+
+
+def test_half_gradients_at_the_boundary():
+    """``kernels.triton.run`` takes float16/bfloat16 gradients for float32 variables (all of
+    one dtype: a mixed list or another dtype is a ``ValueError``); the native kernels keep
+    refusing them (they trust dtypes: the dispatch widens first)."""
+    var, half = torch.zeros(4), torch.full((4,), 0.5, dtype=torch.bfloat16)
+    assert tk.run("gradient_descent", [[var], [half]], [2.0])
+    assert torch.equal(var, torch.full((4,), -1.0))
+    for grads in ([half, torch.ones(4)], [half.double()]):
+        with pytest.raises(ValueError, match="gradients"):
+            tk.run("gradient_descent", [[var] * len(grads), grads], [2.0])
+    if native.available():
+        with pytest.raises(ValueError, match="gradients"):
+            native.run("gradient_descent", [[var], [half]], [2.0])
 def test_every_launch_compiles_for_the_gpu_without_fast_math():
     """Last in this module: every kernel specialization the tests above launched (their
     argument types and constexprs, recorded from the interpreter) compiled by real Triton for

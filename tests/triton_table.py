@@ -16,6 +16,8 @@ from trainop.kernels.triton.launch import BLOCK
 
 #: One bucket of mixed sizes: 1, block-1, block+1, empty, a 2-D tensor.
 SHAPES = [(1,), (BLOCK - 1,), (BLOCK + 1,), (0,), (3, 5)]
+#: Fewer, smaller tensors (one block each; an empty one) where the sizes are not the point.
+SMALL = [(1,), (7,), (0,), (2, 3)]
 #: Classes whose reference runs the kernel's order of operations: bit-equal to it.
 EQUAL = {"GradientDescentOptimizer", "MomentumOptimizer", "AdagradOptimizer",
          "ProximalGradientDescentOptimizer", "ProximalAdagradOptimizer", "MomentumWOptimizer"}
@@ -102,26 +104,75 @@ def train_sparse(info, implementation, device):
     return [table], opt
 
 
-def train_mixed(info, dtype, implementation, device):
+def train_mixed(info, dtype, implementation, device, *, entry="step", watch=None,
+                regularize=None, processors=(), shapes=SHAPES):
     """``MixedPrecisionOptimizerWrapper`` around ``info``'s optimizer on half parameters
-    (one saturating in float16), three steps, the second overflowing (skipped)."""
-    from trainop.processing import BackoffLossScaler, MixedPrecisionOptimizerWrapper
+    (one saturating in float16), three steps, the second overflowing (skipped). ``entry``:
+    torch style ``"step"``, TF style ``"minimize"`` (a TF-style optimizer, masters made on
+    first sight), or ``"optimize_loss"`` (``dtype="mixed"``, the optimizer by class).
+    ``watch(params)`` sees the parameters first; ``regularize``: the index of a parameter
+    given an L2 regularizer (``add_regularizer``); ``processors``: pipeline stages around the
+    wrapper (``step`` only); ``shapes``: the parameters' (the second of at least 2 elements).
+    Returns the params and the wrapper."""
+    import trainop
+    from trainop.processing import (
+        BackoffLossScaler,
+        GradientPipeline,
+        MixedPrecisionOptimizerWrapper,
+    )
 
     gen = torch.Generator().manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(s, generator=gen).to(dtype).to(device))
-              for s in SHAPES]
+              for s in shapes]
     params[1].data[:2] = torch.tensor([1e9, -1e9]).to(dtype)
-    opt = MixedPrecisionOptimizerWrapper(info.make(params, implementation=implementation),
-                                         BackoffLossScaler())
+    if watch is not None:
+        watch(params)
+    inputs = [[torch.randn(p.shape, generator=gen).to(device) for p in params]
+              for _ in range(3)]
+
+    def loss(step):
+        value = sum((p.float() * x).sum() for p, x in zip(params, inputs[step], strict=True))
+        return value * float("inf") if step == 1 else value
+
+    if entry == "optimize_loss":
+        op = trainop.optimize_loss(loss, info.cls,
+                                   {"implementation": implementation, **info.required},
+                                   info.lr, var_list=params, dtype="mixed",
+                                   loss_scaling="Backoff")
+        for step in range(3):
+            op(step)
+        return params, op.optimizer
+    inner = (info.cls(learning_rate=info.lr, implementation=implementation, **info.required)
+             if entry == "minimize" else info.make(params, implementation=implementation))
+    opt = MixedPrecisionOptimizerWrapper(inner, BackoffLossScaler())
+    if regularize is not None:
+        opt.add_regularizer(params[regularize], lambda v: 1e-3 * (v * v).sum())
+    front = GradientPipeline(opt, processors) if processors else opt
     for step in range(3):
-        loss = sum((p.float() * torch.randn(p.shape, generator=gen).to(device)).sum()
-                   for p in params)
-        if step == 1:
-            loss = loss * float("inf")
-        opt.scale_loss(loss).backward()
-        opt.step()
-        opt.zero_grad()
+        if entry == "minimize":
+            front.minimize(lambda step=step: loss(step), var_list=params)
+            continue
+        front.scale_loss(loss(step)).backward()
+        front.step()
+        front.zero_grad()
     return params, opt
+
+
+def _mixed_stages():
+    from trainop.processing import LARC, ClipByGlobalNorm, ClipByValue
+
+    f32, bf16 = torch.float32, torch.bfloat16
+    return [  # (train_mixed's arguments, the gradient dtypes its update kernels read)
+        ({"regularize": 1}, {f32, bf16}),  # the regularized one float32: a call per dtype
+        ({"processors": [LARC(0.002)]}, {f32}),  # per-tensor factors, applied in float32
+        ({"processors": [ClipByValue(-0.5, 0.5)]}, {f32}),  # gradients rewritten
+        ({"processors": [ClipByGlobalNorm(1.0)]}, {bf16}),  # folded into the multiplier
+    ]
+
+
+#: Mixed precision with what needs float32 gradients, and a global clip, which does not.
+MIXED_STAGES = _mixed_stages()
+MIXED_STAGE_IDS = ["regularizer", "larc", "clip_by_value", "clip_by_global_norm"]
 
 
 def assert_mixed_matches(name, ours, theirs, dtype, rtol=RTOL) -> None:
@@ -133,6 +184,65 @@ def assert_mixed_matches(name, ours, theirs, dtype, rtol=RTOL) -> None:
     top = torch.finfo(dtype).max
     for p in po:
         assert torch.equal(p.detach(), oo.master(p).clamp(-top, top).to(dtype))
+
+
+class HalfGradients:
+    """Spies (installed with ``monkeypatch``) on a mixed-precision update: ``kernel``, the
+    gradient dtypes of every ``kernels.triton.run`` that ran; ``widened``, the shape of every
+    float32 copy (``Tensor.to``) made of a ``.grad`` of the parameters given to ``watch``."""
+
+    def __init__(self, monkeypatch) -> None:
+        from trainop.kernels import triton as tk
+
+        self.kernel: list[set[torch.dtype]] = []
+        self.widened: list[tuple[int, ...]] = []
+        self._params: list[torch.Tensor] = []
+        run, to = tk.run, torch.Tensor.to
+
+        def spy_run(rule, lists, *args, **kwargs):
+            done = run(rule, lists, *args, **kwargs)
+            if done:
+                self.kernel.append({g.dtype for g in lists[1]})
+            return done
+
+        def spy_to(t, *args, **kwargs):
+            out = to(t, *args, **kwargs)
+            if (out.dtype == torch.float32 and t.dtype != torch.float32
+                    and any(t is p.grad for p in self._params)):
+                self.widened.append(tuple(t.shape))
+            return out
+
+        monkeypatch.setattr(tk, "run", spy_run)
+        monkeypatch.setattr(torch.Tensor, "to", spy_to)
+
+    def watch(self, params) -> None:
+        self._params = list(params)
+
+
+def eager_widening(monkeypatch) -> None:
+    """From now on a mixed-precision master's half gradient is widened to float32 as soon as
+    it is paired with its master (what the wrapper did before widening on use), so the update
+    kernels read float32 gradients."""
+    from trainop.processing import Gradients
+
+    mark = Gradients.widen_on_use
+
+    def eager(self, indices):
+        mark(self, indices)
+        self._widen()
+
+    monkeypatch.setattr(Gradients, "widen_on_use", eager)
+
+
+def assert_same_training(ours, theirs) -> None:
+    """Two ``train_mixed`` results bit for bit: half params, masters and every slot."""
+    (po, oo), (pt, ot) = ours, theirs
+    for a, b in zip(po, pt, strict=True):
+        assert torch.equal(a.detach(), b.detach())
+        ma, mb = oo.master(a), ot.master(b)
+        assert torch.equal(ma, mb)
+        for name, slot in oo.optimizer.state[ma].items():
+            assert torch.equal(slot, ot.optimizer.state[mb][name]), name
 
 
 def spy_runs(monkeypatch) -> list[str]:

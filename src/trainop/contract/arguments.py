@@ -13,11 +13,13 @@ import torch
 from trainop.contract.validation import describe
 from trainop.kernels import native
 
-__all__ = ["VALID_DTYPES", "check_global_step", "check_gradient", "check_loss",
+__all__ = ["VALID_DTYPES", "WIDENED_DTYPES", "check_global_step", "check_gradient", "check_loss",
            "check_sparse_rows", "check_variable", "describe_var"]
 
 #: The floating dtypes TF's ``_valid_dtypes`` allows for variables and losses.
 VALID_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+#: The gradient dtypes a float32 variable takes with ``widen=True`` (read as float32, exactly).
+WIDENED_DTYPES = (torch.float16, torch.bfloat16)
 
 
 def describe_var(v: Any) -> str:
@@ -40,7 +42,10 @@ def check_variable(v: Any, where: str) -> None:
         raise TypeError(f"Trying to update a Tensor that is not a leaf variable: {where}")
 
 
-def check_gradient(g: Any, v: torch.Tensor, where: str) -> None:
+def check_gradient(g: Any, v: torch.Tensor, where: str, *, widen: bool = False) -> None:
+    """``g`` a dense or sparse COO tensor of ``v``'s dtype, shape and device; with ``widen``
+    a dense float16/bfloat16 gradient of a float32 variable passes too (it stands for its
+    float32 widening, ``apply_gradients(widen_gradients=True)``)."""
     if not isinstance(g, torch.Tensor):
         raise TypeError(
             f"Gradient must be a Tensor, a sparse COO Tensor (IndexedSlices) or None: "
@@ -51,7 +56,8 @@ def check_gradient(g: Any, v: torch.Tensor, where: str) -> None:
             f"Gradient must be a Tensor, a sparse COO Tensor (IndexedSlices) or None: "
             f"{where} has layout {g.layout}"
         )
-    if g.dtype != v.dtype:
+    if g.dtype != v.dtype and not (widen and v.dtype == torch.float32 and g.dtype in
+                                   WIDENED_DTYPES and g.layout == torch.strided):
         raise TypeError(f"Expected {where} to have the variable's dtype {v.dtype}, got {g.dtype}")
     if tuple(g.shape) != tuple(v.shape):
         raise ValueError(

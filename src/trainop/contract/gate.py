@@ -1,4 +1,5 @@
-"""``Gate``: what gradient processing folds into one update (a multiplier and a skip flag)."""
+"""``Gate``: what gradient processing folds into one update (a multiplier, a skip flag, and
+whether gradients may come narrower than their variables)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,13 @@ class Gate:
     gradients untouched (on the CPU the automatic choice is ``native``).
     """
 
-    __slots__ = ("multiplier", "found_inf", "_skipped")
+    __slots__ = ("multiplier", "found_inf", "widen", "_skipped")
 
     def __init__(self, multiplier: torch.Tensor | None = None,
-                 found_inf: torch.Tensor | None = None) -> None:
+                 found_inf: torch.Tensor | None = None, widen: bool = False) -> None:
         self.multiplier = multiplier
         self.found_inf = found_inf
+        self.widen = widen
         self._skipped: bool | None = None
 
     def skipped(self) -> bool:
@@ -49,10 +51,10 @@ class Gate:
         """This gate, with the update also skipped where the 0-dim bool ``flag`` is True (on
         the device: nothing is read)."""
         if self.found_inf is None:
-            return Gate(self.multiplier, flag.to(torch.float32))
+            return Gate(self.multiplier, flag.to(torch.float32), self.widen)
         found = self.found_inf + flag.to(device=self.found_inf.device,
                                          dtype=self.found_inf.dtype)
-        return Gate(self.multiplier, found)
+        return Gate(self.multiplier, found, self.widen)
 
     def scale(self, grads: list[torch.Tensor]) -> list[torch.Tensor]:
         if self.multiplier is None:
@@ -73,11 +75,11 @@ class Gate:
 NO_GATE = Gate()
 
 
-def make_gate(multiplier: Any, found_inf: Any) -> Gate:
+def make_gate(multiplier: Any, found_inf: Any, widen: bool = False) -> Gate:
     for name, value in (("grad_multiplier", multiplier), ("found_inf", found_inf)):
         if value is not None and (not isinstance(value, torch.Tensor) or value.dim() != 0):
             raise TypeError(f"Expected `{name}` to be None or a 0-dim tensor, got "
                             f"{describe(value)}")
-    if multiplier is None and found_inf is None:
+    if multiplier is None and found_inf is None and not widen:
         return NO_GATE
-    return Gate(multiplier, found_inf)
+    return Gate(multiplier, found_inf, widen)

@@ -387,6 +387,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         *,
         grad_multiplier: torch.Tensor | None = None,
         found_inf: torch.Tensor | None = None,
+        widen_gradients: bool = False,
     ) -> None:
         """Apply ``(gradient, variable)`` pairs, then increment ``global_step`` by one.
 
@@ -398,7 +399,10 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         ``grad_multiplier`` and ``found_inf`` (keyword-only, 0-dim tensors) are what the
         gradient-processing stage folds into the update (see ``Gate``): every gradient is
         multiplied by ``grad_multiplier``, and a nonzero ``found_inf`` skips the update entirely
-        (``global_step`` included).
+        (``global_step`` included). ``widen_gradients`` (keyword-only): a dense float16/bfloat16
+        gradient of a float32 variable is accepted and stands for its float32 widening (exact;
+        a mixed-precision master's gradient): the Triton kernels read it as it is, so no float32
+        copy is made; every other path widens it first (``kernels.dispatch``).
 
         Raises:
             ValueError: no pairs, or no pair has a gradient.
@@ -406,9 +410,10 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         """
         if name is not None:
             check_name(name)
-        pairs = self._validate_pairs(grads_and_vars)
+        check_bool("widen_gradients", widen_gradients)
+        pairs = self._validate_pairs(grads_and_vars, widen=widen_gradients)
         check_global_step(global_step)
-        with self._gated(make_gate(grad_multiplier, found_inf)):
+        with self._gated(make_gate(grad_multiplier, found_inf, widen_gradients)):
             self._apply_pairs_eagerly([(g, v) for g, v in pairs if g is not None])
             applied = self._gate.applied()  # with a tensor hyperparameter's own skip flag
         if global_step is not None:
@@ -626,7 +631,9 @@ class Optimizer(Implementations, torch.optim.Optimizer):
                                                dtype=non_slot["step"].dtype)
 
     # ------------------------------------------------------------------ the update
-    def _validate_pairs(self, grads_and_vars: Any) -> list[tuple[torch.Tensor | None, Any]]:
+    def _validate_pairs(self, grads_and_vars: Any, *, widen: bool = False
+                        ) -> list[tuple[torch.Tensor | None, Any]]:
+        """The pairs as a list, each checked (``widen``: see ``check_gradient``)."""
         try:
             pairs = tuple(grads_and_vars)
         except TypeError:
@@ -643,7 +650,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
                                 f"got {describe(pair)}") from None
             check_variable(v, f"the variable of grads_and_vars[{i}]")
             if g is not None:
-                check_gradient(g, v, f"the gradient of grads_and_vars[{i}]")
+                check_gradient(g, v, f"the gradient of grads_and_vars[{i}]", widen=widen)
             out.append((g, v))
         if all(g is None for g, _ in out):
             names = [describe_var(v) for _, v in out]

@@ -16,6 +16,11 @@ hands each bucket to one implementation:
 
 DTensor buckets (FSDP2) sharded alike run on their local shards (``kernels.shards``); NovoGrad's
 on the Triton path with its whole-tensor norms summed by one ``all_reduce`` per bucket.
+With ``gate.widen`` (``apply_gradients(widen_gradients=True)``: a mixed-precision master's
+float16/bfloat16 gradient stands for its float32 widening) the Triton kernels read such a
+gradient as it is (widened in registers); every other path, and a Triton bucket that falls
+back, gets the float32 widening first (``widened``: exact, so the numbers are those of a float32
+gradient on every path).
 
 ``opt`` is the optimizer, used only through its algorithm hooks (``_choose_implementation``,
 ``_native_rule``, ``_triton_rule``, ``_native_sparse_rule``, ``_apply_dense``, ``_apply_sparse``,
@@ -37,7 +42,7 @@ from trainop.kernels.row_slices import RowSlices, row_slices
 from trainop.kernels.shards import is_sharded, local_shards, shard_group, summed_over_shards
 
 __all__ = ["choose", "row_slices_for", "sparse_rows_natively", "sparse_rows_triton",
-           "update_bucket", "update_one", "update_pairs"]
+           "update_bucket", "update_one", "update_pairs", "widened"]
 
 
 def choose(explicit: str | None, offered: tuple[str, ...], native_ok: bool,
@@ -105,6 +110,17 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
         implementation = opt._choose_implementation(vs[0].dtype, vs[0].device, hp)
         if bucket is not None:
             bucket.chosen_for, bucket.implementation = hp, implementation
+    if implementation == "triton" and gate.widen and len({g.dtype for g in gs}) > 1:
+        # half and float32 gradients (a regularized master): one kernel call per dtype (the
+        # Triton rules are elementwise or per tensor, so the split changes no number)
+        parts: dict[torch.dtype, list[int]] = {}
+        for i, g in enumerate(gs):
+            parts.setdefault(g.dtype, []).append(i)
+        for idx in parts.values():
+            update_bucket(opt, [vs[i] for i in idx], [gs[i] for i in idx],
+                          {n: [s[i] for i in idx] for n, s in slot_lists.items()}, hp,
+                          non_slot, gate)
+        return
     if implementation == "triton":
         rule, slots, hyper = opt._triton_rule(vs, slot_lists, hp, non_slot)
         half = _half_copies(opt, vs)
@@ -114,6 +130,8 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
                 opt._copied_to_half.update(map(id, vs))
             return
         implementation = "foreach"  # not a kernel's dtype/device, a subclass, non-contiguous
+    if gate.widen:
+        gs = widened(gs, vs)
     if implementation == "native":
         rule, slots, hyper = opt._native_rule(vs, slot_lists, hp, non_slot)
         if native.run(rule, [vs, gs, *slots], hyper, multiplier=gate.multiplier,
@@ -155,6 +173,10 @@ def _whole_norms_on_triton(opt: Any, vs, gs, slot_lists, hp, non_slot, gate) -> 
         return False
     return triton.run(rule, [lvs, lgs, *slots], hyper, multiplier=gate.multiplier,
                       found_inf=gate.found_inf, squares=summed_over_shards(squares, group))
+def widened(gs, vs) -> list:
+    """The gradients ``gs`` in their variables' dtypes: a float16/bfloat16 gradient of a float32
+    variable (``gate.widen``) widened to float32 (exact), the others as they are."""
+    return [g if g.dtype == v.dtype else g.to(v.dtype) for g, v in zip(gs, vs, strict=True)]
 
 
 def _half_copies(opt: Any, vs) -> list | None:
@@ -178,6 +200,8 @@ def update_one(opt: Any, g, v, prepared, group, gate) -> None:
     (read on the device, as the dense kernels read it); every other path reads it here."""
     hp = prepared.for_tensor(v)
     slots, non_slot = opt.state[v], group["non_slot"]
+    if gate.widen:
+        (g,) = widened([g], [v])
     if g.is_sparse and g.sparse_dim() == 1 and sparse_rows_triton(opt, g, v, slots, hp,
                                                                   non_slot, gate):
         return

@@ -11,7 +11,14 @@ Besides the pairs, a batch carries what the processors fold instead of rewriting
 - ``keep``: per present gradient, whether its variable is updated (the all-zero filter);
 - the per-tensor norms of the raw gradients, measured once (``float32_l2_norms``) and reused
   by the finite check, the global norm, LARC and the report; the *effective* norms are the raw
-  ones times ``|multiplier| * |factors|``, so folding a factor never needs another read.
+  ones times ``|multiplier| * |factors|``, so folding a factor never needs another read;
+- gradients stored narrow (``widen_on_use``): a mixed-precision master's float16/bfloat16 model
+  gradient standing for its float32 widening. Whatever reads the gradients as tensors
+  (``raw_pairs``, ``present_grads``, the pairs seen as a sequence, a stage that rewrites them,
+  per-tensor factors) gets the float32 widening, made once and kept; the norms on the Triton
+  path (``read_norms_from``), ``max |g|`` and an update handed the pairs with
+  ``widen_gradients=True`` (the pipeline's, ``pairs_for_apply``) read the half tensor itself, so
+  on the Triton path no float32 gradient is ever made.
 
 Seen as a sequence, a batch is TF's list of pairs with every pending factor applied (computed on
 first access, without changing the batch), so code written for TF lists keeps working.
@@ -24,6 +31,7 @@ from typing import Any
 
 import torch
 
+from trainop.contract.arguments import WIDENED_DTYPES
 from trainop.contract.validation import Interval, check_int, check_real, describe
 from trainop.kernels.norms import float32_l2_norms, read_pass_norms
 from trainop.processing._sharded import sharded, whole_tensor_statistic, whole_tensor_statistics
@@ -171,6 +179,8 @@ class Gradients(Sequence):
         self._derived: dict[str, torch.Tensor] = {}
         #: Known: every pair has a dense float32 gradient on ``device`` (the fast norm path).
         self._uniform = False
+        #: Pairs whose gradient is stored narrow (``widen_on_use``), not widened yet.
+        self._narrow: set[int] = set()
 
     @classmethod
     def from_grads(cls, params: list[torch.Tensor], *,
@@ -228,7 +238,14 @@ class Gradients(Sequence):
                 + (f"; pending: {', '.join(pending)})" if pending else ")"))
 
     def raw_pairs(self) -> list[tuple[torch.Tensor | None, torch.Tensor]]:
-        """The pairs as stored, pending factors NOT applied."""
+        """The pairs as stored, pending factors NOT applied (gradients stored narrow widened
+        to float32, ``widen_on_use``)."""
+        self._widen()
+        return self.stored_pairs()
+
+    def stored_pairs(self) -> list[tuple[torch.Tensor | None, torch.Tensor]]:
+        """The pairs exactly as stored: a gradient stored narrow is its float16/bfloat16
+        tensor (validate them with ``widen=narrowed``)."""
         return list(zip(self._grads, self._vars, strict=True))
 
     @property
@@ -236,13 +253,42 @@ class Gradients(Sequence):
         """Indices of the pairs that have a gradient."""
         return list(self._present)
 
+    @property
+    def narrowed(self) -> bool:
+        """Whether some gradient is still stored narrow (``widen_on_use``)."""
+        return bool(self._narrow)
+
     def present_grads(self) -> list[torch.Tensor]:
+        """The present gradients (one stored narrow widened to float32, once)."""
+        self._widen()
         return [self._grads[i] for i in self._present]
+
+    def widen_on_use(self, indices: Iterable[int]) -> None:
+        """Pairs ``indices`` hold a dense float16/bfloat16 gradient of a float32 variable that
+        stands for its float32 widening (exact): it is made on first use and kept (see the
+        module doc), never on the Triton update path."""
+        indices = list(indices)
+        for i in indices:  # all checked before any is marked
+            g, v = self._grads[i], self._vars[i]
+            if (g is None or g.layout != torch.strided or g.dtype not in WIDENED_DTYPES
+                    or v.dtype != _F32):
+                raise ValueError(f"Expected pair {i} to hold a dense float16/bfloat16 gradient "
+                                 f"of a float32 variable, got {describe(g)} for "
+                                 f"{describe(v)}")
+        self._narrow.update(indices)
+
+    def _widen(self) -> None:
+        """Widen every gradient still stored narrow to float32 (same numbers: the caches
+        stay)."""
+        for i in self._narrow:
+            self._grads[i] = self._grads[i].to(_F32)
+        self._narrow.clear()
 
     def present_vars(self) -> list[torch.Tensor]:
         return [self._vars[i] for i in self._present]
 
     def _effective_pairs(self) -> list[tuple[torch.Tensor | None, torch.Tensor]]:
+        self._widen()
         scales = self._scales()
         if scales is None:
             return self.raw_pairs()
@@ -300,7 +346,8 @@ class Gradients(Sequence):
 
     def _raw_amax(self) -> torch.Tensor:
         if self._amax is None:
-            grads = self.present_grads()
+            # (a gradient stored narrow as it is: its max |g| widens exactly)
+            grads = [self._grads[i] for i in self._present]
             if sharded(grads):  # DTensors: the whole tensors' max |g|, one all_reduce
                 self._amax = whole_tensor_statistic(
                     grads, lambda local: torch.stack([amax_of(g) for g in local]),
@@ -451,6 +498,7 @@ class Gradients(Sequence):
         scales = self._scales()
         if scales is None:
             return
+        self._widen()
         for k, i in enumerate(self._present):
             self._grads[i] = _times(self._grads[i], scales[k])
         if self._l2 is not None:
@@ -467,6 +515,7 @@ class Gradients(Sequence):
         ``fn(g, v)`` (which must not modify ``g``); the norm caches are dropped."""
         if not callable(fn):
             raise TypeError(f"Expected `fn` to be callable, got {describe(fn)}")
+        self._widen()
         self.materialize()
         for i in self._present:
             self._grads[i] = fn(self._grads[i], self._vars[i])
@@ -484,6 +533,7 @@ class Gradients(Sequence):
             raise ValueError("replace_pair must keep whether the pair has a gradient")
         self._grads[index] = grad
         self._vars[index] = var
+        self._narrow.discard(index)
         if not same_values:
             self._l2 = None
             self._amax = None
@@ -492,10 +542,13 @@ class Gradients(Sequence):
 
     def pairs_for_apply(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The present pairs with the per-tensor factors applied; the scalar multiplier stays
-        pending (the optimizer takes it as ``grad_multiplier``)."""
-        grads = self.present_grads()
+        pending (the optimizer takes it as ``grad_multiplier``). A gradient stored narrow stays
+        narrow where no factor is pending: apply them with ``widen_gradients=narrowed``."""
         if self.factors is not None:
-            grads = [_times(g, f) for g, f in zip(grads, self.factors, strict=True)]
+            grads = [_times(g, f) for g, f in zip(self.present_grads(), self.factors,
+                                                   strict=True)]
+        else:
+            grads = [self._grads[i] for i in self._present]
         return list(zip(grads, self.present_vars(), strict=True))
 
 

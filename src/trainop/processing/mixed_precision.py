@@ -5,9 +5,11 @@ For each float16/bfloat16 model variable ``v16`` the wrapper keeps a float32 mas
 (created from ``v16`` on first sight). Per step:
 
 1. gradients of ``loss * S`` (``S``: the loss scale) w.r.t. the model variables;
-2. each half gradient is cast to float32 and paired with its master; a registered regularizer
-   adds ``S * dR(v32)/dv32`` in float32 (so a tiny regularization gradient does not underflow
-   in half precision, OpenSeq2Seq PR #127); float32 variables keep their pairs;
+2. each half gradient is paired with its master, standing for its float32 widening (exact; made
+   when something reads it as a tensor, and never on the Triton path, whose kernels read the
+   half gradient itself: ``Gradients.widen_on_use``); a registered regularizer adds
+   ``S * dR(v32)/dv32`` in float32 (so a tiny regularization gradient does not underflow in
+   half precision, OpenSeq2Seq PR #127); float32 variables keep their pairs;
 3. every gradient is multiplied by ``1/S`` (pending, folded into the update);
 4. the pipeline's stages (clipping, LARC, ...), then the overflow check: with an automatic
    scaler a non-finite gradient skips the update and only the scale changes;
@@ -63,9 +65,9 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
     ``apply_gradients``/``minimize``/``step`` (from ``PipelineFrontend``): overflow check and
     scaler update, then, if applied, the inner update of the masters, ``global_step += 1`` and
     the saturating copy back to the half variables. ``apply_gradients`` pairs may name masters
-    or the half variables (their gradients are cast to float32) and hold gradients of the
-    unscaled loss (as ``compute_gradients`` returns them); ``step()`` reads the ``.grad`` of
-    ``scale_loss(loss)``.
+    or the half variables (their gradients stand for their float32 widening) and hold
+    gradients of the unscaled loss (as ``compute_gradients`` returns them); ``step()`` reads
+    the ``.grad`` of ``scale_loss(loss)``.
 
     Example:
         >>> import torch, trainop
@@ -189,11 +191,14 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
 
     def _to_masters(self, pairs, *, loss_scale: torch.Tensor | None) -> Gradients:
         """Model pairs -> master pairs; with ``loss_scale`` (gradients of the scaled loss), the
-        regularization gradient ``S * dR/dv32`` is added. A master gradient that is its half
-        gradient widened (no regularization) names the half one as its norm source: the Triton
-        read pass measures it there (``Gradients.read_norms_from``)."""
+        regularization gradient ``S * dR/dv32`` is added in float32. A dense half gradient
+        without regularization stays half, widened on use (``Gradients.widen_on_use``): the
+        Triton update reads it as it is. A master gradient that is its half gradient (widened
+        or not) names the half one as its norm source: the Triton read pass measures it there
+        (``Gradients.read_norms_from``)."""
         out = []
         sources = []
+        narrow = []
         for g, v in pairs:
             if not _is_half(v):
                 out.append((g, v))
@@ -201,18 +206,20 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
                     sources.append(g)
                 continue
             master = self._master(v)
-            g32 = None if g is None else g.to(_F32)
+            g32 = g if g is None or not g.is_sparse else g.to(_F32)
             source = g
-            if loss_scale is not None:
-                reg = self._regularization(v, master)
-                if reg is not None:
-                    reg = reg * loss_scale.to(reg.device)
-                    g32 = reg if g32 is None else g32 + reg
-                    source = g32
+            reg = None if loss_scale is None else self._regularization(v, master)
+            if reg is not None:
+                reg = reg * loss_scale.to(reg.device)
+                g32 = reg if g is None else g.to(_F32) + reg
+                source = g32
+            elif g32 is g and g is not None:
+                narrow.append(len(out))
             out.append((g32, master))
             if g32 is not None:
                 sources.append(source)
         batch = Gradients(out, loss_scale=loss_scale)
+        batch.widen_on_use(narrow)
         batch.read_norms_from(sources)
         return batch
 
@@ -236,10 +243,15 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
         return batch
 
     def _prepare_batch(self, batch: Gradients) -> None:
-        for i, (g, v) in enumerate(batch.raw_pairs()):
+        """Pairs naming half variables -> their masters, a dense half gradient widened on use
+        (as ``_to_masters``), a sparse one now."""
+        for i, (g, v) in enumerate(batch.stored_pairs()):
             if _is_half(v):
-                batch.replace_pair(i, None if g is None else g.to(_F32), self._master(v),
-                                   same_values=True)
+                dense = g is not None and not g.is_sparse
+                batch.replace_pair(i, g if dense or g is None else g.to(_F32),
+                                   self._master(v), same_values=True)
+                if dense:
+                    batch.widen_on_use([i])
 
     def _batch_from_grads(self) -> Gradients:
         pairs = Gradients.from_grads(self._model_params).raw_pairs()

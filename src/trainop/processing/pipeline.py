@@ -260,7 +260,7 @@ class GradientPipeline:
         check_global_step(global_step)
         batch = Gradients.of(grads_and_vars)
         _give_norm(batch, given_global_norm)
-        self._optimizer._validate_pairs(batch.raw_pairs())
+        self._optimizer._validate_pairs(batch.stored_pairs(), widen=batch.narrowed)
         if self._hooks is not None:
             self._hooks._prepare_batch(batch)
         return self._run(batch, global_step, fast=False)
@@ -300,9 +300,10 @@ class GradientPipeline:
 
     def batch_from_grads(self) -> Gradients:
         """The parameters' ``.grad`` (gradients of ``scale_loss(loss)``) as the batch ``step``
-        processes: with mixed precision, float32 gradients paired with the masters (the
-        regularization gradient ``S * dR/dv32`` added); ``pending_loss_scale`` is the scale
-        they still carry."""
+        processes: with mixed precision, the half gradients paired with the masters, read as
+        their float32 widening (``Gradients.widen_on_use``; the regularization gradient
+        ``S * dR/dv32`` added in float32); ``pending_loss_scale`` is the scale they still
+        carry."""
         if self._hooks is not None:
             return self._hooks._batch_from_grads()
         params = [p for g in self._optimizer.param_groups for p in g["params"]]
@@ -363,10 +364,12 @@ class GradientPipeline:
             opt.step(grad_multiplier=multiplier, found_inf=found_inf)
             saved = None
         else:
-            pairs = batch.pairs_for_apply()
-            saved = self._snapshot(pairs, batch.device) if batch.keep is not None else None
+            pairs = batch.pairs_for_apply()  # a master's half gradient as it is (widen on use)
+            widen = batch.narrowed
+            saved = (self._snapshot(pairs, batch.device, widen) if batch.keep is not None
+                     else None)
             opt.apply_gradients(pairs, global_step, grad_multiplier=multiplier,
-                                found_inf=found_inf)
+                                found_inf=found_inf, widen_gradients=widen)
         if saved is not None:
             for keep, entries in zip(batch.keep, saved, strict=True):
                 for tensor, copy in entries:
@@ -382,13 +385,15 @@ class GradientPipeline:
             self._hooks._after_apply(batch, applied)
         return self._result(batch, applied)
 
-    def _snapshot(self, pairs, device) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+    def _snapshot(self, pairs, device, widen: bool
+                  ) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
         """Copies of each variable and its slots, so that zero-filtered ones can be restored
         (slots are created first, with a skipped apply, for variables seen for the first time)."""
         opt = self._optimizer
         new = [(g, v) for g, v in pairs if v not in opt.state]
         if new:
-            opt.apply_gradients(new, found_inf=torch.ones((), device=device))
+            opt.apply_gradients(new, found_inf=torch.ones((), device=device),
+                                widen_gradients=widen)
         saved = []
         for _, v in pairs:
             tensors = [v, *(t for t in opt.state[v].values() if isinstance(t, torch.Tensor))]

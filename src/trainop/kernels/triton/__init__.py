@@ -20,13 +20,15 @@ distinct rows for the classes whose sparse update is their dense rule on the tou
 Momentum, Adagrad, AdagradDA, Adadelta, FTRL, the proximal optimizers); other sparse rules,
 other dtypes and tensor subclasses take the caller's other paths. ``run(..., half=...)`` also
 writes the float16/bfloat16 model copies of float32 master variables in the same pass (the
-mixed-precision wrapper's saturating cast). ``l2_norms``: per-tensor norms (float64 sums) of a
-whole list in one read pass, the gradient pipeline's norms and non-finite flag when the optimizer
-asked for ``triton`` (``kernels.norms.read_pass_norms``; float16/bfloat16 gradients read as they
-are). ``sparse_rows`` takes the gate's skip flag on the device, as ``run`` does. Sharded
-tensors (FSDP2): the dispatch hands the local shards to ``run``; NovoGrad's whole-tensor norms
-come from each rank's ``square_sums`` added over the ranks and reach its kernel as
-``run(..., squares=)`` (``kernels.dispatch``).
+mixed-precision wrapper's saturating cast), and takes their float16/bfloat16 model gradients
+as they are (widened to float32 in registers, so a master's update reads 2 bytes of gradient).
+``l2_norms``: per-tensor norms (float64 sums) of a whole list in one read pass, the gradient
+pipeline's norms and non-finite flag when the optimizer asked for ``triton``
+(``kernels.norms.read_pass_norms``; float16/bfloat16 gradients read as they are).
+``sparse_rows`` takes the gate's skip flag on the device, as ``run`` does. Sharded tensors
+(FSDP2): the dispatch hands the local shards to ``run``; NovoGrad's whole-tensor norms come from
+each rank's ``square_sums`` added over the ranks and reach its kernel as ``run(..., squares=)``
+(``kernels.dispatch``).
 """
 
 from __future__ import annotations
@@ -152,10 +154,12 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
     nonzero ``found_inf`` leaves everything as it is. Both are 0-dim tensors or ``None``, read
     on the device. ``half``: float16/bfloat16 copies of the (float32 master) variables, one
     per variable, written in the same pass (clamped to the half type's range, rounded to
-    nearest even), or ``None``. ``squares``: for a rule of ``WHOLE_NORM_RULES`` over the
-    local shards of sharded tensors, per tensor the float64 sum of the squares of the whole
-    gradient (times ``multiplier``), read instead of the local gradient's (``square_sums``,
-    summed over the ranks), or ``None``."""
+    nearest even), or ``None``. The gradients are the variables' dtype, or all float16 or all
+    bfloat16 for float32 variables (a mixed-precision master's model gradient, read as it is
+    and widened to float32 exactly in registers: no float32 copy is made). ``squares``: for a
+    rule of ``WHOLE_NORM_RULES`` over the local shards of sharded tensors, per tensor the
+    float64 sum of the squares of the whole gradient (times ``multiplier``), read instead of
+    the local gradient's (``square_sums``, summed over the ranks), or ``None``."""
     variables = lists[0]
     if not variables:
         return True
@@ -172,6 +176,8 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
         return False
     scalar = _SCALAR_F32.get(rule, frozenset())
     list_dtypes = dict.fromkeys(scalar, torch.float32)
+    if lists[1] and lists[1][0].dtype in HALF_DTYPES:  # a master's model gradient, as it is
+        list_dtypes[1] = lists[1][0].dtype
     every = list(lists)
     if half is not None:
         half = list(half)
