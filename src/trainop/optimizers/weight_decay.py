@@ -9,6 +9,7 @@ from trainop.contract.hyper import Prepared
 from trainop.contract.optimizer import Optimizer
 from trainop.contract.ranges import NON_NEGATIVE
 from trainop.contract.validation import check_bool, describe
+from trainop.kernels import triton
 from trainop.optimizers.adam import AdamOptimizer
 from trainop.optimizers.momentum import MomentumOptimizer
 
@@ -97,6 +98,23 @@ class DecoupledWeightDecayExtension:
 
     def _native_sparse_rule(self, var, slots, hp, non_slot):
         return None  # the decay of the touched rows comes first, in _apply_sparse
+
+    def _sparse_is_dense_on_rows(self) -> bool:
+        # the base's sparse rule (which runs after the touched rows' decay)
+        mro = type(self).__mro__
+        base = mro[mro.index(DecoupledWeightDecayExtension) + 1:]
+        owner = next(c for c in base if "_apply_sparse" in vars(c))
+        return owner is Optimizer and self._elementwise
+
+    def _triton_sparse_rule(self, var, slots, hp, non_slot):
+        """The base's Triton sparse rule where its kernel decays the touched rows first (its
+        ``wd``, ``kernels.triton.DECOUPLED_DECAY_RULES``: MomentumW's rows, AdamW's every-row
+        rule), else None (the reference: the decay, then the base's sparse rule)."""
+        found = super()._triton_sparse_rule(var, slots, hp, non_slot)
+        if found is None or not self._decays(var) or \
+                found[0] not in triton.DECOUPLED_DECAY_RULES:
+            return None
+        return found
 
     def _apply_sparse(self, var, rows, slots, hp, non_slot) -> None:
         if self._decays(var):

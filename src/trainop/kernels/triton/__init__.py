@@ -39,8 +39,9 @@ import torch
 
 from trainop.kernels.boundary import check_overlap, full_check, is_plain
 
-__all__ = ["DTYPES", "HALF_DTYPES", "ROW_RULES", "available", "checked", "interpreted",
-           "l2_norms", "run", "sparse_rows", "supports"]
+__all__ = ["DECOUPLED_DECAY_RULES", "DENSE_RULES", "DENSIFIED_RULES", "DTYPES",
+           "EVERY_ROW_RULES", "HALF_DTYPES", "ROW_RULES", "SPARSE_RULES", "available", "checked",
+           "interpreted", "l2_norms", "run", "sparse_rows", "supports"]
 
 #: The dtypes the Triton kernels update (computing in float32, as the reference).
 DTYPES = (torch.float32,)
@@ -50,9 +51,29 @@ HALF_DTYPES = (torch.float16, torch.bfloat16)
 _FAMILIES = {"gradient_descent": "gradient_descent", "momentum": "momentum", "adagrad": "adagrad",
              "adadelta": "adadelta", "adagrad_da": "adagrad_da", "rmsprop": "rmsprop",
              "rmsprop_centered": "rmsprop", "ftrl": "ftrl", "proximal_gd": "proximal",
-             "proximal_adagrad": "proximal", "adam": "adam", "novograd": "novograd"}
-#: The rules that also run over a sparse gradient's rows (the elementwise ones).
-ROW_RULES = frozenset(_FAMILIES) - {"novograd"}
+             "proximal_adagrad": "proximal", "adam": "adam", "novograd": "novograd",
+             "lazy_adam": "adam", "rmsprop_sparse": "rmsprop",
+             "rmsprop_centered_sparse": "rmsprop", "adam_sparse": "adam",
+             "nadam_sparse": "adam"}
+#: Sparse rules over every row of the table (``sparse_rows``): TF's sparse Adam (every row of
+#: the moments decays, every row of the variable moves) and contrib's sparse Nadam (every row
+#: of the moments decays, the touched rows of the variable move). Not dense rules.
+EVERY_ROW_RULES = frozenset({"adam_sparse", "nadam_sparse"})
+#: Sparse rules run over the densified gradient (``sparse_rows``): a rule that is not
+#: elementwise (NovoGrad's per-tensor norm), as the reference densifies.
+DENSIFIED_RULES = frozenset({"novograd"})
+#: The rules ``run`` takes (dense updates).
+DENSE_RULES = frozenset(_FAMILIES) - EVERY_ROW_RULES
+#: The rules that also run over a sparse gradient's distinct rows only (the elementwise ones;
+#: ``lazy_adam``, ``rmsprop_sparse`` and ``rmsprop_centered_sparse`` are the forms of TF's
+#: sparse kernels, which only the sparse updates use).
+ROW_RULES = DENSE_RULES - DENSIFIED_RULES
+#: Every rule ``sparse_rows`` takes.
+SPARSE_RULES = ROW_RULES | EVERY_ROW_RULES | DENSIFIED_RULES
+#: The rules whose ``wd`` hyperparameter decays the variable first (contrib's decoupled
+#: decay; in a sparse rule, of the touched rows only): MomentumW, AdamW and their kin.
+DECOUPLED_DECAY_RULES = frozenset({"momentum", "adam", "lazy_adam", "adam_sparse",
+                                   "nadam_sparse"})
 #: Lists a rule reads as one float32 per tensor (NovoGrad's 0-dim second moments).
 _SCALAR_F32 = {"novograd": frozenset({3})}
 _available: bool | None = None
@@ -149,7 +170,7 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
     variables = lists[0]
     if not variables:
         return True
-    family = _FAMILIES.get(rule)
+    family = _FAMILIES.get(rule) if rule in DENSE_RULES else None
     dtype, device = variables[0].dtype, variables[0].device
     if family is None or not supports(dtype, device):
         return False
@@ -173,13 +194,23 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
 def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
                 indices: torch.Tensor, values: torch.Tensor, hyper: Sequence[Any], *,
                 found_inf: torch.Tensor | None = None) -> bool:
-    """The dense ``rule`` applied to the rows ``indices`` (distinct, int64, in range) of
-    ``var`` and its ``slots`` only, ``values`` (``[len(indices), *var.shape[1:]]``) their
-    gradient, in one launch; a nonzero ``found_inf`` (0-dim, read on the device) leaves
-    everything as it is. False (nothing done) where the caller must take its reference
-    path (a rule without rows, dtype or device not supported, a subclass, a non-contiguous
-    tensor, indices or values of another dtype or shape, a table sharing read memory)."""
-    if rule not in ROW_RULES or not supports(var.dtype, var.device) or var.dim() == 0:
+    """A sparse gradient's update: ``indices`` its distinct rows (int64, in range) of
+    ``var``, ``values`` (``[len(indices), *var.shape[1:]]``) their gradient, ``slots`` the
+    rule's slot tensors; a nonzero ``found_inf`` (0-dim, read on the device) leaves
+    everything as it is. By the kind of ``rule``:
+
+    - ``ROW_RULES``: the rule on those rows of ``var`` and its slots only, one launch over
+      the rows' elements;
+    - ``EVERY_ROW_RULES``: TF's sparse Adam/Nadam, one launch over every element of the
+      table, each row's gradient found through a row map (``where``: int64 per row, its place
+      in ``indices`` or -1, made on the device);
+    - ``DENSIFIED_RULES``: the gradient densified on the device
+      (``zeros_like(var).index_add_``), then the dense rule (``run``).
+
+    False (nothing done) where the caller must take its reference path (another rule, dtype
+    or device not supported, a subclass, a non-contiguous tensor, indices or values of
+    another dtype or shape, a table sharing read memory)."""
+    if rule not in SPARSE_RULES or not supports(var.dtype, var.device) or var.dim() == 0:
         return False
     tables = [var, *slots]
     device = var.device
@@ -188,16 +219,25 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
             for t in (*tables, indices, values))):
         return False
     if (indices.dtype != torch.int64 or indices.dim() != 1 or values.dtype != var.dtype
-            or values.shape != (indices.numel(), *var.shape[1:])
-            or any(t.dtype != var.dtype or t.shape != var.shape for t in slots)):
+            or values.shape != (indices.numel(), *var.shape[1:])):
+        return False
+    if rule in DENSIFIED_RULES:
+        dense = torch.zeros_like(var).index_add_(0, indices, values)
+        return run(rule, [[var], [dense], *[[s] for s in slots]], hyper, found_inf=found_inf)
+    if any(t.dtype != var.dtype or t.shape != var.shape for t in slots):
         return False
     lists = [[var], [values], *[[s] for s in slots]]
     addresses = np.array([t.data_ptr() for t in (var, values, *slots)], dtype=np.uint64)
     counts = np.array([t.numel() for t in (var, values, *slots)], dtype=np.int64)
     if not check_overlap(lists, addresses, counts, frozenset({1}), rule, kernel="triton"):
         return False
-    _family(_FAMILIES[rule]).RULES[rule](lists, list(hyper), None, _on(found_inf, device),
-                                         rows=indices)
+    kernel = _family(_FAMILIES[rule]).RULES[rule]
+    if rule in EVERY_ROW_RULES:
+        where = torch.full((var.shape[0],), -1, dtype=torch.int64, device=device)
+        where.index_copy_(0, indices, torch.arange(indices.numel(), device=device))
+        kernel(lists, list(hyper), None, _on(found_inf, device), where=where)
+    else:
+        kernel(lists, list(hyper), None, _on(found_inf, device), rows=indices)
     return True
 
 
