@@ -90,11 +90,36 @@ def assert_matches_reference(name, ours, reference, rtol=RTOL) -> None:
         torch.testing.assert_close(a, b, rtol=rtol, atol=rtol * scale, equal_nan=True)
 
 
-def train_sparse(info, implementation, device):
+#: The Triton sparse rule of each class (``_triton_sparse_rule``): the dense rule on the
+#: touched rows, or the class's own sparse form (TF's sparse kernels; Adam's and Nadam's
+#: every-row rules; NovoGrad's densified gradient). MomentumW and AdamW: the base's rule,
+#: whose kernel decays the touched rows first.
+SPARSE_RULE = {"GradientDescentOptimizer": "gradient_descent", "MomentumOptimizer": "momentum",
+               "AdagradOptimizer": "adagrad", "AdagradDAOptimizer": "adagrad_da",
+               "AdadeltaOptimizer": "adadelta", "RMSPropOptimizer": "rmsprop_sparse",
+               "AdamOptimizer": "adam_sparse", "FtrlOptimizer": "ftrl",
+               "ProximalGradientDescentOptimizer": "proximal_gd",
+               "ProximalAdagradOptimizer": "proximal_adagrad", "LazyAdamOptimizer": "lazy_adam",
+               "AdamWOptimizer": "adam_sparse", "MomentumWOptimizer": "momentum",
+               "NadamOptimizer": "nadam_sparse", "NovoGrad": "novograd"}
+#: Every class, and the variants that change its sparse rule or its decay (centered RMSProp,
+#: Nesterov momentum, MomentumW with Nesterov, AdamW's decay not scaled by lr).
+SPARSE_CASES = [(info, kwargs) for info, kwargs in CASES
+                if not kwargs or kwargs.get("centered") or kwargs.get("use_nesterov")
+                or "decay_scaled_by_lr" in kwargs]
+SPARSE_IDS = [f"{info.name}-{'-'.join(kwargs) or 'base'}" for info, kwargs in SPARSE_CASES]
+
+
+def sparse_rule(name, kwargs) -> str:
+    """The Triton sparse rule ``name`` with ``kwargs`` runs."""
+    return "rmsprop_centered_sparse" if kwargs.get("centered") else SPARSE_RULE[name]
+
+
+def train_sparse(info, implementation, device, kwargs=None):
     """Three steps of a 7x3 table with a sparse gradient that repeats a row."""
     gen = torch.Generator().manual_seed(0)
     table = torch.nn.Parameter(torch.randn(7, 3, generator=gen).to(device))
-    opt = info.make([table], implementation=implementation)
+    opt = info.make([table], implementation=implementation, **(kwargs or {}))
     for _ in range(3):
         table.grad = torch.sparse_coo_tensor([[1, 5, 1, 0]], torch.randn(4, 3, generator=gen),
                                              (7, 3)).to(device)
@@ -133,6 +158,21 @@ def assert_mixed_matches(name, ours, theirs, dtype, rtol=RTOL) -> None:
     top = torch.finfo(dtype).max
     for p in po:
         assert torch.equal(p.detach(), oo.master(p).clamp(-top, top).to(dtype))
+
+
+def spy_sparse(monkeypatch) -> list[tuple[str, bool]]:
+    """Each ``kernels.triton.sparse_rows`` call from now on: (rule, whether it ran)."""
+    from trainop.kernels import triton as tk
+
+    ran: list[tuple[str, bool]] = []
+    real = tk.sparse_rows
+
+    def spy(rule, *args, **kwargs):
+        ran.append((rule, real(rule, *args, **kwargs)))
+        return ran[-1][1]
+
+    monkeypatch.setattr(tk, "sparse_rows", spy)
+    return ran
 
 
 def spy_runs(monkeypatch) -> list[str]:
