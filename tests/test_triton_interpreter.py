@@ -488,3 +488,24 @@ def test_mixed_precision_read_pass_reads_the_half_gradients(dtype, monkeypatch):
                          train_mixed(BASE["AdamOptimizer"], dtype, "reference", CPU), dtype)
     halves = [torch.randn(s).to(dtype) for s in SHAPES]
     assert torch.equal(real(halves), real([h.float() for h in halves]))
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_decoupled_decay_of_a_base_without_it_in_its_kernel(sparse, calls):
+    """``extend_with_decoupled_weight_decay(AdagradOptimizer)`` asked for ``triton``: the
+    Adagrad kernel has no decay, so the list path (dense) or the reference (sparse) runs and
+    the decay is applied, as on the reference path (``var -= wd*var``, then Adagrad)."""
+    cls = trainop.extend_with_decoupled_weight_decay(trainop.AdagradOptimizer)
+    out = []
+    for implementation in ("triton", "reference"):
+        p = torch.nn.Parameter(torch.full((4, 2), 2.0))
+        opt = cls(0.25, learning_rate=0.5, params=[p], implementation=implementation)
+        p.grad = (torch.sparse_coo_tensor([[1, 1]], torch.ones(2, 2), (4, 2)) if sparse
+                  else torch.ones(4, 2))
+        opt.step()
+        out.append(p.detach().clone())
+    # accumulator 0.1 + g*g (g = 2 summed when sparse); var = 2 - 0.25*2 - 0.5*g/sqrt(acc)
+    g = 2.0 if sparse else 1.0
+    expected = 2.0 - 0.25 * 2.0 - 0.5 * g / (0.1 + g * g) ** 0.5
+    assert not calls and torch.equal(out[0], out[1])
+    torch.testing.assert_close(out[0][1], torch.full((2,), expected))

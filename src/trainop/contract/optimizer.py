@@ -128,6 +128,10 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     IMPLEMENTATIONS: ClassVar[tuple[str, ...]] = ("reference", "foreach")
     #: Whether the update is elementwise, so the foreach path may cut tensors into pieces.
     _elementwise: ClassVar[bool] = True
+    #: Whether the Triton rules decay the variable first by ``hp.weight_decay`` (contrib's
+    #: decoupled decay, in a sparse rule of the touched rows only), so that a
+    #: ``DecoupledWeightDecayExtension`` of this class may take the Triton path.
+    _triton_decays_first: ClassVar[bool] = False
     #: dtypes the fused path supports (checked at construction for an explicit "fused").
     _fused_dtypes: ClassVar[tuple[torch.dtype, ...]] = (torch.float32, torch.float64)
 

@@ -66,6 +66,7 @@ class AdamOptimizer(Optimizer):
     _non_slot_ranges = {"beta1_power": UNIT_OPEN_RIGHT, "beta2_power": UNIT_OPEN_RIGHT}
     _use_nesterov = False
     IMPLEMENTATIONS = ("reference", "foreach", "fused", "native")
+    _triton_decays_first = True  # the Adam kernels' wd (AdamW)
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  use_locking: bool = False, name: str = "Adam", *, params=None,

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from trainop.contract.hyper import Prepared
+from trainop.contract.implementations import TRITON
 from trainop.contract.optimizer import Optimizer
 from trainop.contract.ranges import NON_NEGATIVE
 from trainop.contract.validation import check_bool, describe
-from trainop.kernels import triton
 from trainop.optimizers.adam import AdamOptimizer
 from trainop.optimizers.momentum import MomentumOptimizer
 
@@ -85,7 +85,10 @@ class DecoupledWeightDecayExtension:
         # A decay_var_list is per variable; the multi-tensor paths see lists/views, not vars.
         if self._decay_ids is not None:
             return "reference"
-        return super()._choose_implementation(dtype, device, hp)
+        chosen = super()._choose_implementation(dtype, device, hp)
+        if chosen == TRITON and not self._triton_decays_first:
+            return "foreach"  # the base's Triton rule has no decay: the list path decays
+        return chosen
 
     def _decoupled_weight_decay(self, hp) -> float:
         return float(hp.weight_decay)
@@ -107,14 +110,12 @@ class DecoupledWeightDecayExtension:
         return owner is Optimizer and self._elementwise
 
     def _triton_sparse_rule(self, var, slots, hp, non_slot):
-        """The base's Triton sparse rule where its kernel decays the touched rows first (its
-        ``wd``, ``kernels.triton.DECOUPLED_DECAY_RULES``: MomentumW's rows, AdamW's every-row
-        rule), else None (the reference: the decay, then the base's sparse rule)."""
-        found = super()._triton_sparse_rule(var, slots, hp, non_slot)
-        if found is None or not self._decays(var) or \
-                found[0] not in triton.DECOUPLED_DECAY_RULES:
+        """The base's Triton sparse rule, whose kernel decays the touched rows first (its
+        ``wd``: MomentumW's rows, AdamW's every-row rule; the Triton path is chosen only for
+        such a base, ``_triton_decays_first``)."""
+        if not self._decays(var):
             return None
-        return found
+        return super()._triton_sparse_rule(var, slots, hp, non_slot)
 
     def _apply_sparse(self, var, rows, slots, hp, non_slot) -> None:
         if self._decays(var):

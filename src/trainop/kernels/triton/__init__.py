@@ -39,7 +39,7 @@ import torch
 
 from trainop.kernels.boundary import check_overlap, full_check, is_plain
 
-__all__ = ["DECOUPLED_DECAY_RULES", "DENSE_RULES", "DENSIFIED_RULES", "DTYPES",
+__all__ = ["DENSE_RULES", "DENSIFIED_RULES", "DTYPES",
            "EVERY_ROW_RULES", "HALF_DTYPES", "ROW_RULES", "SPARSE_RULES", "available", "checked",
            "interpreted", "l2_norms", "run", "sparse_rows", "supports"]
 
@@ -68,12 +68,9 @@ DENSE_RULES = frozenset(_FAMILIES) - EVERY_ROW_RULES
 #: ``lazy_adam``, ``rmsprop_sparse`` and ``rmsprop_centered_sparse`` are the forms of TF's
 #: sparse kernels, which only the sparse updates use).
 ROW_RULES = DENSE_RULES - DENSIFIED_RULES
-#: Every rule ``sparse_rows`` takes.
+#: Every rule ``sparse_rows`` takes. (``momentum`` and the Adam family's rules take a ``wd``
+#: that decays the variable first, in a sparse rule the touched rows only: MomentumW, AdamW.)
 SPARSE_RULES = ROW_RULES | EVERY_ROW_RULES | DENSIFIED_RULES
-#: The rules whose ``wd`` hyperparameter decays the variable first (contrib's decoupled
-#: decay; in a sparse rule, of the touched rows only): MomentumW, AdamW and their kin.
-DECOUPLED_DECAY_RULES = frozenset({"momentum", "adam", "lazy_adam", "adam_sparse",
-                                   "nadam_sparse"})
 #: Lists a rule reads as one float32 per tensor (NovoGrad's 0-dim second moments).
 _SCALAR_F32 = {"novograd": frozenset({3})}
 _available: bool | None = None
