@@ -109,8 +109,9 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     - ``_slot_specs(group)``, ``_init_non_slot(group_state, hp)``, ``_apply_dense``,
       optionally ``_apply_sparse`` (default: the dense rule on the touched rows only; on the
       native path ``_native_sparse_rule`` names the C rule that does the same in one call
-      straight from the gradient's rows) and ``_finish`` (after all variables of a group were
-      updated, e.g. Adam's beta powers).
+      straight from the gradient's rows; on the Triton path ``_triton_sparse_rule`` names
+      the Triton sparse rule, ``kernels.triton.SPARSE_RULES``) and ``_finish`` (after all
+      variables of a group were updated, e.g. Adam's beta powers).
     """
 
     GATE_NONE: ClassVar[int] = 0

@@ -15,15 +15,21 @@ when their family is first used; under ``TRITON_INTERPRET=1`` they run on the CP
 (how the tests reach them without a GPU). Every call goes through ``checked`` (the boundary
 checks shared with the native kernels, ``kernels.boundary``).
 
-Covered: the dense rules of every optimizer (float32), and ``sparse_rows``: a sparse gradient's
-distinct rows for the classes whose sparse update is their dense rule on the touched rows (GD,
-Momentum, Adagrad, AdagradDA, Adadelta, FTRL, the proximal optimizers); other sparse rules,
-other dtypes and tensor subclasses take the caller's other paths. ``run(..., half=...)`` also
+Covered: the dense rules of every optimizer (float32), and ``sparse_rows``: the sparse update
+of every optimizer over a sparse gradient's distinct rows, by the kind of its rule
+(``SPARSE_RULES``): the rule on the touched rows (``ROW_RULES``: the dense rule of GD, Momentum,
+Adagrad, AdagradDA, Adadelta, FTRL, the proximal optimizers, MomentumW's decay of the touched
+rows first; the forms of TF's sparse kernels ``lazy_adam``, ``rmsprop_sparse`` and
+``rmsprop_centered_sparse``), TF's every-row sparse Adam and Nadam in one launch over the
+whole table (``EVERY_ROW_RULES``, AdamW's decay of the touched rows first), or the dense rule
+on the densified gradient (``DENSIFIED_RULES``: NovoGrad); other dtypes and tensor
+subclasses take the caller's other paths. ``run(..., half=...)`` also
 writes the float16/bfloat16 model copies of float32 master variables in the same pass (the
 mixed-precision wrapper's saturating cast). ``l2_norms``: per-tensor norms (float64 sums) of a
 whole list in one read pass, the gradient pipeline's norms and non-finite flag when the optimizer
 asked for ``triton`` (``kernels.norms.read_pass_norms``; float16/bfloat16 gradients read as they
-are). ``sparse_rows`` takes the gate's skip flag on the device, as ``run`` does.
+are). ``sparse_rows`` takes the gate's skip flag on the device into every launch, as ``run``
+does (the caller scales the gradient by the multiplier before its rows are summed).
 """
 
 from __future__ import annotations

@@ -92,12 +92,11 @@ def _adam_every_row(var, grad, m, v, half, h, mult, inf, n, where, width,
     vi = tl.where(touched, vi + g * g * one_minus_beta2, vi)
     tl.store(m + offs, mi, mask=mask)
     tl.store(v + offs, vi, mask=mask)
-    if NADAM:
+    if NADAM:  # only the touched rows of var move (and are written)
         step = tl.div_rn(alpha * (m_scaled + mi * beta1), tl.sqrt_rn(vi) + eps)
-        x = tl.where(touched, x - step, x)
+        put(var, half, offs, x - step, touched, HALF)
     else:
-        x = x - tl.div_rn(alpha * mi, tl.sqrt_rn(vi) + eps)
-    put(var, half, offs, x, mask, HALF)
+        put(var, half, offs, x - tl.div_rn(alpha * mi, tl.sqrt_rn(vi) + eps), mask, HALF)
 
 
 def _scalars(lists, values):
