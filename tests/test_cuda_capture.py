@@ -3,13 +3,18 @@
 and replayed equals the eager step, bit for bit (``GradientPipeline`` with a dynamic loss
 scaler, and ``optimize_loss``'s train op); a step on the Triton path makes no host
 synchronisation (``torch.cuda.set_sync_debug_mode("error")`` raises on one); FSDP2's local
-shards on one rank take the Triton kernels and give the unsharded step's numbers.
+shards on one NCCL rank take the Triton kernels (Adam; NovoGrad with its whole-tensor norms)
+and give the unsharded training's numbers, and a ``GradientPipeline``'s statistics there take
+the Triton read pass and one all_reduce per step. (The FSDP2 tests ran on the CPU with gloo
+and the interpreter in place of NCCL and CUDA, all passing; CPU tests with 2 ranks:
+``tests/test_triton_fsdp2.py``.)
 
 Not yet run on a GPU: no device was lent to the session that wrote it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import pytest
@@ -108,31 +113,102 @@ def test_a_triton_step_makes_no_host_sync():
     assert [b.implementation for b in opt._step_plan.buckets] == [TRITON]
 
 
-def test_fsdp2_local_shards_on_one_rank_take_the_triton_kernels(tmp_path):
+@contextlib.contextmanager
+def _one_rank(tmp_path):
+    """A one-rank NCCL process group (world size 1: FSDP2's local shards are whole tensors
+    and its gradient reduction a sum over one rank, a copy) for the block."""
     import torch.distributed as dist
+
+    if not dist.is_nccl_available():
+        pytest.skip("needs NCCL")
+    dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1,
+                            device_id=torch.device("cuda", torch.cuda.current_device()))
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def _fully_sharded(model: nn.Module) -> nn.Module:
     from torch.distributed.fsdp import fully_shard
+
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer)
+    return fully_shard(model)
+
+
+def _whole(model: nn.Module) -> list[torch.Tensor]:
+    """The parameters, gathered where sharded (inside the group: ``full_tensor`` may return
+    before its collective finished; the copy waits for it)."""
+    return [(p.full_tensor() if hasattr(p, "full_tensor") else p).detach().clone()
+            for p in model.parameters()]
+
+
+@pytest.mark.parametrize(("name", "rule"), [("AdamOptimizer", "adam"), ("NovoGrad", "novograd")])
+def test_fsdp2_local_shards_on_one_rank_take_the_triton_kernels(tmp_path, monkeypatch, name,
+                                                                 rule):
+    """The Triton kernels run on FSDP2's local shards (a spy on ``kernels.triton.run``, which
+    refuses a DTensor: a fallback to ``foreach`` fails), bit-equal to the unsharded model.
+    NovoGrad reads the whole tensors' squared norms, summed by one all_reduce (on one rank, and
+    at most two blocks per tensor, the same float64 sums as the unsharded kernel's)."""
+    from triton_table import spy_runs
 
     x, y = _batch()
     plain = _model()
-    sharded = copy.deepcopy(plain)
-    dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'store'}", rank=0,
-                            world_size=1)
-    try:
-        for layer in sharded:
-            if isinstance(layer, nn.Linear):
-                fully_shard(layer)
-        fully_shard(sharded)
-        results = []
+    ran = spy_runs(monkeypatch)
+    results, runs = [], []
+    with _one_rank(tmp_path):
+        sharded = _fully_sharded(copy.deepcopy(plain))
         for model in (plain, sharded):
-            opt = trainop.AdamOptimizer(1e-3, params=model.parameters(), implementation=TRITON)
+            opt = getattr(trainop, name)(1e-3, params=model.parameters(),
+                                         implementation=TRITON)
+            ran.clear()
             for _ in range(4):
                 nn.functional.mse_loss(model(x), y).backward()
                 opt.step()
                 opt.zero_grad()
-            results.append([p.full_tensor() if hasattr(p, "full_tensor") else p.detach()
-                            for p in model.parameters()])
-            assert {b.implementation for b in opt._step_plan.buckets} == {TRITON}
-    finally:
-        dist.destroy_process_group()
+            results.append(_whole(model))
+            runs.append(list(ran))
+    assert runs == [[rule] * 4] * 2
     for a, b in zip(*results, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_fsdp2_pipeline_statistics_take_one_all_reduce_on_the_triton_path(tmp_path,
+                                                                          monkeypatch):
+    """``GradientPipeline`` (dynamic loss scale, clip by global norm) over Adam on the Triton
+    path under FSDP2 (one rank): the Triton read pass measures the local shards, the
+    statistics of a step take ONE all_reduce, and the training equals the unsharded one (the
+    norms go through float32 squares and back: within 1e-6)."""
+    from triton_table import spy_runs
+
+    from trainop.bench._ranks import counted_all_reduces
+    from trainop.kernels import triton as tk
+
+    x, y = _batch()
+    plain = _model()
+    ran = spy_runs(monkeypatch)
+    read = []
+    real = tk.l2_norms
+    monkeypatch.setattr(tk, "l2_norms", lambda t: read.append(len(t)) or real(t))
+    results, all_reduces = [], []
+    with _one_rank(tmp_path):
+        sharded = _fully_sharded(copy.deepcopy(plain))
+        for model in (plain, sharded):
+            opt = trainop.AdamOptimizer(1e-3, params=model.parameters(), implementation=TRITON)
+            pipe = GradientPipeline(opt, [LossScale(BackoffLossScaler()), ClipByGlobalNorm(0.1)])
+            ran.clear()
+            read.clear()
+            for _ in range(3):
+                pipe.scale_loss(nn.functional.mse_loss(model(x), y)).backward()
+                with counted_all_reduces() as calls:
+                    pipe.step()
+                all_reduces.append(len(calls))
+                pipe.zero_grad()
+            assert ran == ["adam"] * 3 and read == [4] * 3
+            results.append(_whole(model))
+    assert all_reduces == [0] * 3 + [1] * 3
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=0)

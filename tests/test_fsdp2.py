@@ -106,12 +106,14 @@ class _WithExtra(torch.nn.Module):
         return self.body(x) + (1.0 if k == 0 else 0.0) * self.extra(x)
 
 
-def _pipeline(params, kind: str = "clip"):
+def _pipeline(params, kind: str = "clip", implementation: str | None = None):
     """``clip``: ClipByGlobalNorm; ``larc``: LARC (whole-tensor variable norms too);
-    ``logmax``: OpenSeq2Seq's LogMax loss scaler (reads ``max |g|``) and ClipByGlobalNorm; each
-    with SkipNonFinite and FilterZeroGradients."""
+    ``logmax``: OpenSeq2Seq's LogMax loss scaler (reads ``max |g|``) and ClipByGlobalNorm;
+    ``backoff``: the dynamic (backoff) loss scaler and ClipByGlobalNorm; each with
+    SkipNonFinite and FilterZeroGradients, over Adam (``implementation``)."""
     from trainop.processing import (
         LARC,
+        BackoffLossScaler,
         ClipByGlobalNorm,
         FilterZeroGradients,
         GradientPipeline,
@@ -121,9 +123,10 @@ def _pipeline(params, kind: str = "clip"):
     )
 
     stages = {"larc": [LARC(larc_eta=0.002)], "clip": [ClipByGlobalNorm(0.1)],
-              "logmax": [LossScale(LogMaxLossScaler()), ClipByGlobalNorm(0.1)]}[kind]
-    return GradientPipeline(trainop.AdamOptimizer(0.05, params=params),
-                            [*stages, SkipNonFinite(), FilterZeroGradients()])
+              "logmax": [LossScale(LogMaxLossScaler()), ClipByGlobalNorm(0.1)],
+              "backoff": [LossScale(BackoffLossScaler()), ClipByGlobalNorm(0.1)]}[kind]
+    opt = trainop.AdamOptimizer(0.05, params=params, implementation=implementation)
+    return GradientPipeline(opt, [*stages, SkipNonFinite(), FilterZeroGradients()])
 
 
 def _train_pipeline(model, pipe, rank: int | None,

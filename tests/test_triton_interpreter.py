@@ -9,10 +9,12 @@ when first used, so nothing here changes how other modules' tests run.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -56,11 +58,27 @@ CPU = torch.device("cpu")
 BASE = {info.name: info for info, kwargs in CASES if not kwargs}
 
 
+def _compile_check():
+    """``scripts/triton_compile_check.py`` as a module (its launch recorder and compiler)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / "triton_compile_check.py"
+    spec = importlib.util.spec_from_file_location("triton_compile_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+COMPILE_CHECK = _compile_check()
+#: Every distinct kernel specialization this module's tests launch (``_interpreter``).
+LAUNCHED: list[dict] = []
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _interpreter():
     saved = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1"
-    yield
+    with COMPILE_CHECK.recording() as launched:
+        yield
+    LAUNCHED[:] = launched
     if saved is None:
         del os.environ["TRITON_INTERPRET"]
     else:
@@ -193,6 +211,42 @@ def test_flat_buffer_is_one_launch(monkeypatch):
         results.append((params, opt))
     assert units == [1, 1]
     assert_matches_reference("AdamOptimizer", *results)
+
+
+@pytest.mark.parametrize("name", ["AdamOptimizer", "FtrlOptimizer", "MomentumOptimizer"])
+def test_large_units_launch_an_aligned_head_and_a_tail(name, monkeypatch):
+    """A unit from ``SPLIT_AT`` elements on whose count is not a multiple of 16 (a flat
+    buffer: 3 x 1025 + 3 x 15 + 3 elements here) is two launches, the first over a multiple of
+    16 elements starting where the unit starts (what Triton's JIT compiles to 128-bit
+    accesses); every element is updated once, as the reference updates it."""
+    from trainop.kernels.triton import launch
+
+    monkeypatch.setattr(launch, "SPLIT_AT", 64)
+    counts = []
+    real = launch.parts
+
+    def spy(unit):
+        found = real(unit)
+        counts.append([part[0].numel() for part in found])
+        assert all(part[0].data_ptr() == unit[0].data_ptr() + sum(c[0].numel() for c in
+                   found[:k]) * 4 for k, part in enumerate(found))
+        return found
+
+    monkeypatch.setattr(launch, "parts", spy)
+    results = []
+    for implementation in ("triton", "reference"):
+        gen = torch.Generator().manual_seed(0)
+        params = [torch.nn.Parameter(torch.randn(s, generator=gen))
+                  for s in [(1025,), (3, 5), (1,)] * 3]
+        opt = BASE[name].make(params, implementation=implementation)
+        trainop.flatten(opt)
+        for _ in range(2):
+            for p in params:
+                p.grad = torch.randn(p.shape, generator=gen)
+            opt.step()
+        results.append((params, opt))
+    assert counts and all(c == [3120, 3] for c in counts), counts
+    assert_matches_reference(name, *results)
 
 
 def test_no_host_read_in_a_step(monkeypatch):
@@ -514,3 +568,23 @@ def test_decoupled_decay_of_a_base_without_it_in_its_kernel(sparse, calls):
     expected = 2.0 - 0.25 * 2.0 - 0.5 * g / (0.1 + g * g) ** 0.5
     assert not calls and torch.equal(out[0], out[1])
     torch.testing.assert_close(out[0][1], torch.full((2,), expected))
+
+
+def test_every_launch_compiles_for_the_gpu_without_fast_math():
+    """Last in this module: every kernel specialization the tests above launched (their
+    argument types and constexprs, recorded from the interpreter) compiled by real Triton for
+    an H100 (sm_90, to a cubin: no GPU needed), and no float32 operation in its PTX rounds
+    otherwise than the reference (no FMA contraction, no approximate sqrt or division). The
+    interpreter never runs Triton's compiler: without this, a kernel that passes every test
+    here could still fail to build on a GPU. Run alone, it launches one small step of each
+    optimizer first."""
+    if len(LAUNCHED) < len(BASE):
+        with COMPILE_CHECK.recording() as launched:
+            for info in BASE.values():
+                run(info, {}, "triton", CPU, shapes=[(3,)], steps=1)
+        LAUNCHED.extend(launched)
+    kernels = {(spec["module"], spec["kernel"]) for spec in LAUNCHED}
+    assert len(kernels) >= len({info.name for info in BASE.values()}) // 2
+    result = COMPILE_CHECK.compile_in_subprocess(LAUNCHED, targets="90")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"compiled {len(LAUNCHED)} specializations x 1 targets" in result.stdout

@@ -14,6 +14,9 @@ hands each bucket to one implementation:
   gate's multiplier and skip flag read on the device, sending what they cannot run to
   ``foreach`` as the native kernels do.
 
+DTensor buckets (FSDP2) sharded alike run on their local shards (``kernels.shards``); NovoGrad's
+on the Triton path with its whole-tensor norms summed by one ``all_reduce`` per bucket.
+
 ``opt`` is the optimizer, used only through its algorithm hooks (``_choose_implementation``,
 ``_native_rule``, ``_triton_rule``, ``_native_sparse_rule``, ``_apply_dense``, ``_apply_sparse``,
 ``_apply_foreach``, ``_apply_fused``, ``state``); this module imports nothing above the kernels.
@@ -31,7 +34,7 @@ import torch
 
 from trainop.kernels import native, triton
 from trainop.kernels.row_slices import RowSlices, row_slices
-from trainop.kernels.shards import is_sharded, local_shards
+from trainop.kernels.shards import is_sharded, local_shards, shard_group, summed_over_shards
 
 __all__ = ["choose", "row_slices_for", "sparse_rows_natively", "sparse_rows_triton",
            "update_bucket", "update_one", "update_pairs"]
@@ -89,6 +92,9 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
         if local is not None:
             vs, gs, slot_lists = local
             read = None
+    elif is_sharded(vs[0]) and _whole_norms_on_triton(opt, vs, gs, slot_lists, hp, non_slot,
+                                                      gate):
+        return
     # Only step() passes a plan bucket; there the choice depends on dtype, device and hp
     # alone (a decay_var_list, which also steers it, exists only inside apply_gradients).
     if is_sharded(vs[0]):
@@ -125,6 +131,30 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
     else:
         for i, (g, v) in enumerate(zip(gs, vs, strict=True)):
             opt._apply_dense(v, g, {n: s[i] for n, s in slot_lists.items()}, hp, non_slot)
+
+
+def _whole_norms_on_triton(opt: Any, vs, gs, slot_lists, hp, non_slot, gate) -> bool:
+    """A rule that reads each gradient's norm (``triton.WHOLE_NORM_RULES``: NovoGrad) over
+    DTensors sharded alike, where the Triton path is chosen for their local shards: each
+    rank sums the squares of its gradient shards (times the gate's multiplier,
+    ``triton.square_sums``), ONE ``all_reduce`` gives the whole tensors' sums, and the Triton
+    kernel updates the local shards reading them. False (nothing updated) where it does not
+    apply (found before the collective) or the kernel cannot run the shards (after it; every
+    rank decides alike); the caller then takes the DTensor path."""
+    group = shard_group(gs)
+    local = local_shards(vs, gs, slot_lists, scalars=True) if group is not None else None
+    if local is None:
+        return False
+    lvs, lgs, lslots = local
+    if opt._choose_implementation(lvs[0].dtype, lvs[0].device, hp) != "triton":
+        return False
+    rule, slots, hyper = opt._triton_rule(lvs, lslots, hp, non_slot)
+    squares = triton.square_sums(lgs, gate.multiplier) if rule in triton.WHOLE_NORM_RULES \
+        else None
+    if squares is None:
+        return False
+    return triton.run(rule, [lvs, lgs, *slots], hyper, multiplier=gate.multiplier,
+                      found_inf=gate.found_inf, squares=summed_over_shards(squares, group))
 
 
 def _half_copies(opt: Any, vs) -> list | None:

@@ -8,6 +8,12 @@ local shards is the update of the whole tensor. The local tensors are plain dens
 go through the same dispatch (the native kernels included, one call over a bucket's local
 shards). Anything else (another layout, a replicated scalar slot, mixed placements) stays on the
 DTensor path, where torch's sharding rules apply.
+
+A rule that reads a per-tensor norm of the gradient (NovoGrad) runs on the local shards too
+where every tensor is sharded (``Shard`` on one 1-D mesh, ``shard_group``): each rank sums the
+squares of its gradient shards, one ``all_reduce`` (``summed_over_shards``) gives the whole
+tensors' sums, and the rule reads those; its 0-dim per-tensor slots are plain tensors, the same
+on every rank (``local_shards(..., scalars=True)`` passes them as they are).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["is_sharded", "local_shards"]
+__all__ = ["is_sharded", "local_shards", "shard_group", "summed_over_shards"]
 
 
 def _dtensor_class() -> type | None:
@@ -34,24 +40,53 @@ def is_sharded(tensor: torch.Tensor) -> bool:
 
 
 def local_shards(vs: Sequence[torch.Tensor], gs: Sequence[torch.Tensor],
-                 slot_lists: dict[str, list[torch.Tensor]]
+                 slot_lists: dict[str, list[torch.Tensor]], *, scalars: bool = False
                  ) -> tuple[list, list, dict[str, list]] | None:
     """The local shards of ``vs``, ``gs`` and every slot list, or ``None`` where the bucket is
-    not made of DTensors sharded alike (see the module doc)."""
+    not made of DTensors sharded alike (see the module doc). ``scalars``: a slot that is a
+    plain 0-dim tensor (a per-tensor value) is passed as it is."""
     DTensor = _dtensor_class()  # noqa: N806 - the class
     if DTensor is None or not isinstance(vs[0], DTensor):
         return None
     lists = [vs, gs, *slot_lists.values()]
     for i, v in enumerate(vs):
         spec = (v.device_mesh, v.placements, v.shape)
-        for tensors in lists[1:]:
+        for k, tensors in enumerate(lists[1:]):
             t = tensors[i]
+            if scalars and k and not isinstance(t, DTensor) and t.dim() == 0:
+                continue
             if not isinstance(t, DTensor) or (t.device_mesh, t.placements, t.shape) != spec:
                 return None
         if not isinstance(v, DTensor) or (v.device_mesh, v.placements) != spec[:2]:
             return None
 
     def local(tensors):
-        return [t._local_tensor for t in tensors]
+        return [getattr(t, "_local_tensor", t) for t in tensors]
 
     return local(vs), local(gs), {name: local(s) for name, s in slot_lists.items()}
+
+
+def shard_group(tensors: Sequence[torch.Tensor]) -> object | None:
+    """The process group over which ``tensors`` are split, where every one is a DTensor on
+    one 1-D mesh with a ``Shard`` placement (each element on exactly one rank), else
+    ``None``."""
+    DTensor = _dtensor_class()  # noqa: N806 - the class
+    if DTensor is None or not tensors or not isinstance(tensors[0], DTensor):
+        return None
+    from torch.distributed.tensor import Shard
+
+    mesh = tensors[0].device_mesh
+    if mesh.ndim != 1 or not all(
+            isinstance(t, DTensor) and t.device_mesh == mesh
+            and isinstance(t.placements[0], Shard) for t in tensors):
+        return None
+    return mesh.get_group()
+
+
+def summed_over_shards(values: torch.Tensor, group: object) -> torch.Tensor:
+    """``values`` (each rank's parts) summed over the ranks of ``group`` in place, by ONE
+    ``all_reduce`` on the device (no host read); returned."""
+    import torch.distributed as dist
+
+    dist.all_reduce(values, op=dist.ReduceOp.SUM, group=group)
+    return values

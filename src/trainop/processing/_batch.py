@@ -79,8 +79,7 @@ def float32_norms(tensors: list[torch.Tensor], device: torch.device, *,
         return torch.zeros(0, dtype=_F32, device=device)
     if sharded(tensors):  # DTensors: the whole tensors' norms, one all_reduce
         return whole_tensor_statistic(
-            tensors, lambda local: float32_norms(local, local[0].device).square(),
-            op="sum").sqrt().to(device)
+            tensors, _local_squares(implementation), op="sum").sqrt().to(device)
     first = tensors[0]
     if first.dtype == _F32 and all(t.dtype == _F32 and t.device == device for t in tensors):
         return float32_l2_norms(tensors, implementation=implementation)
@@ -101,6 +100,14 @@ def float32_norms(tensors: list[torch.Tensor], device: torch.device, *,
         for i, n in zip(idx, norms, strict=True):
             out[i] = n
     return torch.stack([n.to(device=device, dtype=_F32) for n in out])
+
+
+def _local_squares(implementation: str | None
+                   ) -> Callable[[list[torch.Tensor]], torch.Tensor]:
+    """The squared norms of a rank's local shards (``float32_norms``, by the Triton read pass
+    where ``implementation`` is ``"triton"``): the additive part of whole-tensor norms."""
+    return lambda local: float32_norms(local, local[0].device,
+                                       implementation=implementation).square()
 
 
 def amax_of(g: torch.Tensor) -> torch.Tensor:
@@ -333,14 +340,13 @@ class Gradients(Sequence):
             return
         requests = []
         if self._l2 is None:
-            requests.append(("l2", grads, lambda local: float32_norms(
-                local, local[0].device).square(), "sum"))
+            requests.append(("l2", grads, _local_squares(self._norm_implementation()),
+                             "sum"))
         if want_amax:
             requests.append(("amax", grads,
                              lambda local: torch.stack([amax_of(g) for g in local]), "max"))
         if want_vars:
-            requests.append(("vars", variables, lambda local: float32_norms(
-                local, local[0].device).square(), "sum"))
+            requests.append(("vars", variables, _local_squares(None), "sum"))
         values = whole_tensor_statistics([(t, fn, op) for _, t, fn, op in requests])
         for (key, *_), value in zip(requests, values, strict=True):
             value = value.to(self.device)

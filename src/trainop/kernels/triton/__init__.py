@@ -29,7 +29,10 @@ mixed-precision wrapper's saturating cast). ``l2_norms``: per-tensor norms (floa
 whole list in one read pass, the gradient pipeline's norms and non-finite flag when the optimizer
 asked for ``triton`` (``kernels.norms.read_pass_norms``; float16/bfloat16 gradients read as they
 are). ``sparse_rows`` takes the gate's skip flag on the device into every launch, as ``run``
-does (the caller scales the gradient by the multiplier before its rows are summed).
+does (the caller scales the gradient by the multiplier before its rows are summed). Sharded
+tensors (FSDP2): the dispatch hands the local shards to ``run``; NovoGrad's whole-tensor norms
+come from each rank's ``square_sums`` added over the ranks and reach its kernel as
+``run(..., squares=)`` (``kernels.dispatch``).
 """
 
 from __future__ import annotations
@@ -45,9 +48,9 @@ import torch
 
 from trainop.kernels.boundary import check_overlap, full_check, is_plain
 
-__all__ = ["DENSE_RULES", "DENSIFIED_RULES", "DTYPES",
-           "EVERY_ROW_RULES", "HALF_DTYPES", "ROW_RULES", "SPARSE_RULES", "available", "checked",
-           "interpreted", "l2_norms", "run", "sparse_rows", "supports"]
+__all__ = ["DENSE_RULES", "DENSIFIED_RULES", "DTYPES", "EVERY_ROW_RULES", "HALF_DTYPES",
+           "ROW_RULES", "SPARSE_RULES", "WHOLE_NORM_RULES", "available", "checked",
+           "interpreted", "l2_norms", "run", "sparse_rows", "square_sums", "supports"]
 
 #: The dtypes the Triton kernels update (computing in float32, as the reference).
 DTYPES = (torch.float32,)
@@ -77,6 +80,9 @@ ROW_RULES = DENSE_RULES - DENSIFIED_RULES
 #: Every rule ``sparse_rows`` takes. (``momentum`` and the Adam family's rules take a ``wd``
 #: that decays the variable first, in a sparse rule the touched rows only: MomentumW, AdamW.)
 SPARSE_RULES = ROW_RULES | EVERY_ROW_RULES | DENSIFIED_RULES
+#: The rules that read each gradient's squared norm, which ``run(..., squares=)`` can give
+#: them for the whole tensors of sharded local parts (NovoGrad's layer norms).
+WHOLE_NORM_RULES = frozenset({"novograd"})
 #: Lists a rule reads as one float32 per tensor (NovoGrad's 0-dim second moments).
 _SCALAR_F32 = {"novograd": frozenset({3})}
 _available: bool | None = None
@@ -159,7 +165,8 @@ def _on(value: torch.Tensor | None, device: torch.device) -> torch.Tensor | None
 @torch._disable_dynamo  # under torch.compile: a graph break, the launches run eagerly
 def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any], *,
         multiplier: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
-        half: Sequence[torch.Tensor] | None = None) -> bool:
+        half: Sequence[torch.Tensor] | None = None,
+        squares: torch.Tensor | None = None) -> bool:
     """Run ``rule`` over the tensor lists (variables, gradients, slots..., as the native rule
     lists them); ``hyper``: its hyperparameters (Python numbers or 0-dim tensors, see the
     optimizer's ``_triton_rule``). Returns False (nothing done) where the caller must take its
@@ -169,12 +176,22 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
     nonzero ``found_inf`` leaves everything as it is. Both are 0-dim tensors or ``None``, read
     on the device. ``half``: float16/bfloat16 copies of the (float32 master) variables, one
     per variable, written in the same pass (clamped to the half type's range, rounded to
-    nearest even), or ``None``."""
+    nearest even), or ``None``. ``squares``: for a rule of ``WHOLE_NORM_RULES`` over the
+    local shards of sharded tensors, per tensor the float64 sum of the squares of the whole
+    gradient (times ``multiplier``), read instead of the local gradient's (``square_sums``,
+    summed over the ranks), or ``None``."""
     variables = lists[0]
     if not variables:
         return True
     family = _FAMILIES.get(rule) if rule in DENSE_RULES else None
     dtype, device = variables[0].dtype, variables[0].device
+    if squares is not None and (
+            rule not in WHOLE_NORM_RULES or squares.dtype != torch.float64
+            or squares.shape != (len(variables),) or squares.device != device):
+        raise ValueError(f"trainop's triton {rule} call: squares must be a float64 tensor of "
+                         f"shape ({len(variables)},) on {device} for a rule of "
+                         f"{sorted(WHOLE_NORM_RULES)}, got {squares.dtype} "
+                         f"{tuple(squares.shape)} on {squares.device}")
     if family is None or not supports(dtype, device):
         return False
     scalar = _SCALAR_F32.get(rule, frozenset())
@@ -188,8 +205,9 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
         every.append(half)
     if not checked(every, dtype=dtype, list_dtypes=list_dtypes, scalar_lists=scalar, rule=rule):
         return False
+    extra = {} if squares is None else {"squares": squares}
     _family(family).RULES[rule](lists, list(hyper), _on(multiplier, device),
-                                _on(found_inf, device), half=half)
+                                _on(found_inf, device), half=half, **extra)
     return True
 
 
@@ -257,3 +275,22 @@ def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
                     and t.device == first.device for t in tensors)):
         return None
     return _family("norms").l2_norms([t.contiguous() for t in tensors])
+
+
+def square_sums(tensors: Sequence[torch.Tensor],
+                multiplier: torch.Tensor | None = None) -> torch.Tensor | None:
+    """Per tensor the float64 sum of the squares of ``float32(t * multiplier)``, as the
+    rules of ``WHOLE_NORM_RULES`` sum them (``norms.square_partials``, then the partial sums
+    added on the device), a 1-D float64 tensor on their device; ``None`` where the Triton
+    kernels cannot read them (another dtype or device, a subclass, a non-contiguous tensor).
+    The local part of a sharded tensor's squared norm, before the ranks add theirs."""
+    if not tensors:
+        return None
+    first = tensors[0]
+    if not (supports(first.dtype, first.device) and is_plain(tensors) and all(
+            t.layout == torch.strided and t.dtype == first.dtype and t.device == first.device
+            and t.is_contiguous() for t in tensors)):
+        return None
+    partials = _family("norms").square_partials
+    mult = _on(multiplier, first.device)
+    return torch.stack([partials(t, mult).sum() for t in tensors])

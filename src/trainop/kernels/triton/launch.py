@@ -20,11 +20,24 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["BLOCK", "block_table", "complement", "device_scalars", "launch", "product",
-           "units"]
+__all__ = ["BLOCK", "OPTIONS", "block_table", "complement", "device_scalars", "launch",
+           "product", "units"]
 
 #: Elements per program.
 BLOCK = 1024
+#: The compile options of every launch: no fused multiply-add contraction, so that each
+#: multiplication and addition rounds to float32 on its own, in the reference rule's order (as
+#: the C kernels, built with ``-ffp-contract=off``, and torch's elementwise ops). Triton's
+#: default contracts ``a * b + c`` into one FMA, which changes the last bits of most rules.
+#: The interpreter ignores it (numpy never contracts).
+OPTIONS = {"enable_fp_fusion": False}
+#: Element counts a dense unit is split at: Triton's JIT compiles an integer argument divisible
+#: by 16 (and addresses divisible by 16 bytes) as such, which lets the masked loads and stores
+#: be 128-bit; any other count makes every access of the launch 32-bit. A unit of at least
+#: ``SPLIT_AT`` elements whose count is not a multiple of ``ALIGN`` (a flat buffer of any
+#: model) is launched as its first ``n - n % ALIGN`` elements and then its last few.
+ALIGN = 16
+SPLIT_AT = 1 << 20
 _CACHE: dict[tuple, torch.Tensor] = {}
 _CACHE_LIMIT = 256
 #: Block tables (``block_table``), fewer: one is 16 bytes per block of a model's gradients, and
@@ -125,6 +138,18 @@ def units(lists: Sequence[Sequence[torch.Tensor]]) -> list[list[torch.Tensor]]:
             if unit[0].numel()]
 
 
+def parts(unit: Sequence[torch.Tensor]) -> list[list[torch.Tensor]]:
+    """A dense unit (1-D tensors of one length) as the launches it takes: itself, or, from
+    ``SPLIT_AT`` elements on, a head whose length is a multiple of ``ALIGN`` and the tail. The
+    rules are elementwise, so the split changes no number; the head's tensors start where the
+    unit's do, the tail's ``head * element size`` bytes (a multiple of 16) further."""
+    n = unit[0].numel()
+    head = n - n % ALIGN
+    if head == n or n < SPLIT_AT:
+        return [list(unit)]
+    return [[t[:head] for t in unit], [t[head:] for t in unit]]
+
+
 def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], h: torch.Tensor,
            multiplier: torch.Tensor | None, found_inf: torch.Tensor | None,
            **constexprs: Any) -> None:
@@ -155,6 +180,7 @@ def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], h: torch.T
         found = units(lists if half is None else [*lists, half])
         if half is None:
             found = [[*unit, unit[0]] for unit in found]  # no copy: the variable stands in
+        found = [part for unit in found for part in parts(unit)]
         args = (h, 1)
     for unit in found:
         n = unit[0 if where is not None else 1].numel()
@@ -162,4 +188,4 @@ def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], h: torch.T
             *unit, h, h if multiplier is None else multiplier,
             h if found_inf is None else found_inf, n, *args,
             HAS_MULT=multiplier is not None, HAS_INF=found_inf is not None, BLOCK=BLOCK,
-            ROWS=rows is not None, HALF=half is not None, **constexprs)
+            ROWS=rows is not None, HALF=half is not None, **constexprs, **OPTIONS)

@@ -20,7 +20,7 @@ import triton.language as tl
 
 from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import total
-from trainop.kernels.triton.launch import BLOCK, block_table
+from trainop.kernels.triton.launch import BLOCK, OPTIONS, block_table
 
 __all__ = ["l2_norms", "square_partials"]
 
@@ -48,7 +48,7 @@ def square_partials(tensor: torch.Tensor, multiplier: torch.Tensor | None = None
     out = torch.zeros(blocks, dtype=torch.float64, device=tensor.device)
     if n:
         _square_partials[(blocks,)](flat, out, out if multiplier is None else multiplier, n,
-                                    HAS_MULT=multiplier is not None, BLOCK=BLOCK)
+                                    HAS_MULT=multiplier is not None, BLOCK=BLOCK, **OPTIONS)
     return out
 
 
@@ -87,6 +87,6 @@ def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     out = torch.zeros(len(tensors), dtype=torch.float32, device=device)
     if blocks:
         partials = torch.empty(blocks, dtype=torch.float64, device=device)
-        _block_squares[(blocks,)](table, partials, tensors[0], BLOCK=BLOCK)
-        _tensor_norms[(len(tensors),)](partials, first, out, BLOCK=BLOCK)
+        _block_squares[(blocks,)](table, partials, tensors[0], BLOCK=BLOCK, **OPTIONS)
+        _tensor_norms[(len(tensors),)](partials, first, out, BLOCK=BLOCK, **OPTIONS)
     return out

@@ -7,6 +7,10 @@ n2 = |float32(g)|^2 (the norm squared in float64, rounded once), then::
 
 Three launches per tensor: the partial sums, the moment (one program), the update.
 hyper: lr, beta1, beta2, epsilon, weight_decay, grad_averaging, persistent.
+
+``squares`` (sharded tensors, e.g. FSDP2's local shards): per tensor the float64 sum of the
+squares of the WHOLE tensor's ``float32(g * mult)`` (the ranks' partial sums added by one
+``all_reduce``), read by the moment in place of the local gradient's partial sums.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import triton.language as tl
 
 from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import gradient, hyper, live, put, rows, total
-from trainop.kernels.triton.launch import BLOCK, complement, device_scalars
+from trainop.kernels.triton.launch import BLOCK, OPTIONS, complement, device_scalars
 from trainop.kernels.triton.norms import square_partials
 
 __all__ = ["RULES"]
@@ -61,7 +65,7 @@ def _update(var, grad, mom, den, half, h, mult, inf, n, idx, width, HAS_MULT: tl
     put(var, half, at, x - mi * lr, mask, HALF)
 
 
-def novograd(lists, values, multiplier, found_inf, half=None) -> None:
+def novograd(lists, values, multiplier, found_inf, half=None, squares=None) -> None:
     lr, beta1, beta2, eps, wd, averaging, persistent = values
     variables, grads, moms, emas = lists
     device = variables[0].device
@@ -70,17 +74,20 @@ def novograd(lists, values, multiplier, found_inf, half=None) -> None:
     mult = h if multiplier is None else multiplier
     inf = h if found_inf is None else found_inf
     halves = variables if half is None else half
-    for var, grad, mom, ema, copy in zip(variables, grads, moms, emas, halves, strict=True):
-        partials = square_partials(grad, multiplier)
+    for t, (var, grad, mom, ema, copy) in enumerate(zip(variables, grads, moms, emas, halves,
+                                                        strict=True)):
+        partials = (square_partials(grad, multiplier) if squares is None
+                    else squares[t:t + 1])
         den = torch.empty(1, dtype=torch.float32, device=device)
         _moment[(1,)](partials, partials.numel(), ema, den, h, inf,
-                      HAS_INF=found_inf is not None, BLOCK=BLOCK)
+                      HAS_INF=found_inf is not None, BLOCK=BLOCK, **OPTIONS)
         n = var.numel()
         if n:
             _update[((n + BLOCK - 1) // BLOCK,)](
                 var.reshape(-1), grad.reshape(-1), mom.reshape(-1), den, copy.reshape(-1), h,
                 mult, inf, n, h, 1, HAS_MULT=multiplier is not None,
-                HAS_INF=found_inf is not None, BLOCK=BLOCK, ROWS=False, HALF=half is not None)
+                HAS_INF=found_inf is not None, BLOCK=BLOCK, ROWS=False, HALF=half is not None,
+                **OPTIONS)
 
 
 RULES = {"novograd": novograd}
