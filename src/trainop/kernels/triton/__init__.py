@@ -223,8 +223,8 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
     - ``ROW_RULES``: the rule on those rows of ``var`` and its slots only, one launch over
       the rows' elements;
     - ``EVERY_ROW_RULES``: TF's sparse Adam/Nadam, one launch over every element of the
-      table, each row's gradient found through a row map (``where``: int64 per row, its place
-      in ``indices`` or -1, made on the device);
+      table, each row's gradient found through a row map (int64 per row, its place in
+      ``indices`` or -1, written on the device by a launch over ``indices``);
     - ``DENSIFIED_RULES``: the gradient densified on the device
       (``zeros_like(var).index_add_``), then the dense rule (``run``).
 
@@ -252,13 +252,8 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
     counts = np.array([t.numel() for t in (var, values, *slots)], dtype=np.int64)
     if not check_overlap(lists, addresses, counts, frozenset({1}), rule, kernel="triton"):
         return False
-    kernel = _family(_FAMILIES[rule]).RULES[rule]
-    if rule in EVERY_ROW_RULES:
-        where = torch.full((var.shape[0],), -1, dtype=torch.int64, device=device)
-        where.index_copy_(0, indices, torch.arange(indices.numel(), device=device))
-        kernel(lists, list(hyper), None, _on(found_inf, device), where=where)
-    else:
-        kernel(lists, list(hyper), None, _on(found_inf, device), rows=indices)
+    _family(_FAMILIES[rule]).RULES[rule](lists, list(hyper), None, _on(found_inf, device),
+                                         rows=indices)
     return True
 
 

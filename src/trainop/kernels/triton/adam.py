@@ -9,7 +9,8 @@ beta powers::
                  m = m*beta1 + g*(1-beta1); v = v*beta2 + g*g*(1-beta2)
                  var -= alpha*m/(sqrt(v) + eps)
     adam_sparse, nadam_sparse (TF's sparse Adam / contrib's sparse Nadam, one launch over
-    every element of the table; ``g`` the touched row's gradient):
+    every element of the table, after one that maps each row to its place among the
+    gradient's rows; ``g`` the touched row's gradient):
                  var -= var*wd (touched rows, wd != 0: AdamW's decay first)
                  m = m*beta1 (+ g*(1-beta1) on touched rows); v = v*beta2 (+ g*g*(1-beta2))
                  adam_sparse:  var -= alpha*m/(sqrt(v) + eps)              (every row)
@@ -24,12 +25,13 @@ powers are the optimizer's 0-dim float32 tensors: never read on the host).
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
 from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import gathered, gradient, hyper, live, put, rows
-from trainop.kernels.triton.launch import complement, device_scalars, launch
+from trainop.kernels.triton.launch import BLOCK, OPTIONS, complement, device_scalars, launch
 
 __all__ = ["RULES"]
 
@@ -99,6 +101,23 @@ def _adam_every_row(var, grad, m, v, half, h, mult, inf, n, where, width,
         put(var, half, offs, x - tl.div_rn(alpha * mi, tl.sqrt_rn(vi) + eps), mask, HALF)
 
 
+@triton.jit
+def _places(where, idx, count, BLOCK: tl.constexpr):
+    """The every-row rules' row map: ``where[idx[k]] = k`` (the rows are distinct)."""
+    k = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = k < count
+    tl.store(where + tl.load(idx + k, mask=mask, other=0), k, mask=mask)
+
+
+def _row_map(var, rows) -> torch.Tensor:
+    """int64 per row of ``var``: its place in ``rows`` (distinct), or -1; on the device."""
+    where = torch.full((var.shape[0],), -1, dtype=torch.int64, device=var.device)
+    count = rows.numel()
+    if count:
+        _places[((count + BLOCK - 1) // BLOCK,)](where, rows, count, BLOCK=BLOCK, **OPTIONS)
+    return where
+
+
 def _scalars(lists, values):
     lr, beta1, beta2, eps, nesterov, wd, beta1_power, beta2_power = values
     return device_scalars([lr, beta1, complement(beta1), complement(beta2), eps, nesterov, wd,
@@ -115,16 +134,16 @@ def lazy_adam(lists, values, multiplier, found_inf, rows=None, half=None) -> Non
            LAZY=True)
 
 
-def adam_sparse(lists, values, multiplier, found_inf, where=None, half=None) -> None:
+def adam_sparse(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
     launch(_adam_every_row, lists, _scalars(lists, values), multiplier, found_inf,
-           where=where, half=half, NADAM=False)
+           where=_row_map(lists[0][0], rows), half=half, NADAM=False)
 
 
-def nadam_sparse(lists, values, multiplier, found_inf, where=None, half=None) -> None:
+def nadam_sparse(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
     launch(_adam_every_row, lists, _scalars(lists, values), multiplier, found_inf,
-           where=where, half=half, NADAM=True)
+           where=_row_map(lists[0][0], rows), half=half, NADAM=True)
 
 
-#: ``adam_sparse`` and ``nadam_sparse`` take ``where`` (the row map, ``sparse_rows``).
+#: ``adam_sparse`` and ``nadam_sparse``: sparse only (``rows`` required), over every row.
 RULES = {"adam": adam, "lazy_adam": lazy_adam, "adam_sparse": adam_sparse,
          "nadam_sparse": nadam_sparse}
