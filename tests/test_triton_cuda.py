@@ -14,13 +14,17 @@ from triton_table import (
     IDS,
     MIXED_STAGE_IDS,
     MIXED_STAGES,
+    SPARSE_CASES,
+    SPARSE_IDS,
     HalfGradients,
     assert_matches_reference,
     assert_mixed_matches,
     assert_same_training,
     eager_widening,
     run,
+    sparse_rule,
     spy_runs,
+    spy_sparse,
     train_mixed,
     train_sparse,
     ulps,
@@ -78,11 +82,24 @@ def test_cuda_nonfinite_gradients_and_skip(name, calls):
     assert_matches_reference(name, ours, theirs, rtol=CUDA_RTOL)
 
 
-@pytest.mark.parametrize("name", sorted(BASE))
-def test_cuda_sparse_rows(name):
+@pytest.mark.parametrize(("info", "kwargs"), SPARSE_CASES, ids=SPARSE_IDS)
+def test_cuda_sparse_rows(info, kwargs, monkeypatch):
+    """Every class's sparse update by its Triton sparse rule (rows, TF's sparse forms, the
+    every-row Adam/Nadam, NovoGrad densified), against the reference on the device; a
+    skipped step (the flag on the device) changes nothing."""
     cuda = torch.device("cuda")
-    assert_matches_reference(name, train_sparse(BASE[name], "triton", cuda),
-                             train_sparse(BASE[name], "reference", cuda), rtol=CUDA_RTOL)
+    ran = spy_sparse(monkeypatch)
+    ours = train_sparse(info, "triton", cuda, kwargs)
+    assert ran == [(sparse_rule(info.name, kwargs), True)] * 3
+    assert_matches_reference(info.name, ours, train_sparse(info, "reference", cuda, kwargs),
+                             rtol=CUDA_RTOL)
+    (table,), opt = ours
+    before = [x.clone() for x in (table.detach(), *opt.state[table].values())]
+    table.grad = torch.sparse_coo_tensor([[2, 2, 6]], torch.ones(3, 3), (7, 3)).to(cuda)
+    opt.step(grad_multiplier=torch.tensor(0.5, device=cuda),
+             found_inf=torch.tensor(1.0, device=cuda))
+    after = [table.detach(), *opt.state[table].values()]
+    assert all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)

@@ -27,14 +27,20 @@ from triton_table import (
     NATIVE_ULPS,
     SHAPES,
     SMALL,
+    SPARSE_CASES,
+    SPARSE_IDS,
+    SPARSE_RULE,
     HalfGradients,
     assert_matches_reference,
     assert_mixed_matches,
     assert_same_training,
+    correctly_rounded_sqrt,
     distance,
     eager_widening,
     run,
+    sparse_rule,
     spy_runs,
+    spy_sparse,
     train_mixed,
     train_sparse,
     ulps,
@@ -332,25 +338,29 @@ def test_every_optimizer_accepts_triton():
         trainop.AdamOptimizer(params=[torch.nn.Parameter(torch.zeros(2))], implementation="cuda")
 
 
-#: The classes whose sparse update is their dense rule on the touched rows: the Triton row
-#: kernel; the others (Adam's every-row moments, LazyAdam, RMSProp's sparse form, the decoupled
-#: decay, NovoGrad) take their reference sparse rule.
-ROWS = {"GradientDescentOptimizer", "MomentumOptimizer", "AdagradOptimizer",
-        "AdagradDAOptimizer", "AdadeltaOptimizer", "FtrlOptimizer",
-        "ProximalGradientDescentOptimizer", "ProximalAdagradOptimizer"}
+#: The classes whose native sparse path runs C kernels in the order of the Triton rule (the
+#: rows, RMSProp's and LazyAdam's sparse forms, Adam's variable pass): the same bits. Nadam's
+#: and NovoGrad's native sparse paths are the torch reference.
+NATIVE_SPARSE = set(SPARSE_RULE) - {"NadamOptimizer", "NovoGrad"}
 
 
-@pytest.mark.parametrize("name", sorted(BASE))
-def test_sparse_rows(name, monkeypatch):
-    """A sparse gradient with a repeated row: its distinct rows (summed) by the Triton row
-    kernel where the class's sparse rule is its dense rule on the rows, else the reference."""
-    ran = []
-    real = tk.sparse_rows
-    monkeypatch.setattr(tk, "sparse_rows", lambda *a, **k: ran.append(real(*a, **k)) or ran[-1])
-
-    ours = train_sparse(BASE[name], "triton", CPU)
-    assert ran == ([True] * 3 if name in ROWS else [])
-    assert_matches_reference(name, ours, train_sparse(BASE[name], "reference", CPU))
+@pytest.mark.parametrize(("info", "kwargs"), SPARSE_CASES, ids=SPARSE_IDS)
+def test_sparse_rows(info, kwargs, monkeypatch):
+    """A sparse gradient with a repeated row: its distinct rows (summed) by the class's
+    Triton sparse rule (the dense rule on the rows, TF's sparse forms, Adam's every-row rule,
+    NovoGrad's densified gradient), never the reference's fallback; against the reference
+    path (bit-equal or within the documented bound; bit-equal but NovoGrad's once torch's
+    square root is correctly rounded) and the native C kernels (the same order: the same
+    bits)."""
+    ran = spy_sparse(monkeypatch)
+    ours = train_sparse(info, "triton", CPU, kwargs)
+    assert ran == [(sparse_rule(info.name, kwargs), True)] * 3
+    assert_matches_reference(info.name, ours, train_sparse(info, "reference", CPU, kwargs))
+    if info.name != "NovoGrad":  # (its norm: float64 sums, the reference's own order)
+        with correctly_rounded_sqrt():  # the reference's one difference: torch's sqrt
+            assert distance(ours, train_sparse(info, "reference", CPU, kwargs)) == 0
+    if native.available() and info.name in NATIVE_SPARSE:
+        assert distance(ours, train_sparse(info, "native", CPU, kwargs)) == 0
 
 
 @pytest.mark.skipif(not native.available(), reason="no native kernels")
@@ -490,44 +500,66 @@ def test_mixed_precision_step_reads_nothing_on_the_host(monkeypatch):
     assert all(args[1].dtype == torch.bfloat16 for _, args in launches[2:])  # the gradients
 
 
-def _sparse_gated(info, implementation, found_inf):
-    """Two sparse steps (a repeated row) with a multiplier of 0.5 and the skip flag
-    ``found_inf`` (a 0-dim tensor) on the second."""
-    gen = torch.Generator().manual_seed(3)
-    table = torch.nn.Parameter(torch.randn(7, 3, generator=gen))
-    opt = info.make([table], implementation=implementation)
-    for flag in (torch.tensor(0.0), found_inf):
-        table.grad = torch.sparse_coo_tensor([[1, 5, 1, 0]], torch.randn(4, 3, generator=gen),
-                                             (7, 3))
-        opt.step(grad_multiplier=torch.tensor(0.5), found_inf=flag)
-    return [table], opt
-
-
-@pytest.mark.parametrize("name", ["AdagradOptimizer", "FtrlOptimizer", "MomentumOptimizer"])
-def test_sparse_rows_take_the_skip_flag(name, monkeypatch):
-    """On the Triton path the row kernel reads the gate's skip flag on the device (no host
-    read of ``found_inf``): a skipped sparse step changes nothing, an applied one with a
-    multiplier equals the reference (scaled, then the repeated rows summed)."""
+def _sparse_step(table, opt, found_inf, rows=(1, 5, 1, 0), *, deferred=False):
+    """One sparse step (a repeated row) with a multiplier of 0.5 and the skip flag
+    ``found_inf``; ``deferred``: under ``no_host_reads``, the interpreter's launches deferred
+    and replayed after, in order; returns their kernels' names."""
     from triton.runtime.interpreter import InterpretedFunction
 
-    info = BASE[name]
-    for flag in (torch.tensor(0.0), torch.tensor(1.0)):
-        ours = _sparse_gated(info, "triton", flag)
-        assert_matches_reference(name, ours, _sparse_gated(info, "reference", flag))
-    skipped = [p.detach().clone() for p in _sparse_gated(info, "triton", torch.tensor(0.0))[0]]
-    (table,), opt = _sparse_gated(info, "triton", torch.tensor(0.0))
+    gen = torch.Generator().manual_seed(len(opt.state) + int(found_inf) + 3)
+    table.grad = torch.sparse_coo_tensor([list(rows)], torch.randn(len(rows), 3, generator=gen),
+                                         (7, 3))
+    gate = {"grad_multiplier": torch.tensor(0.5), "found_inf": found_inf}
+    if not deferred:
+        opt.step(**gate)
+        return []
     pending = []
     real = InterpretedFunction.run
-    table.grad = torch.sparse_coo_tensor([[2, 2]], torch.ones(2, 3), (7, 3))
-    monkeypatch.setattr(InterpretedFunction, "run",
-                        lambda self, *a, **k: pending.append((self, a, k)))
-    with no_host_reads(ALL_READS):
-        opt.step(found_inf=torch.tensor(1.0))
-    monkeypatch.undo()
-    assert len(pending) == 1
+    with pytest.MonkeyPatch.context() as patch, no_host_reads(ALL_READS):
+        patch.setattr(InterpretedFunction, "run",
+                      lambda self, *a, **k: pending.append((self, a, k)))
+        opt.step(**gate)
     for f, a, k in pending:
         real(f, *a, **k)
-    assert torch.equal(table.detach(), skipped[0])
+    return [f.fn.__name__ for f, _, _ in pending]
+
+
+def _everything(table, opt):
+    """Copies of the table, its slots and its group's counters."""
+    return [x.detach().clone() for x in (table, *opt.state[table].values(),
+                                           *opt.param_groups[0]["non_slot"].values())]
+
+
+@pytest.mark.parametrize(("info", "kwargs"), SPARSE_CASES, ids=SPARSE_IDS)
+def test_sparse_rows_take_the_skip_flag(info, kwargs, monkeypatch):
+    """On the Triton path every class's sparse update takes the gate's multiplier and skip
+    flag on the device, and a tensor learning rate (no host read in the step, checked with
+    every read patched to raise):
+    a skipped sparse step (a repeated row) changes nothing (table, slots, counters); applied
+    steps with the multiplier equal the reference (scaled, then the repeated rows summed)."""
+    ran = spy_sparse(monkeypatch)
+    results = []
+    for implementation in ("triton", "reference"):
+        gen = torch.Generator().manual_seed(3)
+        table = torch.nn.Parameter(torch.randn(7, 3, generator=gen))
+        # a tensor learning rate: read on the device (its range check joins the skip flag)
+        opt = info.make([table], implementation=implementation, lr=torch.tensor(info.lr),
+                        **kwargs)
+        triton = implementation == "triton"
+        _sparse_step(table, opt, torch.tensor(0.0))
+        before = _everything(table, opt)
+        launched = _sparse_step(table, opt, torch.tensor(1.0), (2, 2, 6),
+                                deferred=triton)
+        for old, new in zip(before, _everything(table, opt), strict=True):
+            assert torch.equal(old, new), "a skipped step changed a value"
+        if triton:
+            assert launched, "the skipped step launched nothing: the flag was read on the host"
+        launched = _sparse_step(table, opt, torch.tensor(0.0), (4, 1, 4),
+                                deferred=triton)
+        assert launched or not triton
+        results.append(([table], opt))
+    assert ran == [(sparse_rule(info.name, kwargs), True)] * 3
+    assert_matches_reference(info.name, *results)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
@@ -598,6 +630,27 @@ def test_half_gradients_at_the_boundary():
     if native.available():
         with pytest.raises(ValueError, match="gradients"):
             native.run("gradient_descent", [[var], [half]], [2.0])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_decoupled_decay_of_a_base_without_it_in_its_kernel(sparse, calls):
+    """``extend_with_decoupled_weight_decay(AdagradOptimizer)`` asked for ``triton``: the
+    Adagrad kernel has no decay, so the list path (dense) or the reference (sparse) runs and
+    the decay is applied, as on the reference path (``var -= wd*var``, then Adagrad)."""
+    cls = trainop.extend_with_decoupled_weight_decay(trainop.AdagradOptimizer)
+    out = []
+    for implementation in ("triton", "reference"):
+        p = torch.nn.Parameter(torch.full((4, 2), 2.0))
+        opt = cls(0.25, learning_rate=0.5, params=[p], implementation=implementation)
+        p.grad = (torch.sparse_coo_tensor([[1, 1]], torch.ones(2, 2), (4, 2)) if sparse
+                  else torch.ones(4, 2))
+        opt.step()
+        out.append(p.detach().clone())
+    # accumulator 0.1 + g*g (g = 2 summed when sparse); var = 2 - 0.25*2 - 0.5*g/sqrt(acc)
+    g = 2.0 if sparse else 1.0
+    expected = 2.0 - 0.25 * 2.0 - 0.5 * g / (0.1 + g * g) ** 0.5
+    assert not calls and torch.equal(out[0], out[1])
+    torch.testing.assert_close(out[0][1], torch.full((2,), expected))
+
+
 def test_every_launch_compiles_for_the_gpu_without_fast_math():
     """Last in this module: every kernel specialization the tests above launched (their
     argument types and constexprs, recorded from the interpreter) compiled by real Triton for

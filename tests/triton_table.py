@@ -9,6 +9,8 @@ under the interpreter give the C kernels' bits); CUDA may add FMA contraction: `
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from contract_table import INFOS
 
@@ -92,11 +94,36 @@ def assert_matches_reference(name, ours, reference, rtol=RTOL) -> None:
         torch.testing.assert_close(a, b, rtol=rtol, atol=rtol * scale, equal_nan=True)
 
 
-def train_sparse(info, implementation, device):
+#: The Triton sparse rule of each class (``_triton_sparse_rule``): the dense rule on the
+#: touched rows, or the class's own sparse form (TF's sparse kernels; Adam's and Nadam's
+#: every-row rules; NovoGrad's densified gradient). MomentumW and AdamW: the base's rule,
+#: whose kernel decays the touched rows first.
+SPARSE_RULE = {"GradientDescentOptimizer": "gradient_descent", "MomentumOptimizer": "momentum",
+               "AdagradOptimizer": "adagrad", "AdagradDAOptimizer": "adagrad_da",
+               "AdadeltaOptimizer": "adadelta", "RMSPropOptimizer": "rmsprop_sparse",
+               "AdamOptimizer": "adam_sparse", "FtrlOptimizer": "ftrl",
+               "ProximalGradientDescentOptimizer": "proximal_gd",
+               "ProximalAdagradOptimizer": "proximal_adagrad", "LazyAdamOptimizer": "lazy_adam",
+               "AdamWOptimizer": "adam_sparse", "MomentumWOptimizer": "momentum",
+               "NadamOptimizer": "nadam_sparse", "NovoGrad": "novograd"}
+#: Every class, and the variants that change its sparse rule or its decay (centered RMSProp,
+#: Nesterov momentum, MomentumW with Nesterov, AdamW's decay not scaled by lr).
+SPARSE_CASES = [(info, kwargs) for info, kwargs in CASES
+                if not kwargs or kwargs.get("centered") or kwargs.get("use_nesterov")
+                or "decay_scaled_by_lr" in kwargs]
+SPARSE_IDS = [f"{info.name}-{'-'.join(kwargs) or 'base'}" for info, kwargs in SPARSE_CASES]
+
+
+def sparse_rule(name, kwargs) -> str:
+    """The Triton sparse rule ``name`` with ``kwargs`` runs."""
+    return "rmsprop_centered_sparse" if kwargs.get("centered") else SPARSE_RULE[name]
+
+
+def train_sparse(info, implementation, device, kwargs=None):
     """Three steps of a 7x3 table with a sparse gradient that repeats a row."""
     gen = torch.Generator().manual_seed(0)
     table = torch.nn.Parameter(torch.randn(7, 3, generator=gen).to(device))
-    opt = info.make([table], implementation=implementation)
+    opt = info.make([table], implementation=implementation, **(kwargs or {}))
     for _ in range(3):
         table.grad = torch.sparse_coo_tensor([[1, 5, 1, 0]], torch.randn(4, 3, generator=gen),
                                              (7, 3)).to(device)
@@ -243,6 +270,39 @@ def assert_same_training(ours, theirs) -> None:
         assert torch.equal(ma, mb)
         for name, slot in oo.optimizer.state[ma].items():
             assert torch.equal(slot, ot.optimizer.state[mb][name]), name
+@contextlib.contextmanager
+def correctly_rounded_sqrt():
+    """Within: ``Tensor.sqrt``/``sqrt_`` of float32 tensors round the float64 root once, i.e.
+    correctly (as the kernels' ``sqrt_rn`` and C's ``sqrtf``). torch's CPU float32 square root
+    is not correctly rounded (about one value in five in [0.5, 1.5) is 1 ulp off), the one
+    difference between the reference's sparse rules and the Triton kernels' (the same order
+    of operations otherwise)."""
+    sqrt, sqrt_ = torch.Tensor.sqrt, torch.Tensor.sqrt_
+
+    def rounded(x):
+        return sqrt(x.double()).float() if x.dtype == torch.float32 else sqrt(x)
+
+    torch.Tensor.sqrt = rounded
+    torch.Tensor.sqrt_ = lambda x: x.copy_(rounded(x))
+    try:
+        yield
+    finally:
+        torch.Tensor.sqrt, torch.Tensor.sqrt_ = sqrt, sqrt_
+
+
+def spy_sparse(monkeypatch) -> list[tuple[str, bool]]:
+    """Each ``kernels.triton.sparse_rows`` call from now on: (rule, whether it ran)."""
+    from trainop.kernels import triton as tk
+
+    ran: list[tuple[str, bool]] = []
+    real = tk.sparse_rows
+
+    def spy(rule, *args, **kwargs):
+        ran.append((rule, real(rule, *args, **kwargs)))
+        return ran[-1][1]
+
+    monkeypatch.setattr(tk, "sparse_rows", spy)
+    return ran
 
 
 def spy_runs(monkeypatch) -> list[str]:

@@ -62,6 +62,12 @@ class Implementations:
             [var], {name: [slot] for name, slot in slots.items()}, hp, non_slot)
         return rule, [lst[0] for lst in slot_lists], hyper
 
+    def _triton_rule_of(self, var, slots, hp, non_slot):
+        """``_triton_rule`` for one variable (as ``_native_rule_of``)."""
+        rule, slot_lists, hyper = self._triton_rule(
+            [var], {name: [slot] for name, slot in slots.items()}, hp, non_slot)
+        return rule, [lst[0] for lst in slot_lists], hyper
+
     def _sparse_rows_natively(self, var, indices, values, slots, hp, non_slot) -> bool:
         """The rows ``indices`` (repeats allowed) by the native row kernel, or False (see
         ``kernels.dispatch.sparse_rows_natively``)."""

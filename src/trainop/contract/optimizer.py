@@ -109,8 +109,9 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     - ``_slot_specs(group)``, ``_init_non_slot(group_state, hp)``, ``_apply_dense``,
       optionally ``_apply_sparse`` (default: the dense rule on the touched rows only; on the
       native path ``_native_sparse_rule`` names the C rule that does the same in one call
-      straight from the gradient's rows) and ``_finish`` (after all variables of a group were
-      updated, e.g. Adam's beta powers).
+      straight from the gradient's rows; on the Triton path ``_triton_sparse_rule`` names
+      the Triton sparse rule, ``kernels.triton.SPARSE_RULES``) and ``_finish`` (after all
+      variables of a group were updated, e.g. Adam's beta powers).
     """
 
     GATE_NONE: ClassVar[int] = 0
@@ -128,6 +129,10 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     IMPLEMENTATIONS: ClassVar[tuple[str, ...]] = ("reference", "foreach")
     #: Whether the update is elementwise, so the foreach path may cut tensors into pieces.
     _elementwise: ClassVar[bool] = True
+    #: Whether the Triton rules decay the variable first by ``hp.weight_decay`` (contrib's
+    #: decoupled decay, in a sparse rule of the touched rows only), so that a
+    #: ``DecoupledWeightDecayExtension`` of this class may take the Triton path.
+    _triton_decays_first: ClassVar[bool] = False
     #: dtypes the fused path supports (checked at construction for an explicit "fused").
     _fused_dtypes: ClassVar[tuple[torch.dtype, ...]] = (torch.float32, torch.float64)
 
@@ -698,8 +703,9 @@ class Optimizer(Implementations, torch.optim.Optimizer):
           the native kernels read CPU scalars anyway; nothing joins the gate when in range);
         - else the range check runs on the value's device and the flag joins the gate wherever
           that costs no host read: every update on a kernel that takes the skip flag
-          (``native``, ``fused``), or a ``found_inf`` given (the ``foreach``, ``reference`` and
-          sparse paths read it anyway); otherwise it is not checked.
+          (``native``, ``fused``, ``triton``, the last sparse updates too), or a ``found_inf``
+          given (the ``foreach``, ``reference`` and other sparse paths read it anyway);
+          otherwise it is not checked.
 
         ``invalid_hyperparameters``: the step's 0-dim bool flag, or ``None`` when nothing was
         flagged on a device (host-checked values in range, or not checked)."""
@@ -711,8 +717,11 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         if not tensors:
             return
         kinds = {(gi, v.dtype, v.device, sparse): (gi, v, sparse) for gi, v, sparse in updates}
-        kernels = [None if sparse else self._choose_implementation(
-            v.dtype, v.device, prepared[gi].for_tensor(v)) for gi, v, sparse in kinds.values()]
+        kernels = [self._choose_implementation(v.dtype, v.device, prepared[gi].for_tensor(v))
+                   for gi, v, _ in kinds.values()]
+        # a sparse update takes the skip flag on the device on the Triton path only
+        kernels = [k if k == TRITON or not sparse else None
+                   for k, (_, _, sparse) in zip(kernels, kinds.values(), strict=True)]
         native_only = all(k == "native" for k in kernels)
         bad, host_bad = None, False
         for key, value in tensors:
@@ -831,24 +840,30 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         change and rebuild the step plan."""
         return entry is None or (not entry and bool(self._slot_specs(group)))
 
+    def _sparse_is_dense_on_rows(self) -> bool:
+        """Whether this class's sparse update is its dense rule on the touched rows (the
+        default ``_apply_sparse``, an elementwise rule)."""
+        return type(self)._apply_sparse is Optimizer._apply_sparse and self._elementwise
+
     def _native_sparse_rule(self, var, slots, hp, non_slot):
         """``(rule, slot tensors, hyper)`` of the native sparse-row kernel, or None. By default
         the dense native rule, for a class whose sparse update is that rule on the touched rows
         (the default ``_apply_sparse``); a class with its own sparse rule has none unless it
         says so."""
-        if type(self)._apply_sparse is not Optimizer._apply_sparse or not self._elementwise:
+        if not self._sparse_is_dense_on_rows():
             return None
         return self._native_rule_of(var, slots, hp, non_slot)
 
     def _triton_sparse_rule(self, var, slots, hp, non_slot):
-        """``(rule, slot tensors, hyper)`` of the Triton row kernel, or None: the dense Triton
-        rule, for a class whose sparse update is that rule on the touched rows (as
-        ``_native_sparse_rule``'s default); others take their reference sparse rule."""
-        if type(self)._apply_sparse is not Optimizer._apply_sparse or not self._elementwise:
+        """``(rule, slot tensors, hyper)`` of the Triton sparse update (a rule of
+        ``kernels.triton.SPARSE_RULES``), or None (the reference sparse rule runs): by default
+        the dense Triton rule on the touched rows, for a class whose sparse update is that
+        (as ``_native_sparse_rule``'s default); a class with its own sparse rule names its
+        Triton form (Adam's every-row rule, LazyAdam's and RMSProp's row forms, NovoGrad's
+        densified gradient)."""
+        if not self._sparse_is_dense_on_rows():
             return None
-        rule, slot_lists, hyper = self._triton_rule(
-            [var], {name: [slot] for name, slot in slots.items()}, hp, non_slot)
-        return rule, [lst[0] for lst in slot_lists], hyper
+        return self._triton_rule_of(var, slots, hp, non_slot)
 
     def _register(self, new_vars: list[torch.Tensor]) -> None:
         """TF style: variables seen for the first time join the optimizer's TF group."""

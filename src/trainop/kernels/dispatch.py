@@ -196,8 +196,9 @@ def _half_copies(opt: Any, vs) -> list | None:
 def update_one(opt: Any, g, v, prepared, group, gate) -> None:
     """One variable's update (a sparse gradient, or a variable named twice in one apply).
 
-    On the Triton path a sparse gradient's rows take the gate's skip flag into the row kernel
-    (read on the device, as the dense kernels read it); every other path reads it here."""
+    On the Triton path a sparse gradient's update (every class's sparse rule) takes the gate's
+    skip flag into its kernels (read on the device, as the dense kernels read it); every other
+    path reads it here."""
     hp = prepared.for_tensor(v)
     slots, non_slot = opt.state[v], group["non_slot"]
     if gate.widen:
@@ -228,8 +229,10 @@ def sparse_rows_natively(opt: Any, var, indices, values, slots, hp, non_slot) ->
 
 def sparse_rows_triton(opt: Any, grad, var, slots, hp, non_slot, gate) -> bool:
     """The distinct rows of ``gate.scale(grad)`` (scaled, then summed, ``row_slices``, as
-    the reference path) updated by the Triton row kernel, which reads the gate's skip flag on
-    the device; False (nothing done) where the Triton path is not chosen or cannot run them."""
+    the reference path) updated by the class's Triton sparse rule (``_triton_sparse_rule``:
+    rows, every row, or densified, ``kernels.triton.sparse_rows``), which reads the gate's
+    skip flag on the device; False (nothing done) where the Triton path is not chosen or
+    cannot run them."""
     if opt._choose_implementation(var.dtype, var.device, hp) != "triton":
         return False
     found = opt._triton_sparse_rule(var, slots, hp, non_slot)

@@ -66,6 +66,7 @@ class AdamOptimizer(Optimizer):
     _non_slot_ranges = {"beta1_power": UNIT_OPEN_RIGHT, "beta2_power": UNIT_OPEN_RIGHT}
     _use_nesterov = False
     IMPLEMENTATIONS = ("reference", "foreach", "fused", "native")
+    _triton_decays_first = True  # the Adam kernels' wd (AdamW)
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  use_locking: bool = False, name: str = "Adam", *, params=None,
@@ -128,6 +129,14 @@ class AdamOptimizer(Optimizer):
             hp.lr, hp.beta1, hp.beta2, hp.epsilon, float(self._use_nesterov), decay,
             non_slot["beta1_power"], non_slot["beta2_power"]]
 
+    #: The Triton form of this class's sparse rule (``kernels.triton.SPARSE_RULES``).
+    _triton_sparse_form = "adam_sparse"
+
+    def _triton_sparse_rule(self, var, slots, hp, non_slot):
+        # TF's every-row sparse Adam (Nadam, LazyAdam: their forms), Adam's hyperparameters
+        _, tables, hyper = self._triton_rule_of(var, slots, hp, non_slot)
+        return self._triton_sparse_form, tables, hyper
+
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         adam(var, grad, slots["m"], slots["v"], alpha=self._alpha(var, hp, non_slot),
              beta1=hp.beta1, beta2=hp.beta2, epsilon=hp.epsilon,
@@ -175,6 +184,8 @@ class LazyAdamOptimizer(AdamOptimizer):
     a per-parameter step and torch's epsilon placement, so it is not a drop-in equivalent.
     """
 
+    _triton_sparse_form = "lazy_adam"
+
     def _native_sparse_rule(self, var, slots, hp, non_slot):
         return "lazy_adam", [slots["m"], slots["v"]], self._native_hyper(var.dtype, hp,
                                                                          non_slot)[:4]
@@ -208,6 +219,7 @@ class NadamOptimizer(AdamOptimizer):
 
     _use_nesterov = True
     IMPLEMENTATIONS = ("reference", "foreach", "native")
+    _triton_sparse_form = "nadam_sparse"
 
     def _apply_sparse(self, var, rows, slots, hp, non_slot) -> None:
         nadam_sparse(var, rows.indices, rows.values, slots["m"], slots["v"],

@@ -40,6 +40,7 @@ class MomentumOptimizer(Optimizer):
 
     _ranges = {"lr": NON_NEGATIVE, "momentum": NON_NEGATIVE}
     IMPLEMENTATIONS = ("reference", "foreach", "fused", "native")
+    _triton_decays_first = True  # the momentum kernel's wd (MomentumW)
 
     def __init__(self, learning_rate, momentum, use_locking: bool = False,
                  name: str = "Momentum", use_nesterov: bool = False, *, params=None,

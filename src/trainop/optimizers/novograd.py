@@ -107,6 +107,9 @@ class NovoGrad(Optimizer):
             self._elementwise_update(TensorList(v), TensorList(g), TensorList(m), TensorList(c),
                                      hp)
 
+    def _triton_sparse_rule(self, var, slots, hp, non_slot):
+        return self._triton_rule_of(var, slots, hp, non_slot)  # densified, as _apply_sparse
+
     def _apply_sparse(self, var, rows, slots, hp, non_slot) -> None:
         dense = torch.zeros_like(var).index_add_(0, rows.indices, rows.values)
         self._apply_dense(var, dense, slots, hp, non_slot)

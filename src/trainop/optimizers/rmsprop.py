@@ -86,5 +86,9 @@ class RMSPropOptimizer(Optimizer):
         rule, tables, hyper = self._native_rule_of(var, slots, hp, non_slot)
         return f"{rule}_sparse", tables, hyper  # the form of TF's sparse kernels (rules.h)
 
+    def _triton_sparse_rule(self, var, slots, hp, non_slot):
+        rule, tables, hyper = self._triton_rule_of(var, slots, hp, non_slot)
+        return f"{rule}_sparse", tables, hyper  # TF's sparse kernels' form, as native
+
     def _apply_sparse(self, var, rows, slots, hp, non_slot) -> None:
         update_rows(lambda v, g, s: self._rmsprop(v, g, s, hp, blend_form=True), var, rows, slots)

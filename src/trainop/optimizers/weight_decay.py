@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainop.contract.hyper import Prepared
+from trainop.contract.implementations import TRITON
 from trainop.contract.optimizer import Optimizer
 from trainop.contract.ranges import NON_NEGATIVE
 from trainop.contract.validation import check_bool, describe
@@ -84,7 +85,10 @@ class DecoupledWeightDecayExtension:
         # A decay_var_list is per variable; the multi-tensor paths see lists/views, not vars.
         if self._decay_ids is not None:
             return "reference"
-        return super()._choose_implementation(dtype, device, hp)
+        chosen = super()._choose_implementation(dtype, device, hp)
+        if chosen == TRITON and not self._triton_decays_first:
+            return "foreach"  # the base's Triton rule has no decay: the list path decays
+        return chosen
 
     def _decoupled_weight_decay(self, hp) -> float:
         return float(hp.weight_decay)
@@ -97,6 +101,21 @@ class DecoupledWeightDecayExtension:
 
     def _native_sparse_rule(self, var, slots, hp, non_slot):
         return None  # the decay of the touched rows comes first, in _apply_sparse
+
+    def _sparse_is_dense_on_rows(self) -> bool:
+        # the base's sparse rule (which runs after the touched rows' decay)
+        mro = type(self).__mro__
+        base = mro[mro.index(DecoupledWeightDecayExtension) + 1:]
+        owner = next(c for c in base if "_apply_sparse" in vars(c))
+        return owner is Optimizer and self._elementwise
+
+    def _triton_sparse_rule(self, var, slots, hp, non_slot):
+        """The base's Triton sparse rule, whose kernel decays the touched rows first (its
+        ``wd``: MomentumW's rows, AdamW's every-row rule; the Triton path is chosen only for
+        such a base, ``_triton_decays_first``)."""
+        if not self._decays(var):
+            return None
+        return super()._triton_sparse_rule(var, slots, hp, non_slot)
 
     def _apply_sparse(self, var, rows, slots, hp, non_slot) -> None:
         if self._decays(var):

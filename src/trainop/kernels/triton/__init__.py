@@ -15,17 +15,23 @@ when their family is first used; under ``TRITON_INTERPRET=1`` they run on the CP
 (how the tests reach them without a GPU). Every call goes through ``checked`` (the boundary
 checks shared with the native kernels, ``kernels.boundary``).
 
-Covered: the dense rules of every optimizer (float32), and ``sparse_rows``: a sparse gradient's
-distinct rows for the classes whose sparse update is their dense rule on the touched rows (GD,
-Momentum, Adagrad, AdagradDA, Adadelta, FTRL, the proximal optimizers); other sparse rules,
-other dtypes and tensor subclasses take the caller's other paths. ``run(..., half=...)`` also
+Covered: the dense rules of every optimizer (float32), and ``sparse_rows``: the sparse update
+of every optimizer over a sparse gradient's distinct rows, by the kind of its rule
+(``SPARSE_RULES``): the rule on the touched rows (``ROW_RULES``: the dense rule of GD, Momentum,
+Adagrad, AdagradDA, Adadelta, FTRL, the proximal optimizers, MomentumW's decay of the touched
+rows first; the forms of TF's sparse kernels ``lazy_adam``, ``rmsprop_sparse`` and
+``rmsprop_centered_sparse``), TF's every-row sparse Adam and Nadam in one launch over the
+whole table (``EVERY_ROW_RULES``, AdamW's decay of the touched rows first), or the dense rule
+on the densified gradient (``DENSIFIED_RULES``: NovoGrad); other dtypes and tensor
+subclasses take the caller's other paths. ``run(..., half=...)`` also
 writes the float16/bfloat16 model copies of float32 master variables in the same pass (the
 mixed-precision wrapper's saturating cast), and takes their float16/bfloat16 model gradients
 as they are (widened to float32 in registers, so a master's update reads 2 bytes of gradient).
 ``l2_norms``: per-tensor norms (float64 sums) of a whole list in one read pass, the gradient
 pipeline's norms and non-finite flag when the optimizer asked for ``triton``
 (``kernels.norms.read_pass_norms``; float16/bfloat16 gradients read as they are).
-``sparse_rows`` takes the gate's skip flag on the device, as ``run`` does. Sharded tensors
+``sparse_rows`` takes the gate's skip flag on the device into every launch, as ``run`` does
+(the caller scales the gradient by the multiplier before its rows are summed). Sharded tensors
 (FSDP2): the dispatch hands the local shards to ``run``; NovoGrad's whole-tensor norms come from
 each rank's ``square_sums`` added over the ranks and reach its kernel as ``run(..., squares=)``
 (``kernels.dispatch``).
@@ -44,7 +50,8 @@ import torch
 
 from trainop.kernels.boundary import check_overlap, full_check, is_plain
 
-__all__ = ["DTYPES", "HALF_DTYPES", "ROW_RULES", "WHOLE_NORM_RULES", "available", "checked",
+__all__ = ["DENSE_RULES", "DENSIFIED_RULES", "DTYPES", "EVERY_ROW_RULES", "HALF_DTYPES",
+           "ROW_RULES", "SPARSE_RULES", "WHOLE_NORM_RULES", "available", "checked",
            "interpreted", "l2_norms", "run", "sparse_rows", "square_sums", "supports"]
 
 #: The dtypes the Triton kernels update (computing in float32, as the reference).
@@ -55,9 +62,26 @@ HALF_DTYPES = (torch.float16, torch.bfloat16)
 _FAMILIES = {"gradient_descent": "gradient_descent", "momentum": "momentum", "adagrad": "adagrad",
              "adadelta": "adadelta", "adagrad_da": "adagrad_da", "rmsprop": "rmsprop",
              "rmsprop_centered": "rmsprop", "ftrl": "ftrl", "proximal_gd": "proximal",
-             "proximal_adagrad": "proximal", "adam": "adam", "novograd": "novograd"}
-#: The rules that also run over a sparse gradient's rows (the elementwise ones).
-ROW_RULES = frozenset(_FAMILIES) - {"novograd"}
+             "proximal_adagrad": "proximal", "adam": "adam", "novograd": "novograd",
+             "lazy_adam": "adam", "rmsprop_sparse": "rmsprop",
+             "rmsprop_centered_sparse": "rmsprop", "adam_sparse": "adam",
+             "nadam_sparse": "adam"}
+#: Sparse rules over every row of the table (``sparse_rows``): TF's sparse Adam (every row of
+#: the moments decays, every row of the variable moves) and contrib's sparse Nadam (every row
+#: of the moments decays, the touched rows of the variable move). Not dense rules.
+EVERY_ROW_RULES = frozenset({"adam_sparse", "nadam_sparse"})
+#: Sparse rules run over the densified gradient (``sparse_rows``): a rule that is not
+#: elementwise (NovoGrad's per-tensor norm), as the reference densifies.
+DENSIFIED_RULES = frozenset({"novograd"})
+#: The rules ``run`` takes (dense updates).
+DENSE_RULES = frozenset(_FAMILIES) - EVERY_ROW_RULES
+#: The rules that also run over a sparse gradient's distinct rows only (the elementwise ones;
+#: ``lazy_adam``, ``rmsprop_sparse`` and ``rmsprop_centered_sparse`` are the forms of TF's
+#: sparse kernels, which only the sparse updates use).
+ROW_RULES = DENSE_RULES - DENSIFIED_RULES
+#: Every rule ``sparse_rows`` takes. (``momentum`` and the Adam family's rules take a ``wd``
+#: that decays the variable first, in a sparse rule the touched rows only: MomentumW, AdamW.)
+SPARSE_RULES = ROW_RULES | EVERY_ROW_RULES | DENSIFIED_RULES
 #: The rules that read each gradient's squared norm, which ``run(..., squares=)`` can give
 #: them for the whole tensors of sharded local parts (NovoGrad's layer norms).
 WHOLE_NORM_RULES = frozenset({"novograd"})
@@ -163,7 +187,7 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
     variables = lists[0]
     if not variables:
         return True
-    family = _FAMILIES.get(rule)
+    family = _FAMILIES.get(rule) if rule in DENSE_RULES else None
     dtype, device = variables[0].dtype, variables[0].device
     if squares is not None and (
             rule not in WHOLE_NORM_RULES or squares.dtype != torch.float64
@@ -197,13 +221,23 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
 def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
                 indices: torch.Tensor, values: torch.Tensor, hyper: Sequence[Any], *,
                 found_inf: torch.Tensor | None = None) -> bool:
-    """The dense ``rule`` applied to the rows ``indices`` (distinct, int64, in range) of
-    ``var`` and its ``slots`` only, ``values`` (``[len(indices), *var.shape[1:]]``) their
-    gradient, in one launch; a nonzero ``found_inf`` (0-dim, read on the device) leaves
-    everything as it is. False (nothing done) where the caller must take its reference
-    path (a rule without rows, dtype or device not supported, a subclass, a non-contiguous
-    tensor, indices or values of another dtype or shape, a table sharing read memory)."""
-    if rule not in ROW_RULES or not supports(var.dtype, var.device) or var.dim() == 0:
+    """A sparse gradient's update: ``indices`` its distinct rows (int64, in range) of
+    ``var``, ``values`` (``[len(indices), *var.shape[1:]]``) their gradient, ``slots`` the
+    rule's slot tensors; a nonzero ``found_inf`` (0-dim, read on the device) leaves
+    everything as it is. By the kind of ``rule``:
+
+    - ``ROW_RULES``: the rule on those rows of ``var`` and its slots only, one launch over
+      the rows' elements;
+    - ``EVERY_ROW_RULES``: TF's sparse Adam/Nadam, one launch over every element of the
+      table, each row's gradient found through a row map (int64 per row, its place in
+      ``indices`` or -1, written on the device by a launch over ``indices``);
+    - ``DENSIFIED_RULES``: the gradient densified on the device
+      (``zeros_like(var).index_add_``), then the dense rule (``run``).
+
+    False (nothing done) where the caller must take its reference path (another rule, dtype
+    or device not supported, a subclass, a non-contiguous tensor, indices or values of
+    another dtype or shape, a table sharing read memory)."""
+    if rule not in SPARSE_RULES or not supports(var.dtype, var.device) or var.dim() == 0:
         return False
     tables = [var, *slots]
     device = var.device
@@ -212,8 +246,12 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
             for t in (*tables, indices, values))):
         return False
     if (indices.dtype != torch.int64 or indices.dim() != 1 or values.dtype != var.dtype
-            or values.shape != (indices.numel(), *var.shape[1:])
-            or any(t.dtype != var.dtype or t.shape != var.shape for t in slots)):
+            or values.shape != (indices.numel(), *var.shape[1:])):
+        return False
+    if rule in DENSIFIED_RULES:
+        dense = torch.zeros_like(var).index_add_(0, indices, values)
+        return run(rule, [[var], [dense], *[[s] for s in slots]], hyper, found_inf=found_inf)
+    if any(t.dtype != var.dtype or t.shape != var.shape for t in slots):
         return False
     lists = [[var], [values], *[[s] for s in slots]]
     addresses = np.array([t.data_ptr() for t in (var, values, *slots)], dtype=np.uint64)

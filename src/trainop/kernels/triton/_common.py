@@ -24,7 +24,7 @@ import triton.language as tl
 
 from trainop.kernels.triton import interpreted
 
-__all__ = ["gradient", "hyper", "live", "put", "rows", "sign", "total"]
+__all__ = ["gathered", "gradient", "hyper", "live", "put", "rows", "sign", "total"]
 
 #: Whether this module's kernels were decorated for Triton's interpreter.
 INTERPRETED = interpreted()
@@ -52,6 +52,19 @@ def rows(offs, mask, idx, width, ROWS: tl.constexpr):
         row = tl.load(idx + offs // width, mask=mask, other=0)
         return row * width + offs % width
     return offs
+
+
+@triton.jit
+def gathered(grad, offs, mask, where, width):
+    """An every-row kernel's gradient (TF's sparse Adam: one launch over the whole table):
+    element ``offs`` lies in row ``offs // width``, whose place among the gradient's rows is
+    ``where[row]`` (int64, -1 for a row the gradient does not touch). Returns the gradient
+    (0 where untouched) and the mask of the touched elements."""
+    row = offs // width
+    place = tl.load(where + row, mask=mask, other=-1)
+    touched = mask & (place >= 0)
+    g = tl.load(grad + place * width + offs % width, mask=touched, other=0.0).to(tl.float32)
+    return g, touched
 
 
 @triton.jit

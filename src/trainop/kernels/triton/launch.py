@@ -157,11 +157,20 @@ def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], h: torch.T
     multiplier, the skip flag, the element count, the row arguments (unused), then the
     constexprs. With ``rows`` (a sparse gradient's distinct rows, int64, and their values as
     ``lists[1]``'s one tensor) one launch over the rows' elements of the tables ``lists[0]``,
-    ``lists[2:]`` (one each). ``half``: the variables' float16/bfloat16 model copies, written
-    in the same pass (a list as long as ``lists[0]``), or None."""
+    ``lists[2:]`` (one each). With ``where`` (an every-row rule: int64 per row of the
+    tables, the row's place among the gradient's rows ``lists[1]``, or -1) one launch over
+    every element of the tables, the row arguments ``where`` and the row width. ``half``:
+    the variables' float16/bfloat16 model copies, written in the same pass (a list as long
+    as ``lists[0]``), or None."""
     rows = constexprs.pop("rows", None)
+    where = constexprs.pop("where", None)
     half = constexprs.pop("half", None)
-    if rows is not None:
+    if where is not None:  # every element of the tables, the gradient's rows gathered
+        var = lists[0][0]
+        n = var.numel()
+        found = [[t[0] for t in lists] + [var if half is None else half[0]]] if n else []
+        args = (where, n // where.numel() if where.numel() else 1)
+    elif rows is not None:
         values = lists[1][0]
         n = values.numel()
         width = n // rows.numel() if rows.numel() else 1
@@ -174,7 +183,7 @@ def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], h: torch.T
         found = [part for unit in found for part in parts(unit)]
         args = (h, 1)
     for unit in found:
-        n = unit[1].numel()
+        n = unit[0 if where is not None else 1].numel()
         kernel[((n + BLOCK - 1) // BLOCK,)](
             *unit, h, h if multiplier is None else multiplier,
             h if found_inf is None else found_inf, n, *args,

@@ -1,11 +1,14 @@
 """RMSProp on Triton, TF's dense kernel form (``csrc/rules.h``'s ``rmsprop`` and
-``rmsprop_centered``)::
+``rmsprop_centered``) and the form of TF's sparse kernels (``rmsprop_sparse``,
+``rmsprop_centered_sparse``: the touched rows, ``algorithms/rmsprop.py``'s ``blend_form``)::
 
-    ms += (g*g - ms)*(1-decay); mg += (g - mg)*(1-decay) (centered)
-    mom = mom*momentum + g*lr/sqrt(ms + eps)  |  .../sqrt(ms - mg*mg + eps) (centered)
+    dense:  ms += (g*g - ms)*(1-decay); mg += (g - mg)*(1-decay) (centered)
+            mom = mom*momentum + g*lr/sqrt(ms + eps)  |  .../sqrt(ms - mg*mg + eps) (centered)
+    sparse: ms = ms*decay + g*g*(1-decay); mg = mg*decay + g*(1-decay) (centered)
+            mom = mom*momentum + g*lr/sqrt(ms + eps)  |  .../sqrt(ms + eps - mg*mg) (centered)
     var -= mom
 
-hyper: lr, decay, momentum, epsilon (the kernel reads lr, momentum, epsilon, 1-decay).
+hyper: lr, decay, momentum, epsilon (the kernel reads lr, momentum, epsilon, 1-decay, decay).
 """
 
 from __future__ import annotations
@@ -26,19 +29,27 @@ INTERPRETED = interpreted()
 @triton.jit
 def _rmsprop(var, grad, ms, mg, mom, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
              HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr,
-             CENTERED: tl.constexpr):
+             CENTERED: tl.constexpr, BLEND: tl.constexpr):
     offs, mask = live(n, inf, HAS_INF, BLOCK)
     at = rows(offs, mask, idx, width, ROWS)
     g = gradient(grad, offs, mask, mult, HAS_MULT)
-    lr, momentum, eps, one_minus_decay = hyper(h, 0), hyper(h, 1), hyper(h, 2), hyper(h, 3)
+    lr, momentum, eps = hyper(h, 0), hyper(h, 1), hyper(h, 2)
+    one_minus_decay, decay = hyper(h, 3), hyper(h, 4)
     s0 = tl.load(ms + at, mask=mask)
-    s = s0 + (g * g - s0) * one_minus_decay
+    if BLEND:  # noqa: SIM108 (a constexpr branch: only one form is compiled)
+        s = s0 * decay + g * g * one_minus_decay
+    else:
+        s = s0 + (g * g - s0) * one_minus_decay
     tl.store(ms + at, s, mask=mask)
     if CENTERED:
         c0 = tl.load(mg + at, mask=mask)
-        c = c0 + (g - c0) * one_minus_decay
+        if BLEND:
+            c = c0 * decay + g * one_minus_decay
+            denom = tl.sqrt_rn(s + eps - c * c)
+        else:
+            c = c0 + (g - c0) * one_minus_decay
+            denom = tl.sqrt_rn(s - c * c + eps)
         tl.store(mg + at, c, mask=mask)
-        denom = tl.sqrt_rn(s - c * c + eps)
     else:
         denom = tl.sqrt_rn(s + eps)
     m = tl.load(mom + at, mask=mask) * momentum + tl.div_rn(g * lr, denom)
@@ -47,24 +58,23 @@ def _rmsprop(var, grad, ms, mg, mom, half, h, mult, inf, n, idx, width, HAS_MULT
     put(var, half, at, x - m, mask, HALF)
 
 
-def _run(lists, values, multiplier, found_inf, centered: bool, rows=None,
+def _run(lists, values, multiplier, found_inf, centered: bool, blend: bool, rows=None,
          half=None) -> None:
     lr, decay, momentum, eps = values
-    h = device_scalars([lr, momentum, eps, complement(decay)], lists[0][0].device)
+    h = device_scalars([lr, momentum, eps, complement(decay), decay], lists[0][0].device)
     if centered:
         var, grad, ms, mg, mom = lists
     else:
         (var, grad, ms, mom), mg = lists, lists[2]  # mg unused: any tensor of the unit's size
     launch(_rmsprop, [var, grad, ms, mg, mom], h, multiplier, found_inf, CENTERED=centered,
-           rows=rows, half=half)
+           BLEND=blend, rows=rows, half=half)
 
 
-def rmsprop(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
-    _run(lists, values, multiplier, found_inf, False, rows, half)
+def _rule(centered: bool, blend: bool):
+    def rule(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
+        _run(lists, values, multiplier, found_inf, centered, blend, rows, half)
+    return rule
 
 
-def rmsprop_centered(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
-    _run(lists, values, multiplier, found_inf, True, rows, half)
-
-
-RULES = {"rmsprop": rmsprop, "rmsprop_centered": rmsprop_centered}
+RULES = {"rmsprop": _rule(False, False), "rmsprop_centered": _rule(True, False),
+         "rmsprop_sparse": _rule(False, True), "rmsprop_centered_sparse": _rule(True, True)}
