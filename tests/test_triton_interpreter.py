@@ -204,20 +204,25 @@ def test_flat_buffer_is_one_launch(monkeypatch):
         return found
 
     monkeypatch.setattr(launch, "units", spy)
-    results = []
-    for implementation in ("triton", "reference"):
-        gen = torch.Generator().manual_seed(0)
-        params = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in SHAPES * 3]
-        opt = trainop.AdamOptimizer(params=params, learning_rate=0.01,
-                                    implementation=implementation)
-        trainop.flatten(opt)
-        for _ in range(2):
-            for p in params:
-                p.grad = torch.randn(p.shape, generator=gen)
-            opt.step()
-        results.append((params, opt))
+    results = [_flat_training(lambda params, implementation: trainop.AdamOptimizer(
+        params=params, learning_rate=0.01, implementation=implementation), SHAPES * 3,
+        implementation) for implementation in ("triton", "reference")]
     assert units == [1, 1]
     assert_matches_reference("AdamOptimizer", *results)
+
+
+def _flat_training(make, shapes, implementation):
+    """Params of ``shapes`` in one flat buffer (``trainop.flatten``) and their optimizer
+    ``make(params, implementation)`` after two steps on seeded gradients."""
+    gen = torch.Generator().manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in shapes]
+    opt = make(params, implementation)
+    trainop.flatten(opt)
+    for _ in range(2):
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=gen)
+        opt.step()
+    return params, opt
 
 
 @pytest.mark.parametrize("name", ["AdamOptimizer", "FtrlOptimizer", "MomentumOptimizer"])
@@ -240,18 +245,9 @@ def test_large_units_launch_an_aligned_head_and_a_tail(name, monkeypatch):
         return found
 
     monkeypatch.setattr(launch, "parts", spy)
-    results = []
-    for implementation in ("triton", "reference"):
-        gen = torch.Generator().manual_seed(0)
-        params = [torch.nn.Parameter(torch.randn(s, generator=gen))
-                  for s in [(1025,), (3, 5), (1,)] * 3]
-        opt = BASE[name].make(params, implementation=implementation)
-        trainop.flatten(opt)
-        for _ in range(2):
-            for p in params:
-                p.grad = torch.randn(p.shape, generator=gen)
-            opt.step()
-        results.append((params, opt))
+    results = [_flat_training(lambda params, implementation: BASE[name].make(
+        params, implementation=implementation), [(1025,), (3, 5), (1,)] * 3, implementation)
+        for implementation in ("triton", "reference")]
     assert counts and all(c == [3120, 3] for c in counts), counts
     assert_matches_reference(name, *results)
 
