@@ -252,6 +252,18 @@ def test_large_units_launch_an_aligned_head_and_a_tail(name, monkeypatch):
     assert_matches_reference(name, *results)
 
 
+def test_new_constants_during_a_cuda_graph_capture_are_a_clear_error(monkeypatch):
+    """A constant table the kernels have not copied to the device yet cannot be made inside a
+    CUDA graph capture (a host copy is not capturable): a ``RuntimeError`` saying to warm up
+    (the capture is simulated: no GPU here)."""
+    from trainop.kernels.triton import launch
+
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match="Run the same step once before capturing"):
+        launch.device_scalars([0.123456, 7.0], torch.device("cuda"))
+    assert launch.device_scalars([0.5], CPU).tolist() == [0.5]  # not CUDA: unaffected
+
+
 def test_no_host_read_in_a_step(monkeypatch):
     """Nothing on the Triton path reads a tensor's value on the host: the dispatch, the
     boundary and the device scalars run with every read patched to raise (the launches,

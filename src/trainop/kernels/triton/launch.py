@@ -77,9 +77,17 @@ def _cached(cache: dict[tuple, torch.Tensor], limit: int, key: tuple,
     """The device copy of the host tensor ``make()``, made once per ``key`` in ``cache`` (at
     most ``limit`` entries): staged in pinned memory and copied without blocking (a pageable
     copy would wait for the device), and never written again (so a copy still in flight, or a
-    captured graph, reads what it was given)."""
+    captured graph, reads what it was given). Made during a CUDA graph capture it cannot be
+    (a copy from the host is not capturable): a ``RuntimeError`` says to step once first."""
     found = cache.get(key)
     if found is None:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                "trainop's Triton kernels met new constants during a CUDA graph capture (a "
+                "Python-number hyperparameter whose value changed, or a new tensor layout); "
+                "they are copied to the device once, which a capture cannot record. Run the "
+                "same step once before capturing (torch's warm-up), and give values that "
+                "change between replays (a learning rate schedule) as device tensors")
         if len(cache) >= limit:
             cache.clear()
         staged = make()
