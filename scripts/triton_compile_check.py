@@ -34,6 +34,7 @@ import contextlib
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,26 @@ _POINTEE = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64":
 APPROXIMATE = ("fma.rn.f32", "fma.rn.ftz.f32", "sqrt.approx.f32", "sqrt.approx.ftz.f32",
                "div.full.f32", "div.approx.f32", "div.approx.ftz.f32", "rcp.approx.f32",
                "rcp.approx.ftz.f32", "rsqrt.approx.f32", "rsqrt.approx.ftz.f32")
+
+
+#: A masked (predicated) access of global memory in PTX, vector or not: ``@%p1 ld.global.v4.b32``,
+#: ``@%p3 ld.global.b32``. The kernels mask every per-element access; the unmasked ones read a
+#: word every element shares (a hyperparameter, the multiplier, the skip flag).
+_MASKED_ACCESS = re.compile(
+    r"@!?%p\d+\s+(ld|st)\.global(?:\.[a-z0-9]+)*?(?:\.v(\d))?\.[bufs](\d+)\b")
+
+
+def traffic(ptx: str, block: int, num_warps: int) -> dict[str, float]:
+    """Bytes read and written per element by a compiled elementwise kernel: its masked
+    accesses of global memory per thread (every array it streams; a load whose mask also
+    depends on a value, e.g. read only at a zero learning rate, counts as in the code, though
+    it moves no memory while predicated off), over the elements one thread handles
+    (``block / (32 * num_warps)``)."""
+    moved = {"ld": 0, "st": 0}
+    for match in _MASKED_ACCESS.finditer(ptx):
+        moved[match.group(1)] += int(match.group(2) or 1) * int(match.group(3)) // 8
+    per_thread = block / (32 * num_warps)
+    return {"read": moved["ld"] / per_thread, "write": moved["st"] / per_thread}
 
 
 def _type_of(value) -> str | None:
@@ -137,21 +158,27 @@ def _record(tests: list[str], out: Path) -> int:
     return int(code)
 
 
-def compile_in_subprocess(specs: list[dict], targets: str = "90") -> subprocess.CompletedProcess:
+def compile_in_subprocess(specs: list[dict], targets: str = "90"
+                          ) -> tuple[subprocess.CompletedProcess, list[dict]]:
     """Compile ``specs`` (from ``recording``) in a fresh process with the interpreter off (the
-    kernels decorated for the compiler); its output lists the failures, exit status 1 if any."""
+    kernels decorated for the compiler): the process (its output lists the failures, exit
+    status 1 if any) and the specs with their ``traffic`` (bytes per element read and
+    written, for a kernel with a ``BLOCK``) where they compiled."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "specs.json"
+        path, out = Path(tmp) / "specs.json", Path(tmp) / "traffic.json"
         path.write_text(json.dumps(specs))
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         env.setdefault("TRITON_DEFAULT_FP_FUSION", "0")  # trainop passes its own option
-        return subprocess.run([sys.executable, str(Path(__file__).resolve()), "--phase",
-                               "compile", "--specs", str(path), "--targets", targets],
+        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--phase",
+                               "compile", "--specs", str(path), "--targets", targets,
+                               "--traffic", str(out)],
                               cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+        return done, json.loads(out.read_text()) if out.exists() else []
 
 
 def _compile(specs: list[dict], targets: list[int]) -> list[dict]:
-    """Phase 2: compile every specialization for every target; the failures."""
+    """Phase 2: compile every specialization for every target; the failures. Each spec with a
+    ``BLOCK`` gets its ``traffic`` (bytes per element, ``traffic``) on the first target."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -174,6 +201,9 @@ def _compile(specs: list[dict], targets: list[int]) -> list[dict]:
                 failures.append({**failure, "error": f"{type(error).__name__}: {error}"[:2000]})
                 continue
             ptx = compiled.asm["ptx"]
+            if "BLOCK" in spec["constants"] and "traffic" not in spec:
+                spec["traffic"] = traffic(ptx, spec["constants"]["BLOCK"],
+                                          compiled.metadata.num_warps)
             inexact = sorted({op for op in APPROXIMATE if op + " " in ptx})
             if inexact:
                 failures.append({**failure, "error": "approximate float32 arithmetic in the "
@@ -191,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase", choices=("all", "record", "compile"), default="all",
                         help=argparse.SUPPRESS)
     parser.add_argument("--specs", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--traffic", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
         importlib.import_module("triton")
@@ -212,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join("  " + line for line in failure["error"].splitlines()[:20]))
         if args.out:
             args.out.write_text(json.dumps(failures, indent=1))
+        if args.traffic:
+            args.traffic.write_text(json.dumps(specs, indent=1))
         return 1 if failures else 0
     with tempfile.TemporaryDirectory() as tmp:
         specs = Path(tmp) / "specs.json"

@@ -659,6 +659,68 @@ def test_decoupled_decay_of_a_base_without_it_in_its_kernel(sparse, calls):
     torch.testing.assert_close(out[0][1], torch.full((2,), expected))
 
 
+def _floor_step(name, half=None):
+    """One step of ``name`` on the Triton path as the benchmark configures it
+    (``bench.specs``), over one float32 tensor of 4096 elements (a count and addresses
+    divisible by 16, as large tensors have), or, with ``half``, under the mixed-precision
+    wrapper with a model of that dtype."""
+    from trainop.bench.specs import spec_for
+
+    kwargs = dict(spec_for(name).kwargs)
+    if "global_step" in kwargs:
+        kwargs["global_step"] = torch.zeros((), dtype=torch.int64)
+    weight = torch.nn.Parameter(torch.randn(4096, generator=torch.Generator().manual_seed(0)))
+    if half is None:
+        opt = OPTIMIZER_CLASSES[name](params=[weight], implementation="triton", **kwargs)
+    else:
+        weight = torch.nn.Parameter(weight.detach().to(half))
+        opt = trainop.processing.MixedPrecisionOptimizerWrapper(OPTIMIZER_CLASSES[name](
+            params=[weight], implementation="triton", **kwargs))
+    weight.grad = torch.randn(4096).to(weight.dtype)
+    opt.step()
+
+
+def test_each_update_moves_its_traffic_floor_in_the_compiled_kernels():
+    """From the PTX real Triton compiles for an H100 (no GPU needed): the bytes per element
+    the update kernels of one step read and write (their masked accesses of global memory),
+    summed over the step's element-wise launches, are each optimizer's traffic floor, the
+    arrays of the benchmark's table (``bench.specs``: e.g. Adam reads p, g, m, v and writes
+    p, m, v: 28 B), so no kernel streams an array twice or one it does not need; under the
+    mixed-precision wrapper with bfloat16 weights the update reads the 2-byte gradient and
+    writes the 2-byte model copy in the same pass (Adam 28 B: 16 - 2 read, 12 + 2 written)."""
+    from trainop.bench.specs import bytes_per_param, spec_for
+
+    cases = [(name, None) for name in sorted(BASE)] + [
+        ("AdamOptimizer", torch.bfloat16), ("GradientDescentOptimizer", torch.float16)]
+    recorded = []
+    for name, half in cases:
+        with COMPILE_CHECK.recording() as launched:
+            _floor_step(name, half)
+        recorded.append(launched)
+    flat = [spec for launched in recorded for spec in launched]
+    result, compiled = COMPILE_CHECK.compile_in_subprocess(flat, targets="90")
+    assert result.returncode == 0, result.stdout + result.stderr
+    moved = iter(compiled)
+    fp32 = {}
+    for (name, half), launched in zip(cases, recorded, strict=True):
+        specs = [next(moved) for _ in launched]
+        streamed = [s["traffic"] for s in specs if s.get("traffic") and "n" in s["aligned"]]
+        read = sum(t["read"] for t in streamed)
+        written = sum(t["write"] for t in streamed)
+        floor = bytes_per_param(spec_for(name).arrays, torch.float32)
+        # AdagradDA reads var only at lr == 0 (it keeps its value there): a load whose mask
+        # is off at any other rate moves no memory, but it is in the code
+        floor += 4 if name == "AdagradDAOptimizer" else 0
+        # NovoGrad's norm pass stores one float64 partial sum per block of 1024 elements, one
+        # thread's store, which the count per thread reads as 8 bytes over its 8 elements
+        floor += 1 if name == "NovoGrad" else 0
+        assert (name, half, read + written) == (name, half, floor), (read, written, specs)
+        if half is None:
+            fp32[name] = read, written
+        else:  # the gradient read at 2 bytes, the model copy written at 2 bytes, one pass
+            assert (read, written) == (fp32[name][0] - 2, fp32[name][1] + 2), (name, half)
+
+
 def test_every_launch_compiles_for_the_gpu_without_fast_math():
     """Last in this module: every kernel specialization the tests above launched (their
     argument types and constexprs, recorded from the interpreter) compiled by real Triton for
@@ -674,6 +736,6 @@ def test_every_launch_compiles_for_the_gpu_without_fast_math():
         LAUNCHED.extend(launched)
     kernels = {(spec["module"], spec["kernel"]) for spec in LAUNCHED}
     assert len(kernels) >= len({info.name for info in BASE.values()}) // 2
-    result = COMPILE_CHECK.compile_in_subprocess(LAUNCHED, targets="90")
+    result, _ = COMPILE_CHECK.compile_in_subprocess(LAUNCHED, targets="90")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"compiled {len(LAUNCHED)} specializations x 1 targets" in result.stdout

@@ -39,7 +39,10 @@ def _adagrad_da(var, grad, ga, gga, half, h, mult, inf, n, idx, width, HAS_MULT:
     shrunk = tl.div_rn(sign(a) * tl.where(excess < 0.0, 0.0, excess) * -lr, denom)
     plain = tl.div_rn(a * lr * -1.0, denom)
     out = tl.where(l1 > 0.0, shrunk, plain)
-    put(var, half, at, tl.where(lr != 0.0, out, tl.load(var + at, mask=mask)), mask, HALF)
+    # var is read only at lr == 0 (it keeps its value): a load predicated off otherwise,
+    # which moves no memory, so the pass streams the floor, g ga gga in and var ga gga out
+    kept = tl.load(var + at, mask=tl.where(mask, lr, 1.0) == 0.0, other=0.0)
+    put(var, half, at, tl.where(lr != 0.0, out, kept), mask, HALF)
 
 
 def adagrad_da(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
