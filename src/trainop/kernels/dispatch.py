@@ -167,12 +167,15 @@ def _whole_norms_on_triton(opt: Any, vs, gs, slot_lists, hp, non_slot, gate) -> 
     if opt._choose_implementation(lvs[0].dtype, lvs[0].device, hp) != "triton":
         return False
     rule, slots, hyper = opt._triton_rule(lvs, lslots, hp, non_slot)
-    squares = triton.square_sums(lgs, gate.multiplier) if rule in triton.WHOLE_NORM_RULES \
-        else None
+    if rule not in triton.WHOLE_NORM_RULES:
+        return False
+    squares = triton.square_sums(lgs, gate.multiplier)
     if squares is None:
         return False
     return triton.run(rule, [lvs, lgs, *slots], hyper, multiplier=gate.multiplier,
                       found_inf=gate.found_inf, squares=summed_over_shards(squares, group))
+
+
 def widened(gs, vs) -> list:
     """The gradients ``gs`` in their variables' dtypes: a float16/bfloat16 gradient of a float32
     variable (``gate.widen``) widened to float32 (exact), the others as they are."""
