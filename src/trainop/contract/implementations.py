@@ -16,14 +16,14 @@ from trainop.kernels import dispatch, native, triton
 from trainop.kernels.chunking import chunked
 from trainop.kernels.tensor_list import TensorList
 
-__all__ = ["TRITON", "Implementations"]
+__all__ = ["TRITON", "Implementations", "as_is"]
 
 #: trainop's Triton kernels (``kernels.triton``): accepted by every optimizer, chosen only
 #: when asked for (CUDA float32; CPU tensors only under ``TRITON_INTERPRET=1``).
 TRITON = "triton"
 
 
-def _as_is(value: Any) -> Any:
+def as_is(value: Any) -> Any:
     """A hyperparameter as it is (the Triton kernels read tensors on the device)."""
     return value
 
@@ -113,11 +113,12 @@ class Implementations:
         with its hyperparameters as they are (``scalar``: no ``float()``, so a tensor learning
         rate is not read on the host). Adam and AdagradDA override it (their device state goes
         as tensors)."""
-        return self._native_rule(vars_, slots, hp, non_slot, scalar=_as_is)
+        return self._native_rule(vars_, slots, hp, non_slot, scalar=as_is)
 
-    def _decoupled_weight_decay(self, hp: Any) -> float:
-        """contrib's decoupled decay ``var -= wd * var`` the fused/native kernels apply
-        first (0 here; the weight-decay extension returns its ``weight_decay``)."""
+    def _decoupled_weight_decay(self, hp: Any, scalar=float) -> Any:
+        """contrib's decoupled decay ``var -= wd * var`` the fused/native/Triton kernels
+        apply first (0 here; the weight-decay extension returns its ``weight_decay`` through
+        ``scalar``: ``float`` for C, ``as_is`` for the Triton kernels)."""
         return 0.0
 
     def _apply_fused(self, vars_, grads, slots: dict[str, list], hp, non_slot,

@@ -12,6 +12,7 @@ from trainop.algorithms.adam import (
     lazy_adam_sparse,
     nadam_sparse,
 )
+from trainop.contract.implementations import as_is
 from trainop.contract.optimizer import Optimizer, SlotSpec, uniform_slots
 from trainop.contract.ranges import NON_NEGATIVE, UNIT_OPEN_RIGHT
 from trainop.kernels import native
@@ -124,9 +125,9 @@ class AdamOptimizer(Optimizer):
 
     def _triton_rule(self, vars_, slots, hp, non_slot):
         # TF's step size is computed by the kernel from the float32 beta powers on the device.
-        decay = getattr(hp, "weight_decay", 0.0)  # AdamW: the decoupled decay, first
         return "adam", [slots["m"], slots["v"]], [
-            hp.lr, hp.beta1, hp.beta2, hp.epsilon, float(self._use_nesterov), decay,
+            hp.lr, hp.beta1, hp.beta2, hp.epsilon, float(self._use_nesterov),
+            self._decoupled_weight_decay(hp, as_is),  # AdamW: the decoupled decay, first
             non_slot["beta1_power"], non_slot["beta2_power"]]
 
     #: The Triton form of this class's sparse rule (``kernels.triton.SPARSE_RULES``).

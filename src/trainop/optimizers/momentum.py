@@ -65,10 +65,9 @@ class MomentumOptimizer(Optimizer):
                        use_nesterov=hp.use_nesterov, **gate.fused_kwargs(vars_[0].device))
 
     def _native_rule(self, vars_, slots, hp, non_slot, scalar=float):
-        decay = self._decoupled_weight_decay(hp) if scalar is float else getattr(
-            hp, "weight_decay", 0.0)  # MomentumW's decay (kept a tensor for the Triton path)
         return "momentum", [slots["momentum"]], [
-            scalar(hp.lr), scalar(hp.momentum), float(hp.use_nesterov), decay]
+            scalar(hp.lr), scalar(hp.momentum), float(hp.use_nesterov),
+            self._decoupled_weight_decay(hp, scalar)]  # MomentumW's decay
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         momentum(var, grad, slots["momentum"], lr=hp.lr, momentum=hp.momentum,

@@ -90,8 +90,8 @@ class DecoupledWeightDecayExtension:
             return "foreach"  # the base's Triton rule has no decay: the list path decays
         return chosen
 
-    def _decoupled_weight_decay(self, hp) -> float:
-        return float(hp.weight_decay)
+    def _decoupled_weight_decay(self, hp, scalar=float):
+        return scalar(hp.weight_decay)
 
     def _apply_dense(self, var, grad, slots, hp, non_slot) -> None:
         # Not again when the base's sparse rule runs this dense rule on the gathered rows.
