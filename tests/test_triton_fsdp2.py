@@ -220,3 +220,23 @@ def test_novograd_reads_the_given_whole_tensor_squares(monkeypatch):
         with pytest.raises(ValueError, match=f"triton {rule} call: squares must be a float64"):
             tk.run(rule, lists, hyper if rule == "novograd" else [0.5], squares=squares)
     assert torch.equal(var, torch.ones(3))
+
+
+def test_square_sums_are_float64_sums_of_the_float32_products(monkeypatch):
+    """``square_sums``: per tensor the float64 sum of ``float32(g * mult) ** 2`` (each product
+    rounded to float32 first, then squared and summed in float64, as the C kernels sum them),
+    over one block and over several; ``None`` where the kernels cannot read the list."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    g = [torch.tensor([3.0, -4.0]), torch.full((1500,), 0.1)]
+    mult = torch.tensor(3.0)
+    tenth = float(torch.tensor(0.1) * 3.0)  # float32(0.1f * 3) = 0.30000001192092896
+    expected = [(9.0 + 16.0) * 9.0, 1500 * tenth * tenth]
+    got = tk.square_sums(g, mult)
+    # (1500 float64 additions in the kernel's order: within 1500 * 2**-53 of the product;
+    # squaring 0.1f * 3 unrounded would be 2.5e-8 off)
+    assert got.dtype == torch.float64 and got.tolist() == pytest.approx(expected, rel=2e-13)
+    assert tk.square_sums(g).tolist() == pytest.approx(
+        [25.0, 1500 * float(torch.tensor(0.1)) ** 2], rel=2e-13)
+    assert tk.square_sums([torch.ones(3, dtype=torch.float64)]) is None
+    assert tk.square_sums([torch.ones(4, 2).t()]) is None  # not contiguous
+    assert tk.square_sums([]) is None
