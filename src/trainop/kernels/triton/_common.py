@@ -24,7 +24,7 @@ import triton.language as tl
 
 from trainop.kernels.triton import interpreted
 
-__all__ = ["gathered", "gradient", "hyper", "live", "put", "rows", "sign", "total"]
+__all__ = ["gathered", "gradient", "hyper", "live", "prologue", "put", "rows", "sign", "total"]
 
 #: Whether this module's kernels were decorated for Triton's interpreter.
 INTERPRETED = interpreted()
@@ -52,6 +52,16 @@ def rows(offs, mask, idx, width, ROWS: tl.constexpr):
         row = tl.load(idx + offs // width, mask=mask, other=0)
         return row * width + offs % width
     return offs
+
+
+@triton.jit
+def prologue(grad, mult, n, inf, idx, width, HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
+             BLOCK: tl.constexpr, ROWS: tl.constexpr):
+    """What an elementwise update kernel starts with: the mask of the elements this program
+    updates (``live``), where they lie in the variable and slots (``rows``) and their
+    gradient times the multiplier in float32 (``gradient``), as ``(mask, at, g)``."""
+    offs, mask = live(n, inf, HAS_INF, BLOCK)
+    return mask, rows(offs, mask, idx, width, ROWS), gradient(grad, offs, mask, mult, HAS_MULT)
 
 
 @triton.jit

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from trainop.kernels.triton import interpreted
-from trainop.kernels.triton._common import gradient, hyper, live, put, rows, sign
+from trainop.kernels.triton._common import hyper, prologue, put, sign
 from trainop.kernels.triton.launch import device_scalars, launch
 
 __all__ = ["RULES"]
@@ -26,9 +26,7 @@ INTERPRETED = interpreted()
 @triton.jit
 def _adagrad_da(var, grad, ga, gga, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
                 HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
-    offs, mask = live(n, inf, HAS_INF, BLOCK)
-    at = rows(offs, mask, idx, width, ROWS)
-    g = gradient(grad, offs, mask, mult, HAS_MULT)
+    mask, at, g = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS)
     lr, l1, l2, t = hyper(h, 0), hyper(h, 1), hyper(h, 2), hyper(h, 3)
     a = tl.load(ga + at, mask=mask) + g
     s = tl.load(gga + at, mask=mask) + g * g

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from trainop.kernels.triton import interpreted
-from trainop.kernels.triton._common import gathered, gradient, hyper, live, put, rows
+from trainop.kernels.triton._common import gathered, hyper, live, prologue, put
 from trainop.kernels.triton.launch import BLOCK, OPTIONS, complement, device_scalars, launch
 
 __all__ = ["RULES"]
@@ -50,9 +50,7 @@ def _alpha(h):
 def _adam(var, grad, m, v, half, h, mult, inf, n, idx, width,
           HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
           BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr, LAZY: tl.constexpr):
-    offs, mask = live(n, inf, HAS_INF, BLOCK)
-    at = rows(offs, mask, idx, width, ROWS)
-    g = gradient(grad, offs, mask, mult, HAS_MULT)
+    mask, at, g = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS)
     beta1, one_minus_beta1 = hyper(h, 1), hyper(h, 2)
     one_minus_beta2, eps, nesterov = hyper(h, 3), hyper(h, 4), hyper(h, 5)
     wd, beta2 = hyper(h, 6), hyper(h, 9)

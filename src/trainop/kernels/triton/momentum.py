@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 
 from trainop.kernels.triton import interpreted
-from trainop.kernels.triton._common import gradient, hyper, live, put, rows
+from trainop.kernels.triton._common import hyper, prologue, put
 from trainop.kernels.triton.launch import device_scalars, launch
 
 __all__ = ["RULES"]
@@ -26,9 +26,7 @@ INTERPRETED = interpreted()
 def _momentum(var, grad, accum, half, h, mult, inf, n, idx, width,
               HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
               BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
-    offs, mask = live(n, inf, HAS_INF, BLOCK)
-    at = rows(offs, mask, idx, width, ROWS)
-    g = gradient(grad, offs, mask, mult, HAS_MULT)
+    mask, at, g = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS)
     lr, momentum = hyper(h, 0), hyper(h, 1)
     nesterov, wd = hyper(h, 2), hyper(h, 3)
     v = tl.load(var + at, mask=mask)

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from trainop.kernels.triton import interpreted
-from trainop.kernels.triton._common import gradient, hyper, live, put, rows, total
+from trainop.kernels.triton._common import hyper, prologue, put, total
 from trainop.kernels.triton.launch import BLOCK, OPTIONS, complement, device_scalars
 from trainop.kernels.triton.norms import square_partials
 
@@ -51,9 +51,7 @@ def _moment(partials, count, ema, den, h, inf, HAS_INF: tl.constexpr, BLOCK: tl.
 @triton.jit
 def _update(var, grad, mom, den, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
             HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
-    offs, mask = live(n, inf, HAS_INF, BLOCK)
-    at = rows(offs, mask, idx, width, ROWS)
-    g = gradient(grad, offs, mask, mult, HAS_MULT)
+    mask, at, g = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS)
     lr, beta1, one_minus_beta1 = hyper(h, 0), hyper(h, 1), hyper(h, 2)
     wd, averaging = hyper(h, 6), hyper(h, 7)
     x = tl.load(var + at, mask=mask)

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from trainop.kernels.triton import interpreted
-from trainop.kernels.triton._common import gradient, hyper, live, put, rows, sign
+from trainop.kernels.triton._common import hyper, prologue, put, sign
 from trainop.kernels.triton.launch import device_scalars, launch, product
 
 __all__ = ["RULES"]
@@ -35,9 +35,7 @@ def _proximal(v, g, s, s_l1, s_l2_plus_one, l1):
 def _proximal_gd(var, grad, half, h, mult, inf, n, idx, width,
                  HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
                  BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
-    offs, mask = live(n, inf, HAS_INF, BLOCK)
-    at = rows(offs, mask, idx, width, ROWS)
-    g = gradient(grad, offs, mask, mult, HAS_MULT)
+    mask, at, g = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS)
     v = tl.load(var + at, mask=mask)
     out = _proximal(v, g, hyper(h, 0), hyper(h, 1), hyper(h, 2), hyper(h, 3))
     put(var, half, at, out, mask, HALF)
@@ -47,9 +45,7 @@ def _proximal_gd(var, grad, half, h, mult, inf, n, idx, width,
 def _proximal_adagrad(var, grad, accum, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
                       HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr,
                       HALF: tl.constexpr):
-    offs, mask = live(n, inf, HAS_INF, BLOCK)
-    at = rows(offs, mask, idx, width, ROWS)
-    g = gradient(grad, offs, mask, mult, HAS_MULT)
+    mask, at, g = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS)
     lr, l1, l2 = hyper(h, 0), hyper(h, 1), hyper(h, 2)
     a = tl.load(accum + at, mask=mask) + g * g
     tl.store(accum + at, a, mask=mask)

@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from trainop.kernels.triton import interpreted
-from trainop.kernels.triton._common import gradient, hyper, live, put, rows
+from trainop.kernels.triton._common import hyper, prologue, put
 from trainop.kernels.triton.launch import complement, device_scalars, launch
 
 __all__ = ["RULES"]
@@ -30,9 +30,7 @@ INTERPRETED = interpreted()
 def _rmsprop(var, grad, ms, mg, mom, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
              HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr,
              CENTERED: tl.constexpr, BLEND: tl.constexpr):
-    offs, mask = live(n, inf, HAS_INF, BLOCK)
-    at = rows(offs, mask, idx, width, ROWS)
-    g = gradient(grad, offs, mask, mult, HAS_MULT)
+    mask, at, g = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS)
     lr, momentum, eps = hyper(h, 0), hyper(h, 1), hyper(h, 2)
     one_minus_decay, decay = hyper(h, 3), hyper(h, 4)
     s0 = tl.load(ms + at, mask=mask)
