@@ -20,7 +20,11 @@ class Gate:
     ``found_inf``: a 0-dim float tensor; nonzero skips the whole update (params, slots and
     counters stay as they are). Both stay on the device: the fused and native kernels take them
     as they are; the foreach and reference paths read ``found_inf`` once per step (free on the
-    CPU, one synchronisation on a GPU).
+    CPU, one synchronisation on a GPU). ``widen``: True when the caller allowed dense
+    float16/bfloat16 gradients of float32 variables (``apply_gradients(widen_gradients=True)``,
+    ``contract.arguments.WIDENED_DTYPES``), each standing for its exact float32 widening: the
+    Triton kernels read it as it is, every other path gets ``kernels.dispatch.widened`` first
+    (so no half gradient reaches the C kernels).
 
     Side effect to know: torch's fused kernels (the ``fused`` implementation) write
     ``g * multiplier`` back into the gradient tensors they are given, as
@@ -76,6 +80,9 @@ NO_GATE = Gate()
 
 
 def make_gate(multiplier: Any, found_inf: Any, widen: bool = False) -> Gate:
+    """The ``Gate`` of one update (``NO_GATE`` when nothing is folded in); ``TypeError`` for a
+    ``grad_multiplier``/``found_inf`` that is not None or a 0-dim tensor. ``widen``: a bool
+    the caller checked (``widen_gradients``)."""
     for name, value in (("grad_multiplier", multiplier), ("found_inf", found_inf)):
         if value is not None and (not isinstance(value, torch.Tensor) or value.dim() != 0):
             raise TypeError(f"Expected `{name}` to be None or a 0-dim tensor, got "
