@@ -4,7 +4,8 @@ handed to a kernel that works on raw pointers and element counts.
 
 - ``is_plain``: exactly ``torch.Tensor`` or ``torch.nn.Parameter`` (not a subclass such as
   ``DTensor``, ``FakeTensor`` or ``FunctionalTensor``);
-- ``full_check``: every tensor strided on the kernel's device, of the expected dtype and element
+- ``full_check``: every tensor strided on the kernel's device (the CPU, or the variables' device
+  for the Triton kernels), of the expected dtype and element
   count (tensor ``t`` of every list has the element count of variable ``t``; a list read as one
   element per tensor holds 0-dim tensors), else a ``ValueError`` naming the list and tensor;
 - ``check_overlap``: no written tensor overlaps another written one (``ValueError``) or one
@@ -28,6 +29,7 @@ PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
 #: The same as a tuple (what the C metadata reader's checks take).
 PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 _LIST_NAMES = ("variables", "gradients")
+_CPU = torch.device("cpu")
 
 
 def is_plain(tensors: Sequence[torch.Tensor]) -> bool:
@@ -41,13 +43,14 @@ def list_name(k: int) -> str:
 
 
 def full_check(lists, dtype: torch.dtype, list_dtypes: dict[int, torch.dtype],
-               scalar_lists: frozenset[int], rule: str, *, device_type: str = "cpu",
+               scalar_lists: frozenset[int], rule: str, *, device: torch.device | None = None,
                kernel: str = "native") -> None:
     """Raise ``ValueError`` for a tensor no path could run: a wrong layout or device, dtype,
-    element count or shape (see the module doc). ``device_type``: the kernel's device type
-    (``"cpu"``, ``"cuda"``); ``kernel``: its family's name in messages."""
+    element count or shape (see the module doc). ``device``: the one device every tensor
+    must be on (``None``: the CPU); ``kernel``: the kernel family's name in messages."""
     variables = lists[0]
-    where_device = "CPU" if device_type == "cpu" else device_type.upper()
+    on = _CPU if device is None else device
+    where_device = "CPU" if on.type == "cpu" else str(on)
     for k, tensors in enumerate(lists):
         expected = list_dtypes.get(k, dtype)
         if len(tensors) != len(variables):
@@ -55,7 +58,7 @@ def full_check(lists, dtype: torch.dtype, list_dtypes: dict[int, torch.dtype],
                              f"{len(tensors)} tensors for {len(variables)} variables")
         for t, (x, v) in enumerate(zip(tensors, variables, strict=True)):
             where = f"trainop's {kernel} {rule} call: {list_name(k)}[{t}]"
-            if x.layout != torch.strided or x.device.type != device_type:
+            if x.layout != torch.strided or x.device != on:
                 raise ValueError(f"{where} must be a dense {where_device} tensor, got layout "
                                  f"{x.layout} on {x.device}")
             if x.dtype != expected:

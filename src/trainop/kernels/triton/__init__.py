@@ -145,14 +145,8 @@ def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
     (wrong dtype, element count, layout or device, or written tensors sharing memory)."""
     if not all(map(is_plain, lists)):
         return False
-    device = lists[0][0].device
-    full_check(lists, dtype, list_dtypes or {}, scalar_lists, rule, device_type=device.type,
-               kernel="triton")
-    for k, tensors in enumerate(lists):
-        for t, x in enumerate(tensors):
-            if x.device != device:
-                raise ValueError(f"trainop's triton {rule} call: list {k} tensor {t} is on "
-                                 f"{x.device}, the variables on {device}")
+    full_check(lists, dtype, list_dtypes or {}, scalar_lists, rule,
+               device=lists[0][0].device, kernel="triton")
     if not all(x.is_contiguous() for tensors in lists for x in tensors):
         return False
     addresses = np.array([x.data_ptr() for tensors in lists for x in tensors], dtype=np.uint64)
