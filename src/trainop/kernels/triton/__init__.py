@@ -149,6 +149,11 @@ def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
                device=lists[0][0].device, kernel="triton")
     if not all(x.is_contiguous() for tensors in lists for x in tensors):
         return False
+    return _apart(lists, read_only, rule)
+
+
+def _apart(lists: Sequence[Sequence[torch.Tensor]], read_only: frozenset[int], rule: str) -> bool:
+    """``check_overlap`` over the tensors' address ranges (contiguous tensors)."""
     addresses = np.array([x.data_ptr() for tensors in lists for x in tensors], dtype=np.uint64)
     counts = np.array([x.numel() for tensors in lists for x in tensors], dtype=np.int64)
     return check_overlap(lists, addresses, counts, read_only, rule, kernel="triton")
@@ -248,9 +253,7 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
     if any(t.dtype != var.dtype or t.shape != var.shape for t in slots):
         return False
     lists = [[var], [values], *[[s] for s in slots]]
-    addresses = np.array([t.data_ptr() for t in (var, values, *slots)], dtype=np.uint64)
-    counts = np.array([t.numel() for t in (var, values, *slots)], dtype=np.int64)
-    if not check_overlap(lists, addresses, counts, frozenset({1}), rule, kernel="triton"):
+    if not _apart(lists, frozenset({1}), rule):
         return False
     _family(_FAMILIES[rule]).RULES[rule](lists, list(hyper), None, _on(found_inf, device),
                                          rows=indices)
