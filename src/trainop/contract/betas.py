@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["KEY", "adopt_group", "has_betas", "reset", "sync"]
+__all__ = ["KEY", "adopt_group", "check_given", "has_betas", "reset", "sync"]
 
 KEY = "betas"
 _PAIR = ("beta1", "beta2")
@@ -52,21 +52,18 @@ def _as_pair(value: Any, where: str) -> tuple:
     return tuple(value)
 
 
-def adopt_group(seen: Seen, group: dict, given: bool,
-                validate: Callable[[Mapping[str, Any]], None]) -> None:
+def adopt_group(seen: Seen, group: dict, given: bool) -> None:
     """Make ``group`` (filled with the defaults) carry consistent betas. ``given``: the caller's
-    group had a ``betas`` key (then it decides ``beta1``/``beta2``)."""
-    if not given:
-        _record(seen, group, (group["beta1"], group["beta2"]))
-        return
-    betas = _as_pair(group[KEY], "in the param group")
-    validate(dict(zip(_PAIR, betas, strict=True)))
+    group had a ``betas`` key, checked by ``check_given`` (then it decides ``beta1``/``beta2``)."""
+    betas = tuple(group[KEY]) if given else (group["beta1"], group["beta2"])
     _record(seen, group, betas)
     group["beta1"], group["beta2"] = betas
 
 
-def check_given(group: Mapping[str, Any]) -> None:
-    """A param group giving ``betas`` and ``beta1``/``beta2`` with other values is refused."""
+def check_given(group: Mapping[str, Any], validate: Callable[[Mapping[str, Any]], None]) -> None:
+    """Before a param group giving ``betas`` is added: ``TypeError`` unless it is a pair,
+    ``ValueError`` where ``beta1``/``beta2`` are given beside it with other values, and
+    ``validate``'s errors for a beta out of its range."""
     if KEY not in group:
         return
     betas = _as_pair(group[KEY], "in the param group")
@@ -74,6 +71,7 @@ def check_given(group: Mapping[str, Any]) -> None:
         if name in group and group[name] is not value and group[name] != value:
             raise ValueError(f"Expected the param group's `{name}` to equal `betas`'s, got "
                              f"{name}={group[name]!r} and betas={betas!r}; give one spelling")
+    validate(dict(zip(_PAIR, betas, strict=True)))
 
 
 def sync(seen: Seen, group: dict, validate: Callable[[Mapping[str, Any]], None]) -> None:

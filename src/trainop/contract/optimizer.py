@@ -250,9 +250,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         self._validate_group_values({k: v for k, v in param_group.items() if k != "params"})
         gives_betas = self._has_betas and betas.KEY in param_group
         if gives_betas:
-            betas.check_given(param_group)
-            self._validate_group_values(dict(zip(("beta1", "beta2"), param_group[betas.KEY],
-                                                 strict=True)))
+            betas.check_given(param_group, self._validate_group_values)
         params = param_group.get("params")
         if isinstance(params, torch.Tensor):
             params = [params]
@@ -271,7 +269,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         group = self.param_groups[-1]
         group["non_slot"] = {"step": torch.zeros((), dtype=torch.int64)}
         if self._has_betas:
-            betas.adopt_group(self._betas_seen, group, gives_betas, self._validate_group_values)
+            betas.adopt_group(self._betas_seen, group, gives_betas)
         scheduled_lr.note(self._lr_policies, group)
         self._invalidate()
 
