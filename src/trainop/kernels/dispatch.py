@@ -24,7 +24,8 @@ gradient on every path).
 
 ``opt`` is the optimizer, used only through its algorithm hooks (``_choose_implementation``,
 ``_native_rule``, ``_triton_rule``, ``_native_sparse_rule``, ``_apply_dense``, ``_apply_sparse``,
-``_apply_foreach``, ``_apply_fused``, ``state``); this module imports nothing above the kernels.
+``_apply_foreach``, ``_apply_fused``, ``state``) and its explicit choice ``_implementation``;
+this module imports nothing above the kernels.
 
 Example (what ``Optimizer.step`` does for one bucket)::
 
@@ -236,7 +237,9 @@ def sparse_rows_triton(opt: Any, grad, var, slots, hp, non_slot, gate) -> bool:
     rows, every row, or densified, ``kernels.triton.sparse_rows``), which reads the gate's
     skip flag on the device; False (nothing done) where the Triton path is not chosen or
     cannot run them."""
-    if opt._choose_implementation(var.dtype, var.device, hp) != "triton":
+    # (Triton runs only where asked for: no choice to make on the other paths' every step)
+    if opt._implementation != "triton" or opt._choose_implementation(
+            var.dtype, var.device, hp) != "triton":
         return False
     found = opt._triton_sparse_rule(var, slots, hp, non_slot)
     if found is None:
