@@ -588,13 +588,14 @@ def test_mixed_precision_read_pass_reads_the_half_gradients(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("entry", ["step", "minimize", "optimize_loss"])
+@pytest.mark.parametrize("entry", ["step", "minimize", "apply", "optimize_loss"])
 def test_mixed_precision_update_reads_the_half_gradients(entry, dtype):
     """The mixed-precision update on the Triton path reads the half model gradients
     themselves (no float32 copy of a gradient is made): torch-style ``step()``, TF-style
-    ``minimize`` and ``optimize_loss(dtype="mixed")``, matching the reference path as before;
-    for ``step()``, bit for bit what the kernels gave reading float32 gradients (each element
-    widens exactly, then the multiplier applies)."""
+    ``minimize``, ``apply_gradients`` with pairs naming the half variables (their norms read
+    from the half gradients too) and ``optimize_loss(dtype="mixed")``, matching the reference
+    path as before; for ``step()``, bit for bit what the kernels gave reading float32
+    gradients (each element widens exactly, then the multiplier applies)."""
     info = BASE["AdamOptimizer"]
     with pytest.MonkeyPatch.context() as mp:
         spy = HalfGradients(mp)

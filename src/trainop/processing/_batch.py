@@ -343,7 +343,8 @@ class Gradients(Sequence):
         """Tensors holding the same numbers as the present gradients, one each, in another
         dtype (the float16/bfloat16 model gradients of float32 master gradients): the Triton
         read pass measures them instead (fewer bytes, the same norms: each element widens to
-        float32 exactly). Ignored on the other paths and once the gradients change.
+        float32 exactly). Ignored on the other paths and once the gradients change (a batch
+        whose gradients are stored narrow, ``widen_on_use``, is measured as stored then).
 
         Args:
             sources: a list of tensors, one per present gradient, in the order of ``present``.
@@ -365,10 +366,12 @@ class Gradients(Sequence):
     def _raw_l2(self) -> torch.Tensor:
         if self._l2 is None:
             implementation = self._norm_implementation()
-            if (implementation is not None and self.original and self._norm_sources is not None
-                    and not sharded(self._norm_sources)):
-                self._l2 = float32_norms([values_of(g) for g in self._norm_sources],
-                                         self.device, implementation=implementation)
+            sources = self._norm_sources if self.original else None
+            if sources is None and self._narrow:  # as stored: a narrow one widens exactly
+                sources = [self._grads[i] for i in self._present]
+            if implementation is not None and sources is not None and not sharded(sources):
+                self._l2 = float32_norms([values_of(g) for g in sources], self.device,
+                                         implementation=implementation)
             elif self._uniform and self.original and not sharded(self._grads):
                 self._l2 = float32_l2_norms(self._grads, implementation=implementation)
             else:
