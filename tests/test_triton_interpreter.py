@@ -626,6 +626,39 @@ def test_mixed_precision_float32_where_needed(case, kernel_dtypes):
     assert_same_training(ours, train_mixed(info, dtype, "reference", CPU, shapes=SMALL, **case))
 
 
+def test_mixed_precision_zero_filter_keeps_the_half_copy():
+    """A zero-filtered variable (``FilterZeroGradients``: TF leaves it untouched) of a
+    mixed-precision Adam on the Triton path: its master is restored after the update pass,
+    so its half model copy, which the kernel wrote in that pass, is made again from it: the
+    half variable keeps its value, as on the reference path."""
+    import trainop
+    from trainop.processing import (
+        BackoffLossScaler,
+        FilterZeroGradients,
+        GradientPipeline,
+        MixedPrecisionOptimizerWrapper,
+    )
+
+    for implementation in ("triton", "reference"):
+        gen = torch.Generator().manual_seed(0)
+        ps = [torch.nn.Parameter(torch.randn(8, generator=gen).to(torch.bfloat16))
+              for _ in range(2)]
+        wrapper = MixedPrecisionOptimizerWrapper(
+            trainop.AdamOptimizer(learning_rate=0.1, implementation=implementation),
+            BackoffLossScaler())
+        front = GradientPipeline(wrapper, [FilterZeroGradients()])
+        before = None
+        for step in range(3):
+            x = torch.randn(8, generator=gen)
+            scale = 0.0 if step == 2 else 1.0  # the second variable's gradient is 0 at step 2
+            if step == 2:
+                before = ps[1].detach().clone()
+            front.minimize(lambda x=x, scale=scale, ps=ps: (ps[0].float() * x).sum()
+                           + (ps[1].float() * x * scale).sum(), var_list=ps)
+        assert torch.equal(ps[1].detach(), before), implementation
+        assert torch.equal(wrapper.master(ps[1]).to(torch.bfloat16), before), implementation
+
+
 def test_half_gradients_at_the_boundary():
     """``kernels.triton.run`` takes float16/bfloat16 gradients for float32 variables (all of
     one dtype: a mixed list or another dtype is a ``ValueError``); the native kernels keep

@@ -262,6 +262,8 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
 
     def _after_apply(self, batch: Gradients, applied: torch.Tensor | None) -> None:
         written, self._inner._copied_to_half = self._inner._copied_to_half, set()
+        if batch.keep is not None:  # zero-filtered masters were restored after the kernel
+            written = set()         # wrote their copies: every copy is made again here
         for master in batch.present_vars():
             var = self._model_of.get(id(master))
             if var is None or id(master) in written:
