@@ -112,6 +112,19 @@ ERRORS = [
         r"Expected `flag` to be a 0-dim bool tensor, got True"),
     Row("batch_skip_if_reason", lambda: Gradients([(g(), v())]).skip_if(torch.tensor(True), 0),
         ValueError, r"Expected `reason` in \[1, inf\), got 0$"),
+    Row("batch_widen_on_use_index", lambda: Gradients([(g(dtype=torch.float16), v())])
+        .widen_on_use([1]), ValueError, r"Expected `indices\[0\]` in \[0, 0\], got 1$"),
+    Row("batch_widen_on_use_type", lambda: Gradients([(g(dtype=torch.float16), v())])
+        .widen_on_use([True]), TypeError, r"Expected `indices\[0\]` to be an integer, got True"),
+    Row("batch_widen_on_use_pair", lambda: Gradients([(g(), v())]).widen_on_use([0]),
+        ValueError, r"Expected `indices\[0\]` \(0\) to name a pair with a dense "
+        r"float16/bfloat16 gradient of a float32 variable, got a dense torch.float32 "
+        r"gradient of a torch.float32 variable"),
+    Row("batch_read_norms_from_type", lambda: Gradients([(g(), v())]).read_norms_from([1.0]),
+        TypeError, r"Expected `sources` to be a list of tensors, got \[1.0\]"),
+    Row("batch_read_norms_from_count", lambda: Gradients([(g(), v())]).read_norms_from([]),
+        ValueError, r"Expected `sources` to hold one tensor per present gradient \(1\), "
+        r"got 0"),
     Row("batch_map_present", lambda: Gradients([(g(), v())]).map_present(None), TypeError,
         r"Expected `fn` to be callable, got None"),
     Row("noise_like", lambda: GradientNoise(0.1).noise_like([0.0]), TypeError,

@@ -227,7 +227,9 @@ def test_widen_on_use():
 
     g16 = torch.tensor([0.1, -3.0, 65504.0], dtype=F16)
     batch = Gradients([(g16, torch.zeros(3)), (torch.ones(3), torch.zeros(3))])
-    with pytest.raises(ValueError, match="pair 1 to hold a dense float16/bfloat16 gradient"):
+    with pytest.raises(ValueError, match=r"`indices\[1\]` \(1\) to name a pair with a dense "
+                       r"float16/bfloat16 gradient of a float32 variable, got a dense "
+                       r"torch.float32 gradient"):
         batch.widen_on_use([0, 1])
     assert not batch.narrowed
     batch.widen_on_use([0])
@@ -235,4 +237,5 @@ def test_widen_on_use():
     assert batch.amax().tolist() == [65504.0, 1.0]  # max |g| read from the half tensor
     (g, _), _ = batch.raw_pairs()
     assert g.dtype == torch.float32 and torch.equal(g, g16.float()) and not batch.narrowed
+    assert g.tolist() == [0.0999755859375, -3.0, 65504.0]  # float16's 0.1: 1638 * 2**-14
     assert batch.present_grads()[0] is g

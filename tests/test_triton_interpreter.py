@@ -588,13 +588,14 @@ def test_mixed_precision_read_pass_reads_the_half_gradients(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("entry", ["step", "minimize", "optimize_loss"])
+@pytest.mark.parametrize("entry", ["step", "minimize", "apply", "optimize_loss"])
 def test_mixed_precision_update_reads_the_half_gradients(entry, dtype):
     """The mixed-precision update on the Triton path reads the half model gradients
     themselves (no float32 copy of a gradient is made): torch-style ``step()``, TF-style
-    ``minimize`` and ``optimize_loss(dtype="mixed")``, matching the reference path as before;
-    for ``step()``, bit for bit what the kernels gave reading float32 gradients (each element
-    widens exactly, then the multiplier applies)."""
+    ``minimize``, ``apply_gradients`` with pairs naming the half variables (their norms read
+    from the half gradients too) and ``optimize_loss(dtype="mixed")``, matching the reference
+    path as before; for ``step()``, bit for bit what the kernels gave reading float32
+    gradients (each element widens exactly, then the multiplier applies)."""
     info = BASE["AdamOptimizer"]
     with pytest.MonkeyPatch.context() as mp:
         spy = HalfGradients(mp)
@@ -623,6 +624,39 @@ def test_mixed_precision_float32_where_needed(case, kernel_dtypes):
     assert all(len(k) == 1 for k in spy.kernel) and set().union(*spy.kernel) == kernel_dtypes
     assert bool(spy.widened) == (torch.float32 in kernel_dtypes)
     assert_same_training(ours, train_mixed(info, dtype, "reference", CPU, shapes=SMALL, **case))
+
+
+def test_mixed_precision_zero_filter_keeps_the_half_copy():
+    """A zero-filtered variable (``FilterZeroGradients``: TF leaves it untouched) of a
+    mixed-precision Adam on the Triton path: its master is restored after the update pass,
+    so its half model copy, which the kernel wrote in that pass, is made again from it: the
+    half variable keeps its value, as on the reference path."""
+    import trainop
+    from trainop.processing import (
+        BackoffLossScaler,
+        FilterZeroGradients,
+        GradientPipeline,
+        MixedPrecisionOptimizerWrapper,
+    )
+
+    for implementation in ("triton", "reference"):
+        gen = torch.Generator().manual_seed(0)
+        ps = [torch.nn.Parameter(torch.randn(8, generator=gen).to(torch.bfloat16))
+              for _ in range(2)]
+        wrapper = MixedPrecisionOptimizerWrapper(
+            trainop.AdamOptimizer(learning_rate=0.1, implementation=implementation),
+            BackoffLossScaler())
+        front = GradientPipeline(wrapper, [FilterZeroGradients()])
+        before = None
+        for step in range(3):
+            x = torch.randn(8, generator=gen)
+            scale = 0.0 if step == 2 else 1.0  # the second variable's gradient is 0 at step 2
+            if step == 2:
+                before = ps[1].detach().clone()
+            front.minimize(lambda x=x, scale=scale, ps=ps: (ps[0].float() * x).sum()
+                           + (ps[1].float() * x * scale).sum(), var_list=ps)
+        assert torch.equal(ps[1].detach(), before), implementation
+        assert torch.equal(wrapper.master(ps[1]).to(torch.bfloat16), before), implementation
 
 
 def test_half_gradients_at_the_boundary():

@@ -137,6 +137,7 @@ def train_mixed(info, dtype, implementation, device, *, entry="step", watch=None
     (one saturating in float16), three steps, the second overflowing (skipped). ``entry``:
     torch style ``"step"``, TF style ``"minimize"`` (a TF-style optimizer, masters made on
     first sight), or ``"optimize_loss"`` (``dtype="mixed"``, the optimizer by class).
+    ``"apply"`` (TF style ``apply_gradients`` with pairs naming the half variables) too.
     ``watch(params)`` sees the parameters first; ``regularize``: the index of a parameter
     given an L2 regularizer (``add_regularizer``); ``processors``: pipeline stages around the
     wrapper (``step`` only); ``shapes``: the parameters' (the second of at least 2 elements).
@@ -170,7 +171,8 @@ def train_mixed(info, dtype, implementation, device, *, entry="step", watch=None
             op(step)
         return params, op.optimizer
     inner = (info.cls(learning_rate=info.lr, implementation=implementation, **info.required)
-             if entry == "minimize" else info.make(params, implementation=implementation))
+             if entry in ("minimize", "apply")
+             else info.make(params, implementation=implementation))
     opt = MixedPrecisionOptimizerWrapper(inner, BackoffLossScaler())
     if regularize is not None:
         opt.add_regularizer(params[regularize], lambda v: 1e-3 * (v * v).sum())
@@ -178,6 +180,11 @@ def train_mixed(info, dtype, implementation, device, *, entry="step", watch=None
     for step in range(3):
         if entry == "minimize":
             front.minimize(lambda step=step: loss(step), var_list=params)
+            continue
+        if entry == "apply":  # gradients of the unscaled loss, paired with the half variables
+            loss(step).backward()
+            front.apply_gradients([(p.grad, p) for p in params])
+            front.zero_grad()
             continue
         front.scale_loss(loss(step)).backward()
         front.step()

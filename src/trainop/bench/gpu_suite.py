@@ -217,10 +217,22 @@ def _captured(device, rounds: int, warmup: int, implementation: str | None) -> d
 
 
 def run_gpu_suite(*, device: str = "cuda", scale: float = 1.0, rounds: int = 10,
-                  warmup: int = 3, only: list[str] | None = None,
-                  tick: Callable[[], None] = lambda: None) -> dict:
+                  warmup: int = 3, only: list[str] | None = None) -> dict:
     """Every workload (or those whose key starts with one of ``only``); a JSON-ready result
-    with rows, targets and verdicts."""
+    with rows, targets and verdicts.
+
+    Args:
+        device: ``"cuda"``/``"cuda:N"`` (binding at ``scale=1``, ``rounds >= 10``) or
+            ``"cpu"`` (a smoke run; the Triton rows need ``TRITON_INTERPRET=1``).
+        scale: size multiplier of the workloads, > 0 (1: the issue's sizes).
+        rounds: timed rounds per candidate, >= 1; ``warmup``: untimed steps first, >= 0.
+        only: key prefixes of ``WORKLOAD_KEYS`` (e.g. ``["adam", "other"]``), None: all.
+
+    Example (what ``trainop bench --device cuda --gpu-workloads adam_400`` runs)::
+
+        result = run_gpu_suite(device="cuda", only=["adam_400"])
+        print(render_gpu_suite(result))
+    """
     dev = torch.device(device)
     why_not = peers.triton_unavailable(dev)
     result = {
@@ -240,7 +252,6 @@ def run_gpu_suite(*, device: str = "cuda", scale: float = 1.0, rounds: int = 10,
                                 warmup)
         measured["targets"] = _verdicts(measured)
         result["workloads"].append(measured)
-        tick()
     verdicts = [t["met"] for w in result["workloads"] for t in w["targets"]]
     result["met"] = sum(v is True for v in verdicts)
     result["missed"] = sum(v is False for v in verdicts)

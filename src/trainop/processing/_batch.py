@@ -266,15 +266,34 @@ class Gradients(Sequence):
     def widen_on_use(self, indices: Iterable[int]) -> None:
         """Pairs ``indices`` hold a dense float16/bfloat16 gradient of a float32 variable that
         stands for its float32 widening (exact): it is made on first use and kept (see the
-        module doc), never on the Triton update path."""
-        indices = list(indices)
-        for i in indices:  # all checked before any is marked
+        module doc), never on the Triton update path.
+
+        Args:
+            indices: pair indices in ``[0, len(batch) - 1]``; each pair must have a dense
+                float16/bfloat16 gradient and a float32 variable (all are checked before any
+                is marked).
+
+        Example:
+            >>> import torch
+            >>> g16 = torch.tensor([0.5, -1.5], dtype=torch.float16)
+            >>> batch = Gradients([(g16, torch.zeros(2))])
+            >>> batch.widen_on_use([0])
+            >>> batch.narrowed, batch.stored_pairs()[0][0].dtype
+            (True, torch.float16)
+            >>> batch.present_grads()[0], batch.narrowed
+            (tensor([ 0.5000, -1.5000]), False)
+        """
+        indices = [check_int(f"indices[{k}]", i, Interval(0, len(self._grads) - 1))
+                   for k, i in enumerate(indices)]
+        for k, i in enumerate(indices):  # all checked before any is marked
             g, v = self._grads[i], self._vars[i]
             if (g is None or g.layout != torch.strided or g.dtype not in WIDENED_DTYPES
                     or v.dtype != _F32):
-                raise ValueError(f"Expected pair {i} to hold a dense float16/bfloat16 gradient "
-                                 f"of a float32 variable, got {describe(g)} for "
-                                 f"{describe(v)}")
+                got = "no gradient" if g is None else \
+                    f"a {'dense' if g.layout == torch.strided else 'sparse'} {g.dtype} gradient"
+                raise ValueError(f"Expected `indices[{k}]` ({i}) to name a pair with a dense "
+                                 f"float16/bfloat16 gradient of a float32 variable, got {got} "
+                                 f"of a {v.dtype} variable")
         self._narrow.update(indices)
 
     def _widen(self) -> None:
@@ -324,19 +343,35 @@ class Gradients(Sequence):
         """Tensors holding the same numbers as the present gradients, one each, in another
         dtype (the float16/bfloat16 model gradients of float32 master gradients): the Triton
         read pass measures them instead (fewer bytes, the same norms: each element widens to
-        float32 exactly). Ignored on the other paths and once the gradients change."""
+        float32 exactly). Ignored on the other paths and once the gradients change (a batch
+        whose gradients are stored narrow, ``widen_on_use``, is measured as stored then).
+
+        Args:
+            sources: a list of tensors, one per present gradient, in the order of ``present``.
+
+        Example (what ``MixedPrecisionOptimizerWrapper`` does for a master's gradient)::
+
+            batch = Gradients([(g16.float(), master)])
+            batch.read_norms_from([g16])  # the Triton read pass measures g16
+        """
+        if not isinstance(sources, list | tuple) or not all(
+                isinstance(t, torch.Tensor) for t in sources):
+            raise TypeError(f"Expected `sources` to be a list of tensors, got "
+                            f"{describe(sources)}")
         if len(sources) != len(self._present):
-            raise ValueError(f"Expected one norm source per present gradient "
+            raise ValueError(f"Expected `sources` to hold one tensor per present gradient "
                              f"({len(self._present)}), got {len(sources)}")
         self._norm_sources = list(sources)
 
     def _raw_l2(self) -> torch.Tensor:
         if self._l2 is None:
             implementation = self._norm_implementation()
-            if (implementation is not None and self.original and self._norm_sources is not None
-                    and not sharded(self._norm_sources)):
-                self._l2 = float32_norms([values_of(g) for g in self._norm_sources],
-                                         self.device, implementation=implementation)
+            sources = self._norm_sources if self.original else None
+            if sources is None and self._narrow:  # as stored: a narrow one widens exactly
+                sources = [self._grads[i] for i in self._present]
+            if implementation is not None and sources is not None and not sharded(sources):
+                self._l2 = float32_norms([values_of(g) for g in sources], self.device,
+                                         implementation=implementation)
             elif self._uniform and self.original and not sharded(self._grads):
                 self._l2 = float32_l2_norms(self._grads, implementation=implementation)
             else:

@@ -206,17 +206,17 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
                     sources.append(g)
                 continue
             master = self._master(v)
-            g32 = g if g is None or not g.is_sparse else g.to(_F32)
             source = g
             reg = None if loss_scale is None else self._regularization(v, master)
             if reg is not None:
                 reg = reg * loss_scale.to(reg.device)
-                g32 = reg if g is None else g.to(_F32) + reg
-                source = g32
-            elif g32 is g and g is not None:
+                g = source = reg if g is None else g.to(_F32) + reg
+            elif g is not None and g.is_sparse:
+                g = g.to(_F32)
+            elif g is not None:
                 narrow.append(len(out))
-            out.append((g32, master))
-            if g32 is not None:
+            out.append((g, master))
+            if g is not None:
                 sources.append(source)
         batch = Gradients(out, loss_scale=loss_scale)
         batch.widen_on_use(narrow)
@@ -262,6 +262,8 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
 
     def _after_apply(self, batch: Gradients, applied: torch.Tensor | None) -> None:
         written, self._inner._copied_to_half = self._inner._copied_to_half, set()
+        if batch.keep is not None:  # zero-filtered masters were restored after the kernel
+            written = set()         # wrote their copies: every copy is made again here
         for master in batch.present_vars():
             var = self._model_of.get(id(master))
             if var is None or id(master) in written:
