@@ -3,8 +3,11 @@
 RETURNN configs name files from a setup name (``"data/exp-%s/train-scores.data" %
 setup_name``). ``percent_format`` runs Python's own ``str.__mod__`` on a format string and
 data (numbers, strings, and tuples/lists/dicts of them), after checking every conversion's
-width and precision: a ``*`` or a number above ``MAX_FIELD`` (``"%0999999999d"``) is refused,
-so the result stays within the evaluator's bounds.
+width and precision: a ``*`` or a number above ``MAX_FIELD`` (``"%0999999999d"``) is refused.
+A format whose result could exceed ``MAX_WEIGHT`` characters is a ``BoundExceeded`` before it
+is built: each conversion is counted at ``MAX_FIELD`` plus ``_NUMBER`` characters plus the
+``ascii`` of the value it takes (a ``%(key)s`` may take the largest value of the dict every
+time: ``"%(a)s" * 10**5 % {"a": "x" * 10**6}`` is refused, not built).
 """
 
 from __future__ import annotations
@@ -12,10 +15,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from trainop.configs.bounds import check_weight
+
 __all__ = ["MAX_FIELD", "NotFormattable", "percent_format"]
 
 #: the largest width or precision a conversion may ask for.
 MAX_FIELD = 1000
+
+#: the most characters a number takes beyond its ``ascii``: ``%o`` of a 4,096-bit int has
+#: 1,366 digits, ``%f`` of a float at most 309 before the point.
+_NUMBER = 1400
 
 _SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d*))?[hlL]?(.)", re.S)
 
@@ -37,7 +46,10 @@ def _data(value: Any, depth: int = 0) -> bool:
 def percent_format(text: str, values: Any) -> str:
     """``text % values``; ``NotFormattable`` for a field beyond ``MAX_FIELD``, a ``*`` field,
     or a value that is not data."""
+    conversions, keyed = 0, False
     for match in _SPEC.finditer(text):
+        conversions += match.group(3) != "%"
+        keyed = keyed or match.group(0).startswith("%(")
         for field in match.group(1, 2):
             if field == "*":
                 raise NotFormattable("a '*' width or precision")
@@ -47,7 +59,22 @@ def percent_format(text: str, values: Any) -> str:
         raise NotFormattable(f"formatting of {type(values).__name__}")
     if isinstance(values, int) and not isinstance(values, bool) and values.bit_length() > 4096:
         raise NotFormattable("formatting of an integer above 2**4096")
+    _check_size(text, values, conversions, keyed)
     try:
         return text % values
     except (TypeError, ValueError, KeyError, OverflowError) as exc:
         raise NotFormattable(f"{type(exc).__name__}: {exc}") from None
+
+
+def _check_size(text: str, values: Any, conversions: int, keyed: bool) -> None:
+    """``BoundExceeded`` where ``text % values`` could have more than ``MAX_WEIGHT``
+    characters: every conversion at its widest, each value taken once (a tuple's elements,
+    or the one value), or, with ``%(key)`` conversions, the dict's largest value every time."""
+    per = MAX_FIELD + _NUMBER
+    if keyed and isinstance(values, dict):
+        largest = max((len(ascii(v)) for v in values.values()), default=0)
+        size = conversions * (per + largest)
+    else:
+        taken = values if isinstance(values, tuple) else (values,)
+        size = conversions * per + sum(len(ascii(v)) for v in taken)
+    check_weight(len(text) + size, "the formatted string ('...' % ...)")

@@ -28,6 +28,8 @@ import ast
 from collections.abc import Mapping
 from typing import Any
 
+from trainop.configs.bounds import check_weight
+
 __all__ = ["LOOKUPS", "Text", "final_value", "lookup"]
 
 
@@ -85,6 +87,16 @@ def _args(args: list, kwargs: dict, names: tuple[str, ...], defaults: tuple) -> 
 _MISSING = object()
 
 
+def _join(separator: Any, parts: list[str]) -> str:
+    """``separator.join(parts)``, its size checked against ``MAX_WEIGHT`` first (a long
+    ``list_join_str`` between many parts would otherwise be built whatever its size)."""
+    if not isinstance(separator, str):
+        raise LookupError_(f"a list_join_str that is not a string: {type(separator).__name__}")
+    check_weight(sum(map(len, parts)) + len(separator) * max(len(parts) - 1, 0),
+                 "config.value(...) joined")
+    return separator.join(parts)
+
+
 def lookup(method: str, typed: Mapping[str, Any], args: list, kwargs: dict) -> Any:
     """``config.<method>(*args, **kwargs)`` over ``typed`` (name -> value; ``Text`` values are
     command-line text). ``LookupError_`` where RETURNN would fail or the value is unknown."""
@@ -111,11 +123,11 @@ def lookup(method: str, typed: Mapping[str, Any], args: list, kwargs: dict) -> A
             return default
         if text:
             parts = _parts(value)
-            return join.join(parts) if index is None else parts[index]
+            return _join(join, parts) if index is None else parts[index]
         if index is not None:
             return str(value[index])
         if isinstance(value, list | tuple):
-            return join.join(str(v) for v in value)
+            return _join(join, [str(v) for v in value])
         return default if value is None else str(value)
     if method == "list":
         default = [] if rest[0] is None else rest[0]
