@@ -155,17 +155,6 @@ def test_percent_format_is_bounded():
     assert set(parsed.unresolved) == {"b", "c"}
 
 
-@pytest.mark.parametrize("source", [
-    # one 10**6-character value taken 10**5 times: 10**11 characters if built
-    's = "x" * 1000000\nr = "%(a)s" * 100000 % {"a": s}\n',
-    # a 10**6-character list_join_str between 10**5 parts
-    's = "x" * 1000000\nb = [0] * 100000\nr = config.value("b", None, None, s)\n',
-])
-def test_formatting_and_joining_refuse_results_beyond_max_weight(source):
-    with pytest.raises(trainop.RecipeError, match=r"c.config:[23]: .*MAX_WEIGHT"):
-        evaluate_python_config(source, "c.config")
-
-
 TYPO = "#!rnn.py\noptimizer = {'class': 'adam'}\nlearning_rate = 0.01\n"
 
 
