@@ -220,3 +220,11 @@ def test_config_from_globals_and_a_learning_rate_file_of_code(tmp_path):
     assert recipe.pending() == {}  # trainop neither reads nor writes the file
     assert trainop.load_recipe(path, config_values={"use_horovod": True}).options[
         "use_horovod"] is True
+
+
+def test_set_text_ends_in_the_type_of_the_files_own_value():
+    # RETURNN re-reads command-line text in the type of the file's value: a str stays text
+    parsed = evaluate_python_config('setup = "base"\nn = 3\n', "c.config", config_values={
+        "setup": Text("5"), "n": Text("5"), "m": Text("[1, 2]"), "k": Text("x y")})
+    assert parsed.values["setup"] == "5" and parsed.values["n"] == 5
+    assert parsed.values["m"] == [1, 2] and parsed.values["k"] == "x y"

@@ -173,7 +173,7 @@ def final_value(text: Text, assigned: Any = _MISSING) -> Any:
     """The value a name set as command-line text ends with after the file ran: RETURNN
     re-reads it in the type of the file's own value (a ``str`` stays text); trainop reads the
     text as a Python literal (data, never code: ``ast.literal_eval``), else keeps the text."""
-    if isinstance(assigned, str) and assigned is not _MISSING:
+    if isinstance(assigned, str):
         return str(text)
     try:
         return ast.literal_eval(str(text))
