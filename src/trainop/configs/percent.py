@@ -6,8 +6,8 @@ data (numbers, strings, and tuples/lists/dicts of them), after checking every co
 width and precision: a ``*`` or a number above ``MAX_FIELD`` (``"%0999999999d"``) is refused.
 A format whose result could exceed ``MAX_WEIGHT`` characters is a ``BoundExceeded`` before it
 is built: each conversion is counted at ``MAX_FIELD`` plus ``_NUMBER`` characters plus the
-``ascii`` of the value it takes (a ``%(key)s`` may take the largest value of the dict every
-time: ``"%(a)s" * 10**5 % {"a": "x" * 10**6}`` is refused, not built).
+printed size of the value it takes (``bounds.printed_size``, never built); a ``%(key)s`` at
+the dict's largest value every time (``"%(a)s" * 10**5 % {"a": "x" * 10**6}`` is refused).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from trainop.configs.bounds import check_weight
+from trainop.configs.bounds import check_weight, printed_size
 
 __all__ = ["MAX_FIELD", "NotFormattable", "percent_format"]
 
@@ -72,9 +72,9 @@ def _check_size(text: str, values: Any, conversions: int, keyed: bool) -> None:
     or the one value), or, with ``%(key)`` conversions, the dict's largest value every time."""
     per = MAX_FIELD + _NUMBER
     if keyed and isinstance(values, dict):
-        largest = max((len(ascii(v)) for v in values.values()), default=0)
+        largest = max((printed_size(v) for v in values.values()), default=0)
         size = conversions * (per + largest)
     else:
         taken = values if isinstance(values, tuple) else (values,)
-        size = conversions * per + sum(len(ascii(v)) for v in taken)
+        size = conversions * per + sum(printed_size(v) for v in taken)
     check_weight(len(text) + size, "the formatted string ('...' % ...)")

@@ -28,7 +28,7 @@ import ast
 from collections.abc import Mapping
 from typing import Any
 
-from trainop.configs.bounds import check_weight
+from trainop.configs.bounds import check_weight, printed_size
 
 __all__ = ["LOOKUPS", "Text", "final_value", "lookup"]
 
@@ -87,14 +87,16 @@ def _args(args: list, kwargs: dict, names: tuple[str, ...], defaults: tuple) -> 
 _MISSING = object()
 
 
-def _join(separator: Any, parts: list[str]) -> str:
-    """``separator.join(parts)``, its size checked against ``MAX_WEIGHT`` first (a long
-    ``list_join_str`` between many parts would otherwise be built whatever its size)."""
+def _join(separator: Any, parts: list) -> str:
+    """``separator.join(str(p) for p in parts)``, its size checked against ``MAX_WEIGHT``
+    before any part is printed (a long ``list_join_str`` between many parts, or parts that
+    print long, would otherwise be built whatever their size)."""
     if not isinstance(separator, str):
         raise LookupError_(f"a list_join_str that is not a string: {type(separator).__name__}")
-    check_weight(sum(map(len, parts)) + len(separator) * max(len(parts) - 1, 0),
-                 "config.value(...) joined")
-    return separator.join(parts)
+    memo: dict[int, int] = {}
+    check_weight(sum(len(p) if isinstance(p, str) else printed_size(p, memo) for p in parts)
+                 + len(separator) * max(len(parts) - 1, 0), "config.value(...) joined")
+    return separator.join(str(p) for p in parts)
 
 
 def lookup(method: str, typed: Mapping[str, Any], args: list, kwargs: dict) -> Any:
@@ -127,7 +129,7 @@ def lookup(method: str, typed: Mapping[str, Any], args: list, kwargs: dict) -> A
         if index is not None:
             return str(value[index])
         if isinstance(value, list | tuple):
-            return _join(join, [str(v) for v in value])
+            return _join(join, list(value))
         return default if value is None else str(value)
     if method == "list":
         default = [] if rest[0] is None else rest[0]
