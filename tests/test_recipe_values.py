@@ -228,3 +228,12 @@ def test_set_text_ends_in_the_type_of_the_files_own_value():
         "setup": Text("5"), "n": Text("5"), "m": Text("[1, 2]"), "k": Text("x y")})
     assert parsed.values["setup"] == "5" and parsed.values["n"] == 5
     assert parsed.values["m"] == [1, 2] and parsed.values["k"] == "x y"
+
+
+def test_config_value_prints_what_returnn_prints():
+    # RETURNN's Config.value: str() of a typed value, a list joined with list_join_str
+    parsed = evaluate_python_config(
+        'a = [[1, 2]]\nb = 5\nc = [1, "x"]\n'
+        'x = config.value("a", None, 0)\ny = config.value("b", None)\n'
+        'z = config.value("c", None, None, "+")\n', "c.config")
+    assert (parsed.values["x"], parsed.values["y"], parsed.values["z"]) == ("[1, 2]", "5", "1+x")

@@ -127,10 +127,10 @@ def lookup(method: str, typed: Mapping[str, Any], args: list, kwargs: dict) -> A
             parts = _parts(value)
             return _join(join, parts) if index is None else parts[index]
         if index is not None:
-            return str(value[index])
+            return _join("", [value[index]])  # str(), its size checked first
         if isinstance(value, list | tuple):
             return _join(join, list(value))
-        return default if value is None else str(value)
+        return default if value is None else _join("", [value])
     if method == "list":
         default = [] if rest[0] is None else rest[0]
         if value is _MISSING:
