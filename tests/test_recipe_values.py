@@ -149,10 +149,13 @@ def test_config_values_only_for_python_configs(tmp_path):
 
 
 def test_percent_format_is_bounded():
+    # a %(key) ends at its balanced ')', as Python parses it: d's width is 999999999
     parsed = evaluate_python_config('a = "%s-%03d" % ("x", 7)\nb = "%099999d" % 1\n'
-                                    'c = "%*d" % (5, 1)\n', "c.config")
-    assert parsed.values["a"] == "x-007"
-    assert set(parsed.unresolved) == {"b", "c"}
+                                    'c = "%*d" % (5, 1)\n'
+                                    'd = "%((x)s)0999999999d" % {"(x)s": 1}\n'
+                                    'e = "%((x)s)05d" % {"(x)s": 1}\n', "c.config")
+    assert parsed.values["a"] == "x-007" and parsed.values["e"] == "00001"
+    assert set(parsed.unresolved) == {"b", "c", "d"}
 
 
 TYPO = "#!rnn.py\noptimizer = {'class': 'adam'}\nlearning_rate = 0.01\n"

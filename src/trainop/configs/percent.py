@@ -13,6 +13,7 @@ the dict's largest value every time (``"%(a)s" * 10**5 % {"a": "x" * 10**6}`` is
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from trainop.configs.bounds import check_weight, printed_size
@@ -26,7 +27,8 @@ MAX_FIELD = 1000
 #: 1,366 digits, ``%f`` of a float at most 309 before the point.
 _NUMBER = 1400
 
-_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d*))?[hlL]?(.)", re.S)
+#: what follows ``%`` (and a ``(key)``): flags, width, precision, length, the type
+_REST = re.compile(r"[#0\- +]*(\*|\d+)?(?:\.(\*|\d*))?[hlL]?(.)", re.S)
 
 
 class NotFormattable(Exception):
@@ -43,14 +45,35 @@ def _data(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def _conversions(text: str) -> Iterator[tuple[bool, str | None, str | None, str]]:
+    """``(keyed, width, precision, type)`` of each conversion, parsed as Python parses them:
+    a ``%(key)`` ends at its *balanced* ``)`` (``"%((x)s)0999999999d"`` has the key
+    ``(x)s`` and the width 999999999)."""
+    i = text.find("%")
+    while i != -1:
+        j, keyed = i + 1, text.startswith("(", i + 1)
+        if keyed:
+            depth, j = 1, j + 1
+            while j < len(text) and depth:
+                depth += (text[j] == "(") - (text[j] == ")")
+                j += 1
+            if depth:
+                return  # an incomplete key: Python's ValueError
+        match = _REST.match(text, j)
+        if match is None:
+            return  # a lone '%' at the end: Python's ValueError
+        yield keyed, match.group(1), match.group(2), match.group(3)
+        i = text.find("%", match.end())
+
+
 def percent_format(text: str, values: Any) -> str:
     """``text % values``; ``NotFormattable`` for a field beyond ``MAX_FIELD``, a ``*`` field,
     or a value that is not data."""
     conversions, keyed = 0, False
-    for match in _SPEC.finditer(text):
-        conversions += match.group(3) != "%"
-        keyed = keyed or match.group(0).startswith("%(")
-        for field in match.group(1, 2):
+    for is_keyed, width, precision, kind in _conversions(text):
+        conversions += kind != "%"
+        keyed = keyed or is_keyed
+        for field in (width, precision):
             if field == "*":
                 raise NotFormattable("a '*' width or precision")
             if field and (len(field) > 4 or int(field) > MAX_FIELD):
