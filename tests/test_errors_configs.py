@@ -127,6 +127,18 @@ ERRORS: list[Row] = [
         f"a{a}: &a{a}\n" + "".join(f"  {(a * 9 + i) * (2**61 - 1)}: 0\n" for i in range(9))
         for a in range(2)) + "x:\n  <<: [*a0, *a1]\n"), R,
         r"r.yaml: a dict or set would hold more than 16 distinct keys with one hash"),
+    # a 10**6-character value formatted 10**5 times, or a 10**6-character list_join_str
+    # between 10**5 parts: refused by their size before a byte is built
+    Row("percent-format-size", evaluate('s = "x" * 1000000\nr = "%(a)s" * 100000 % {"a": s}'),
+        R, r"^c.config:2: the formatted string \('...' % ...\) would hold more than 1,100,000 "
+           r"elements and characters \(MAX_WEIGHT; 100,240,700,000\)$"),
+    Row("config-value-join-printed", evaluate('a = [2**4000] * 1000\nr = config.value("a", None)'),
+        R, r"^c.config:2: config.value\(...\) joined would hold more than 1,100,000 elements "
+           r"and characters \(MAX_WEIGHT; 1,211,999\)$"),
+    Row("config-value-join", evaluate('s = "x" * 1000000\nb = [0] * 100000\n'
+                                      'r = config.value("b", None, None, s)'), R,
+        r"^c.config:3: config.value\(...\) joined would hold more than 1,100,000 elements and "
+        r"characters \(MAX_WEIGHT; 99,999,300,000\)$"),
     Row("fstring-fields", evaluate('x = f"' + "{''}" * 1_300_000 + '"'), R,
         r"^c.config:1: an f-string with more than 10,000 fields \(MAX_FSTRING_FIELDS\)$"),
     Row("arange-big-int", evaluate("import numpy\na = numpy.arange(2**70, 2**70 + 5)\nb = a ** a"),

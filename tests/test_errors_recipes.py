@@ -7,6 +7,7 @@ import torch
 from error_table import Row, check, ids
 
 import trainop
+from trainop.interfaces.recipes.settings import parse_settings
 
 BASE = {"optimizer": "Adam", "lr_policy": "poly_decay",
         "lr_policy_params": {"learning_rate": 0.1}, "max_steps": 10}
@@ -36,6 +37,18 @@ ERRORS: list[Row] = [
     Row("dict-unknown", lambda: trainop.load_recipe({"nothing": 1}), ValueError,
         r"Expected a recipe dict with `base_params` \(OpenSeq2Seq\), `format: trainop`, or "
         r"RETURNN training keys"),
+    Row("config-values-type", lambda: trainop.load_recipe(
+        _file("r.config", "learning_rate = 0.1\n"), config_values={"not a name": 1}), TypeError,
+        r"^Expected `config_values` to be a dict of name -> value with identifier names, got "
+        r"\{'not a name': 1\} \(dict\)$"),
+    Row("config-values-not-python", lambda: trainop.load_recipe(
+        {"optimizer": {"class": "adam"}}, config_values={"a": 1}), ValueError,
+        r"^Expected `config_values` only with a Python config \(they set names its code "
+        r"reads\), got \['a'\] for a dict recipe; edit recipe.options or pass "
+        r"build\(overrides=...\) instead$"),
+    Row("set-without-value", lambda: parse_settings(["lr"]), ValueError,
+        r"^Expected --set NAME=VALUE with NAME a name \(or a dotted option such as "
+        r"lr_policy_params.decay_steps\), got 'lr'$"),
     Row("no-optimizer", os2s(optimizer=None), ValueError,
         r"Expected `optimizer` in the recipe"),
     Row("unknown-optimizer", os2s(optimizer="Adamm"), ValueError,

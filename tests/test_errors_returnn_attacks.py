@@ -14,7 +14,9 @@ import torch
 import trainop
 
 returnn_config = pytest.importorskip("returnn.config")
-returnn_updater = pytest.importorskip("returnn.torch.updater")
+pytest.importorskip("returnn.torch.updater")
+from returnn_files import returnn_opt_file  # noqa: E402
+
 import trainop.returnn  # noqa: E402 - after the skip: needs RETURNN
 
 ADAM = {"optimizer": {"class": "adam"}}
@@ -33,14 +35,7 @@ def _engine(config, semantics="torch", model=None):
 
 
 def _returnn_file(tmp_path, model, *, poison=None):
-    theirs = returnn_updater.Updater(config=returnn_config.Config(dict(ADAM)), network=model,
-                                     device="cpu")
-    theirs.create_optimizer()
-    theirs.set_current_train_step(global_train_step=0, epoch=1, epoch_continuous=0.0)
-    model(torch.ones(3, 2)).sum().backward()
-    theirs.step()
-    path = str(tmp_path / "theirs.opt.pt")
-    theirs.save_optimizer(path)
+    path = returnn_opt_file(tmp_path / "theirs.opt.pt", ADAM, model, torch.ones(3, 2))
     if poison is not None:
         saved = torch.load(path, weights_only=False)
         poison(saved)

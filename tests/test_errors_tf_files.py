@@ -181,3 +181,21 @@ def test_a_save_failing_half_way_leaves_the_old_checkpoint(tmp_path, monkeypatch
         ckpt.write_tf(prefix, {"a": torch.zeros(5)})
     assert torch.equal(ckpt.read_tf(prefix)["a"], torch.ones(3))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck" + DATA, "ck.index"]
+
+
+@pytest.mark.parametrize("dims,message", [
+    # TF's TensorShape::MaxDimensions is 254; 40,000 dims of 2**62 made the element count a
+    # 2.5-million-bit product (seconds per entry, quadratic in the dims)
+    ([2] * 255, r"the shape has 255 dimensions, more than TF's 254: damaged"),
+    ([1 << 62] * 40_000, r"the shape has 40,000 dimensions, more than TF's 254: damaged"),
+    ([1 << 62] * 3, r"the shape \(4611686018427387904, 4611686018427387904, "
+                    r"4611686018427387904\) has more than 2\*\*63 - 1 elements "
+                    r"\(TF's limit\): damaged"),
+])
+def test_a_shape_beyond_tf_rank_or_element_limits_is_refused_fast(tmp_path, dims, message):
+    shape = b"".join(encode([(2, encode([(1, n)]))]) for n in dims)
+    prefix = _write(tmp_path, [(b"a", encode([(1, 1), (2, shape), (4, 0), (5, 4)]))], b"\0" * 4)
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=r"ck.index entry 'a': " + message):
+        ckpt.read_tf(prefix)
+    assert time.monotonic() - start < 2

@@ -86,3 +86,14 @@ def test_the_work_meter_admits_exactly_max_work():
     assert meter.work == MAX_WORK
     with pytest.raises(BoundExceeded, match="MAX_WORK"):
         meter.charge(1)
+
+
+@pytest.mark.parametrize("value", [
+    "ab", "a\\'\"", "é\U0001f600\x07", 2**4000, -2**4000, 1.5e-300, -1.7976931348623157e308,
+    True, None, [1, "x", (2,)], (1,), frozenset({1, 2}), {1: "a", "b": [None]}, [], {}, set(),
+])
+def test_printed_size_bounds_str_repr_and_ascii(value):
+    # Python's own printing is the reference: the estimate is never below it
+    from trainop.configs.bounds import printed_size
+
+    assert printed_size(value) >= max(len(str(value)), len(repr(value)), len(ascii(value)))

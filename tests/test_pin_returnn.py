@@ -10,6 +10,7 @@ import trainop
 
 returnn_config = pytest.importorskip("returnn.config")
 lrc_module = pytest.importorskip("returnn.learning_rate_control")
+from returnn_files import returnn_opt_file  # noqa: E402
 
 
 def _rates(make, config, scores):
@@ -143,17 +144,9 @@ def test_an_opt_pt_with_the_parameters_in_another_order_is_refused(tmp_path):
     # the same names and shapes, registered in another order: read in the file's order, each
     # moment would land on the other parameter; trainop refuses (RETURNN remaps by name)
     import trainop.returnn
-    returnn_updater = pytest.importorskip("returnn.torch.updater")
+    pytest.importorskip("returnn.torch.updater")
     config = {"optimizer": {"class": "adam"}}
-    saved_model = _TwoLinear("a")
-    theirs = returnn_updater.Updater(config=returnn_config.Config(dict(config)),
-                                     network=saved_model, device="cpu")
-    theirs.create_optimizer()
-    theirs.set_current_train_step(global_train_step=0, epoch=1, epoch_continuous=0.0)
-    saved_model(torch.ones(1, 2)).sum().backward()
-    theirs.step()
-    path = str(tmp_path / "theirs.opt.pt")
-    theirs.save_optimizer(path)
+    path = returnn_opt_file(tmp_path / "theirs.opt.pt", config, _TwoLinear("a"), torch.ones(1, 2))
     ours = trainop.returnn.SEMANTICS["torch"](config=returnn_config.Config(dict(config)),
                                               network=_TwoLinear("b"), device="cpu")
     ours.create_optimizer()

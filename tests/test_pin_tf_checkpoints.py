@@ -32,25 +32,28 @@ def _adam_vars(name, n, m, v):
             f"{name}/Adam_1": np.full(n, v, np.float32)}
 
 
-def test_a_suffix_without_the_scope_boundary_is_not_the_beta_power(tmp_path):
+def _load_two(tmp_path, non_slots: dict, grouped: bool = False):
+    """``load_tf`` of TF Adam variables ``a`` (2 elements) and ``b`` (3) plus ``non_slots``
+    into ``_Two`` and a fresh ``AdamOptimizer`` (one group per parameter where ``grouped``);
+    the optimizer."""
     model = _Two()
-    tensors = {**_adam_vars("a", 2, 0.1, 0.2), **_adam_vars("b", 3, 0.3, 0.4),
-               "my_beta1_power": np.float32(0.5), "beta2_power": np.float32(0.25)}
+    tensors = {**_adam_vars("a", 2, 0.1, 0.2), **_adam_vars("b", 3, 0.3, 0.4), **non_slots}
     prefix = _tf_save(tmp_path / "ck", tensors)
-    opt = trainop.AdamOptimizer(model.parameters(), learning_rate=0.1)
+    params = [{"params": [model.a]}, {"params": [model.b]}] if grouped else model.parameters()
+    opt = trainop.AdamOptimizer(params, learning_rate=0.1)
+    ckpt.load_tf(prefix, model, opt, names={"a": "a", "b": "b"})
+    return opt
+
+
+def test_a_suffix_without_the_scope_boundary_is_not_the_beta_power(tmp_path):
     with pytest.raises(ValueError, match="beta1_power"):
-        ckpt.load_tf(prefix, model, opt, names={"a": "a", "b": "b"})
+        _load_two(tmp_path, {"my_beta1_power": np.float32(0.5), "beta2_power": np.float32(0.25)})
 
 
 def test_beta_powers_are_restored_into_every_group(tmp_path):
-    model = _Two()
-    tensors = {**_adam_vars("a", 2, 0.1, 0.2), **_adam_vars("b", 3, 0.3, 0.4),
-               "scope/beta1_power": np.float32(0.729), "scope/beta2_power": np.float32(0.997),
-               "global_step": np.int64(3)}
-    prefix = _tf_save(tmp_path / "ck", tensors)
-    opt = trainop.AdamOptimizer([{"params": [model.a]}, {"params": [model.b]}],
-                                learning_rate=0.1)
-    ckpt.load_tf(prefix, model, opt, names={"a": "a", "b": "b"})
+    opt = _load_two(tmp_path, {"scope/beta1_power": np.float32(0.729),
+                               "scope/beta2_power": np.float32(0.997),
+                               "global_step": np.int64(3)}, grouped=True)
     for group in opt.param_groups:
         assert float(group["non_slot"]["beta1_power"]) == np.float32(0.729)
         assert float(group["non_slot"]["beta2_power"]) == np.float32(0.997)
@@ -59,13 +62,8 @@ def test_beta_powers_are_restored_into_every_group(tmp_path):
 
 
 def test_an_int32_global_step_loads_as_int64(tmp_path):
-    model = _Two()
-    tensors = {**_adam_vars("a", 2, 0.1, 0.2), **_adam_vars("b", 3, 0.3, 0.4),
-               "beta1_power": np.float32(0.9), "beta2_power": np.float32(0.999),
-               "global_step": np.int32(7)}
-    prefix = _tf_save(tmp_path / "ck", tensors)
-    opt = trainop.AdamOptimizer(model.parameters(), learning_rate=0.1)
-    ckpt.load_tf(prefix, model, opt, names={"a": "a", "b": "b"})
+    opt = _load_two(tmp_path, {"beta1_power": np.float32(0.9), "beta2_power": np.float32(0.999),
+                               "global_step": np.int32(7)})
     step = opt.param_groups[0]["non_slot"]["step"]
     assert step.dtype == torch.int64 and int(step) == 7
 
@@ -118,14 +116,9 @@ def test_torch_adam_coupled_weight_decay_and_sgd_dampening_are_refused():
 
 
 def test_two_scoped_candidates_are_refused_not_guessed(tmp_path):
-    model = _Two()
-    tensors = {**_adam_vars("a", 2, 0.1, 0.2), **_adam_vars("b", 3, 0.3, 0.4),
-               "x/beta1_power": np.float32(0.5), "y/beta1_power": np.float32(0.6),
-               "beta2_power": np.float32(0.25)}
-    prefix = _tf_save(tmp_path / "ck", tensors)
-    opt = trainop.AdamOptimizer(model.parameters(), learning_rate=0.1)
     with pytest.raises(ValueError, match="Cannot tell which"):
-        ckpt.load_tf(prefix, model, opt, names={"a": "a", "b": "b"})
+        _load_two(tmp_path, {"x/beta1_power": np.float32(0.5), "y/beta1_power": np.float32(0.6),
+                             "beta2_power": np.float32(0.25)})
 
 
 def test_bfloat16_parameters_save_their_float32_masters_and_slots(tmp_path):

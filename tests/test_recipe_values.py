@@ -149,10 +149,13 @@ def test_config_values_only_for_python_configs(tmp_path):
 
 
 def test_percent_format_is_bounded():
+    # a %(key) ends at its balanced ')', as Python parses it: d's width is 999999999
     parsed = evaluate_python_config('a = "%s-%03d" % ("x", 7)\nb = "%099999d" % 1\n'
-                                    'c = "%*d" % (5, 1)\n', "c.config")
-    assert parsed.values["a"] == "x-007"
-    assert set(parsed.unresolved) == {"b", "c"}
+                                    'c = "%*d" % (5, 1)\n'
+                                    'd = "%((x)s)0999999999d" % {"(x)s": 1}\n'
+                                    'e = "%((x)s)05d" % {"(x)s": 1}\n', "c.config")
+    assert parsed.values["a"] == "x-007" and parsed.values["e"] == "00001"
+    assert set(parsed.unresolved) == {"b", "c", "d"}
 
 
 TYPO = "#!rnn.py\noptimizer = {'class': 'adam'}\nlearning_rate = 0.01\n"
@@ -220,3 +223,20 @@ def test_config_from_globals_and_a_learning_rate_file_of_code(tmp_path):
     assert recipe.pending() == {}  # trainop neither reads nor writes the file
     assert trainop.load_recipe(path, config_values={"use_horovod": True}).options[
         "use_horovod"] is True
+
+
+def test_set_text_ends_in_the_type_of_the_files_own_value():
+    # RETURNN re-reads command-line text in the type of the file's value: a str stays text
+    parsed = evaluate_python_config('setup = "base"\nn = 3\n', "c.config", config_values={
+        "setup": Text("5"), "n": Text("5"), "m": Text("[1, 2]"), "k": Text("x y")})
+    assert parsed.values["setup"] == "5" and parsed.values["n"] == 5
+    assert parsed.values["m"] == [1, 2] and parsed.values["k"] == "x y"
+
+
+def test_config_value_prints_what_returnn_prints():
+    # RETURNN's Config.value: str() of a typed value, a list joined with list_join_str
+    parsed = evaluate_python_config(
+        'a = [[1, 2]]\nb = 5\nc = [1, "x"]\n'
+        'x = config.value("a", None, 0)\ny = config.value("b", None)\n'
+        'z = config.value("c", None, None, "+")\n', "c.config")
+    assert (parsed.values["x"], parsed.values["y"], parsed.values["z"]) == ("[1, 2]", "5", "1+x")

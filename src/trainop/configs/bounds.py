@@ -38,7 +38,8 @@ from typing import Any
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_FSTRING_FIELDS", "MAX_INT_BITS", "MAX_SAME_HASH",
            "MAX_SYNTAX_DEPTH", "MAX_WEIGHT", "MAX_WORK", "BoundExceeded", "KeyGuard", "Meter",
-           "check_int_bits", "check_hashes", "check_weight", "is_array", "is_numpy_scalar"]
+           "check_int_bits", "check_hashes", "check_weight", "is_array", "is_numpy_scalar",
+           "printed_size"]
 
 MAX_FILE_BYTES = 4 << 20
 MAX_WEIGHT = 1_100_000
@@ -157,6 +158,39 @@ def _short_repr(value: Any) -> str:
     text = repr(value) if isinstance(value, int | float | str | bytes) and not (
         isinstance(value, str | bytes) and len(value) > 40) else type(value).__name__
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def printed_size(value: Any, _memo: dict[int, int] | None = None) -> int:
+    """An upper bound on ``len(str(value))``, ``len(repr(value))`` and ``len(ascii(value))``,
+    found without building the text (a value shared in many places is measured once): a
+    4,096-bit integer prints 1,233 digits, so ``[2**4000] * 10**6`` is 1.2 GB of text."""
+    memo = {} if _memo is None else _memo
+    key = id(value)
+    if key in memo:
+        return memo[key]
+    if isinstance(value, str):  # an escape takes at most 10 characters (\\U0001f600)
+        plain = value.isascii() and value.isprintable()
+        size = 2 + (len(value) + value.count("\\") + value.count("'") if plain
+                    else 10 * len(value))
+    elif isinstance(value, bool) or value is None:
+        size = 5
+    elif isinstance(value, int):
+        size = 2 + value.bit_length() * 302 // 1000 + 1
+    elif isinstance(value, float):
+        size = 24
+    elif isinstance(value, list | tuple | set | frozenset) and not is_array(value):
+        memo[key] = 0  # a cycle adds nothing
+        size = 16 + sum(2 + printed_size(v, memo) for v in value)
+    elif isinstance(value, dict):
+        memo[key] = 0
+        size = 2 + sum(4 + printed_size(k, memo) + printed_size(v, memo)
+                       for k, v in value.items())
+    elif is_array(value):  # numpy summarises beyond 1,000 elements
+        size = 64 + 32 * min(int(value.size), 1000)
+    else:
+        size = len(repr(value))
+    memo[key] = size
+    return size
 
 
 def check_weight(weight: int, what: str = "a value") -> None:

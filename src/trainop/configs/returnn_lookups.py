@@ -28,6 +28,8 @@ import ast
 from collections.abc import Mapping
 from typing import Any
 
+from trainop.configs.bounds import check_weight, printed_size
+
 __all__ = ["LOOKUPS", "Text", "final_value", "lookup"]
 
 
@@ -85,6 +87,18 @@ def _args(args: list, kwargs: dict, names: tuple[str, ...], defaults: tuple) -> 
 _MISSING = object()
 
 
+def _join(separator: Any, parts: list) -> str:
+    """``separator.join(str(p) for p in parts)``, its size checked against ``MAX_WEIGHT``
+    before any part is printed (a long ``list_join_str`` between many parts, or parts that
+    print long, would otherwise be built whatever their size)."""
+    if not isinstance(separator, str):
+        raise LookupError_(f"a list_join_str that is not a string: {type(separator).__name__}")
+    memo: dict[int, int] = {}
+    check_weight(sum(len(p) if isinstance(p, str) else printed_size(p, memo) for p in parts)
+                 + len(separator) * max(len(parts) - 1, 0), "config.value(...) joined")
+    return separator.join(str(p) for p in parts)
+
+
 def lookup(method: str, typed: Mapping[str, Any], args: list, kwargs: dict) -> Any:
     """``config.<method>(*args, **kwargs)`` over ``typed`` (name -> value; ``Text`` values are
     command-line text). ``LookupError_`` where RETURNN would fail or the value is unknown."""
@@ -111,12 +125,12 @@ def lookup(method: str, typed: Mapping[str, Any], args: list, kwargs: dict) -> A
             return default
         if text:
             parts = _parts(value)
-            return join.join(parts) if index is None else parts[index]
+            return _join(join, parts) if index is None else parts[index]
         if index is not None:
-            return str(value[index])
+            return _join("", [value[index]])  # str(), its size checked first
         if isinstance(value, list | tuple):
-            return join.join(str(v) for v in value)
-        return default if value is None else str(value)
+            return _join(join, list(value))
+        return default if value is None else _join("", [value])
     if method == "list":
         default = [] if rest[0] is None else rest[0]
         if value is _MISSING:
@@ -161,7 +175,7 @@ def final_value(text: Text, assigned: Any = _MISSING) -> Any:
     """The value a name set as command-line text ends with after the file ran: RETURNN
     re-reads it in the type of the file's own value (a ``str`` stays text); trainop reads the
     text as a Python literal (data, never code: ``ast.literal_eval``), else keeps the text."""
-    if isinstance(assigned, str) and assigned is not _MISSING:
+    if isinstance(assigned, str):
         return str(text)
     try:
         return ast.literal_eval(str(text))

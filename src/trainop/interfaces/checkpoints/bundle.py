@@ -39,6 +39,8 @@ _PRODUCER = 1  # kTensorBundleVersion
 #: The largest ``.index`` read (an entry is its name plus ~30 bytes: millions of variables);
 #: a larger one, ``/dev/zero`` or a FIFO is refused before a byte is read.
 MAX_INDEX_BYTES = 256 << 20
+#: TF's most dimensions of a tensor (``TensorShape::MaxDimensions``).
+MAX_RANK = 254
 
 
 class TFCheckpoint(dict):
@@ -71,9 +73,15 @@ def _shape(data: bytes, what: str) -> tuple[int, ...]:
     if _first(fields, 3, what):
         raise CorruptCheckpoint(f"{what}: the shape has unknown rank")
     _first(fields, 2, what, b"")  # every dim a message
+    if len(fields.get(2, [])) > MAX_RANK:  # also keeps the element count below cheap
+        raise CorruptCheckpoint(f"{what}: the shape has {len(fields[2]):,} dimensions, more "
+                                f"than TF's {MAX_RANK}: damaged")
     shape = tuple(signed64(_first(parse(dim, what), 1, what)) for dim in fields.get(2, []))
     if any(n < 0 for n in shape):  # two negative sizes would pass the byte-count check
         raise CorruptCheckpoint(f"{what}: the shape {shape} has a negative size")
+    if math.prod(shape) >= 1 << 63:
+        raise CorruptCheckpoint(f"{what}: the shape {shape} has more than 2**63 - 1 elements "
+                                f"(TF's limit): damaged")
     return shape
 
 

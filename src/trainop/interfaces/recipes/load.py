@@ -133,7 +133,7 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
         raise ValueError(f"Expected {path} to be an OpenSeq2Seq config (with base_params), a "
                          f"RETURNN config (optimizer, learning_rate, gradient_clip*, ...) or a "
                          f"trainop .yaml/.json recipe, got none of their keys")
-    return _returnn_recipe(values, path, values, parsed.unresolved, classes)
+    return _returnn_recipe(values, path, parsed.unresolved, classes)
 
 
 def _no_values(config_values: Mapping[str, Any] | None, what: str) -> None:
@@ -191,13 +191,12 @@ def _from_dict(data: dict[str, Any], source: str, classes: Mapping[str, type]) -
     return _returnn_recipe(data, source, classes=classes)
 
 
-def _returnn_recipe(config: Any, source: str, values: Mapping[str, Any] | None = None,
+def _returnn_recipe(config: Mapping[str, Any], source: str,
                     unresolved: Mapping[str, Any] | None = None,
                     classes: Mapping[str, type] | None = None) -> Recipe:
-    """The RETURNN recipe of ``config`` (a dict of values, or a path read by the Updater's
-    config reader with its evaluated ``values`` and everything that needed code)."""
-    options, needing, cls = returnn.options_from(config, values, classes or {})
+    """The RETURNN recipe of ``config`` (a dict, or a file's evaluated values; ``unresolved``:
+    everything in the file that needed code)."""
+    options, needing, cls = returnn.options_from(config, classes or {})
     listed = {**(unresolved or {}), **needing}
     return Recipe("returnn", without_unresolved(options), None if cls is type(None) else cls,
-                  listed, "Updater", source,
-                  returnn.notes_for(config if isinstance(config, Mapping) else values or {}))
+                  listed, "Updater", source, returnn.notes_for(config))

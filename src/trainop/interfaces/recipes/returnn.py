@@ -30,25 +30,22 @@ from trainop.training.returnn.unknown_options import flag_keys
 __all__ = ["build", "notes_for", "options_from"]
 
 
-def options_from(config: Any, given: Mapping[str, Any] | None = None,
-                 classes: Mapping[str, type] | None = None
+def options_from(config: Mapping[str, Any], classes: Mapping[str, type] | None = None
                  ) -> tuple[dict[str, Any], dict[str, Unresolved], type]:
-    """``(options, unresolved, optimizer class)`` of a RETURNN config (a dict, or a path read
-    by ``Updater``'s ``read_config``); ``given``: the config's evaluated values, for the
-    learning-rate control keys; ``classes``: names of the caller's own optimizer classes (the
-    ``class`` name is replaced by the class in ``options``)."""
+    """``(options, unresolved, optimizer class)`` of a RETURNN config's values (a dict, or a
+    file's evaluated values with ``Unresolved`` where they needed code); ``classes``: names of
+    the caller's own optimizer classes (the ``class`` name is replaced by the class in
+    ``options``)."""
     options, unresolved = read_config(config)
-    if isinstance(config, Mapping):  # an evaluated file: its values that needed code
-        for key, value in config.items():
-            if key in DEFAULTS and isinstance(value, Unresolved):
-                unresolved[key] = value
+    for key, value in config.items():  # the values that needed code
+        if key in DEFAULTS and isinstance(value, Unresolved):
+            unresolved[key] = value
     options["optimizer"] = with_classes(options["optimizer"], classes or {})
-    values = config if isinstance(config, Mapping) else (given or {})
     for key in LR_CONTROL_KEYS:
-        if key in values:
-            options[key] = values[key]
-            if isinstance(values[key], Unresolved):
-                unresolved[key] = values[key]
+        if key in config:
+            options[key] = config[key]
+            if isinstance(config[key], Unresolved):
+                unresolved[key] = config[key]
     if isinstance(options["optimizer"], Unresolved):
         return options, unresolved, type(None)
     if not any(key in DEFAULTS for key in unresolved):
