@@ -287,7 +287,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "jax.jit and a device-to-device copy, with the issue's targets (the "
                         "default with --device cuda; on the CPU its triton rows need "
                         "TRITON_INTERPRET=1; uses --device, --scale, --repeats as rounds, "
-                        "--warmup, --json, --gpu-workloads)")
+                        "--warmup, --json, --jsonl, --gpu-workloads)")
     p.add_argument("--gpu-workloads", metavar="LIST", default=None, type=_gpu_workloads,
                    help="with the GPU suite: only the workloads whose key starts with one of "
                         "these (adam_1x256M, adam_400, adam_2000, post_backward, mixed_bf16, "
