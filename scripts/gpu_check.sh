@@ -1,22 +1,38 @@
 #!/usr/bin/env bash
-# One GPU check for issue #31, at most 8 minutes on one H100 (every phase bounded by `timeout`):
-#   0. preflight: Python, torch, a CUDA device (stops at once, exit 3, without one);
-#   1. install this checkout into the machine's own Python (--no-deps: nothing is downloaded);
-#   2. `trainop doctor` (Triton, CUDA, what `auto` picks);
-#   3. the CUDA tests (pytest, every failure reported, not stopping at the first);
-#   4. `trainop bench --device cuda` (the GPU suite, in three runs so that a timeout loses one).
-# Writes a log, the tables (markdown and JSON) and a summary to $OUT (default ./gpu-check/).
-# Exit status: 0 all phases passed, 1 a phase failed or timed out, 3 no CUDA device.
+# One GPU check (#31, #38), for a machine lent for 15 minutes: the script itself stops within
+# 8 minutes (a deadline; each phase's limit is cut to what is left of it). Every phase runs
+# under `timeout -s INT` (SIGKILL 10 s later): an overrun pytest still writes its JUnit XML, and
+# `trainop bench` has already written one JSON line per workload measured.
+#   preflight       scripts/gpu_preflight.py, into env.txt: the card, its clocks and power
+#                   limit (nvidia-smi); Python, torch, triton, jax, optax, numpy, the pytest
+#                   plugins; the C compiler and Python.h Triton builds its launchers with.
+#                   Stops (exit 3) with one clear line each without a CUDA device, a C
+#                   compiler or Python.h.
+#   install         pip install --no-deps --no-build-isolation --no-index (nothing downloaded)
+#   doctor          `trainop doctor` (the native kernels build once, before the test workers)
+#   tests           one pytest run over the CUDA test files: -n 8 (xdist; a cold Triton cache
+#                   compiles in 8 processes) and --timeout 60 per test where installed
+#   bench_targeted  `trainop bench --device cuda`: the workloads with targets (optax on the
+#                   one-tensor Adam only; XLA_PYTHON_CLIENT_PREALLOCATE=false)
+#   bench_other     the other optimizers
+#   clocks          nvidia-smi's clocks again, appended to env.txt
+# Files in $OUT (a device machine returns at most 8): summary.txt gpu_check.log env.txt
+# tests.xml bench.jsonl bench.md. Exit status: 0 every phase passed, 1 a phase failed, timed
+# out or was skipped, 2 bad usage, 3 the preflight stopped the check.
 #
 #   bash scripts/gpu_check.sh              # the check
-#   bash scripts/gpu_check.sh --dry-run    # print the phases and their limits, run nothing
-# Environment: PYTHON (default python3), OUT, GPU_CHECK_SCALE (default 1).
+#   bash scripts/gpu_check.sh --dry-run    # print the plan, run nothing
+# Environment: PYTHON (default python3), OUT (default ./gpu-check), GPU_CHECK_SCALE (default 1),
+# GPU_CHECK_TESTS (test files, space-separated), GPU_CHECK_LIMITS (e.g. "tests=60,bench_other=20"),
+# GPU_CHECK_BUDGET (seconds, default 480): for a short first try, and for the CPU tests.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY="${PYTHON:-python3}"
 OUT="${OUT:-$ROOT/gpu-check}"
 SCALE="${GPU_CHECK_SCALE:-1}"
+BUDGET="${GPU_CHECK_BUDGET:-480}"
+KILL_AFTER=10
 DRY=0
 case "${1:-}" in
   --dry-run) DRY=1 ;;
@@ -24,17 +40,32 @@ case "${1:-}" in
   *) echo "gpu_check: unknown argument '$1' (expected --dry-run or nothing)" >&2; exit 2 ;;
 esac
 
-# The CUDA test files: the existing ones and #31's (those not in this checkout are left out).
-TESTS_A=(tests/test_cuda.py tests/test_triton_cuda.py)
-TESTS_B=(tests/test_cuda_capture.py tests/test_cuda_tf_parity.py)
-# phase -> seconds (sum 450 s; the 8-minute budget keeps 30 s for Python's start-ups)
-declare -A LIMIT=([preflight]=20 [install]=30 [doctor]=30 [tests_existing]=90 [tests_new]=50
-                  [bench_main]=120 [bench_other1]=55 [bench_other2]=55)
-ORDER=(preflight install doctor tests_existing tests_new bench_main bench_other1 bench_other2)
-# The GPU suite's workloads by run (key prefixes, see `trainop bench --help`).
-BENCH_main=adam,post_backward,mixed,captured
-BENCH_other1=other_Ada,other_Ftrl,other_Gradient,other_Lazy
-BENCH_other2=other_Momentum,other_Nadam,other_Novo,other_Proximal,other_RMS
+read -r -a TESTS <<< "${GPU_CHECK_TESTS:-tests/test_cuda.py tests/test_triton_cuda.py \
+tests/test_cuda_capture.py tests/test_cuda_tf_parity.py}"
+ORDER=(preflight install doctor tests bench_targeted bench_other clocks)
+declare -A LIMIT=([preflight]=60 [install]=30 [doctor]=60 [tests]=150 [bench_targeted]=110
+                  [bench_other]=50 [clocks]=10)
+# The GPU suite's workloads by run (key prefixes, see `trainop bench --help`): targets first.
+declare -A BENCH=([targeted]=adam,post_backward,mixed,captured [other]=other)
+FILES="summary.txt gpu_check.log env.txt tests.xml bench.jsonl bench.md"
+NVSMI_FIELDS=name,driver_version,pstate,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,\
+power.draw,power.limit,temperature.gpu,memory.total
+
+if [[ -n ${GPU_CHECK_LIMITS:-} ]]; then
+  IFS=, read -r -a pairs <<< "$GPU_CHECK_LIMITS"
+  for pair in "${pairs[@]}"; do
+    name=${pair%%=*} value=${pair#*=}
+    if [[ -z ${LIMIT[$name]+x} || ! $value =~ ^[1-9][0-9]*$ ]]; then
+      echo "gpu_check: GPU_CHECK_LIMITS: '$pair' is not PHASE=SECONDS (phases: ${ORDER[*]})" >&2
+      exit 2
+    fi
+    LIMIT[$name]=$value
+  done
+fi
+if [[ ! $BUDGET =~ ^[1-9][0-9]*$ ]]; then
+  echo "gpu_check: GPU_CHECK_BUDGET must be a whole number of seconds, got '$BUDGET'" >&2; exit 2
+fi
+RESERVE=$((LIMIT[clocks] + KILL_AFTER))  # what every phase before the last leaves for it
 
 if [[ $DRY == 1 ]]; then
   echo "gpu_check (dry run): python '$PY', output '$OUT', scale $SCALE"
@@ -42,92 +73,125 @@ if [[ $DRY == 1 ]]; then
   for phase in "${ORDER[@]}"; do
     echo "  $phase: at most ${LIMIT[$phase]} s"; total=$((total + LIMIT[$phase]))
   done
-  echo "  tests: ${TESTS_A[*]} | ${TESTS_B[*]}"
-  echo "  bench --gpu-workloads: $BENCH_main | $BENCH_other1 | $BENCH_other2"
-  echo "  total at most $total s"
+  echo "  tests: ${TESTS[*]} (-n 8 --timeout 60 where pytest-xdist and pytest-timeout are)"
+  echo "  bench --gpu-workloads: ${BENCH[targeted]} | ${BENCH[other]}"
+  echo "  files: $FILES"
+  echo "  total at most $total s; each phase SIGINT at its limit, SIGKILL ${KILL_AFTER} s later;"
+  echo "  deadline $BUDGET s for the whole (a phase's limit is cut to what is left)"
   exit 0
 fi
 
 mkdir -p "$OUT" || { echo "gpu_check: cannot create '$OUT'" >&2; exit 2; }
 LOG="$OUT/gpu_check.log"
+ENV="$OUT/env.txt"
 : > "$LOG"
+: > "$ENV"
+rm -f "$OUT/tests.xml" "$OUT/bench.jsonl" "$OUT/bench.md" "$OUT/summary.txt"
 SUMMARY=()
 FAILED=0
 export PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"  # runs even if the install fails
+export XLA_PYTHON_CLIENT_PREALLOCATE=false  # JAX takes what it needs, not 75% of the card
+export PYTHONUNBUFFERED=1 GPU_CHECK_NVSMI_FIELDS="$NVSMI_FIELDS"
 cd "$ROOT" || exit 2
 
 log() { echo "$*" | tee -a "$LOG"; }
 
-# phase NAME OUTFILE CMD...: run CMD under the phase's limit, output to OUTFILE and the log.
+# phase NAME OUTFILE CMD...: CMD under the phase's limit (cut to the deadline), its stdout
+# appended to OUTFILE, its stderr to the log; one summary line.
 phase() {
   local name=$1 file=$2; shift 2
-  local start=$SECONDS rc
-  log "=== $name (limit ${LIMIT[$name]} s): $*"
-  timeout --kill-after=5 "${LIMIT[$name]}" "$@" > "$OUT/$file" 2>&1
+  local limit=${LIMIT[$name]} left=$((BUDGET - SECONDS - KILL_AFTER)) rc start=$SECONDS
+  [[ $name != clocks ]] && left=$((left - RESERVE))
+  ((left < limit)) && limit=$left
+  if ((limit < 3 && limit < LIMIT[$name])); then  # cut by the deadline to almost nothing
+    log "=== $name: SKIPPED (${SECONDS} s of the ${BUDGET} s deadline gone)"
+    SUMMARY+=("$(printf '%-15s %-22s' "$name" "SKIPPED (deadline)")")
+    FAILED=1
+    return 124
+  fi
+  log "=== $name (limit $limit s): $*"
+  timeout -s INT --kill-after="$KILL_AFTER" "$limit" "$@" >> "$file" 2>> "$LOG"
   rc=$?
-  cat "$OUT/$file" >> "$LOG"
   local took=$((SECONDS - start)) what="ok"
-  if [[ $rc == 124 || $rc == 137 ]]; then what="TIMED OUT"; elif [[ $rc != 0 ]]; then
-    what="FAILED (exit $rc)"; fi
+  if [[ $rc == 124 ]]; then what="TIMED OUT (SIGINT)"
+  elif [[ $rc == 137 ]]; then what="TIMED OUT (SIGKILL)"
+  elif [[ $rc != 0 ]]; then what="FAILED (exit $rc)"; fi
   [[ $rc != 0 ]] && FAILED=1
-  SUMMARY+=("$(printf '%-15s %-18s %4ss  %s' "$name" "$what" "$took" "$file")")
+  SUMMARY+=("$(printf '%-15s %-22s %4ss' "$name" "$what" "$took")")
   log "=== $name: $what after ${took}s"
   return $rc
 }
 
 existing() { local f out=(); for f in "$@"; do [[ -f $f ]] && out+=("$f"); done; echo "${out[@]}"; }
 
-# 0. preflight: fail fast and clearly without a GPU.
-if ! phase preflight preflight.txt "$PY" -c '
-import sys
-try:
-    import torch
-except Exception as exc:
-    sys.exit(f"gpu_check: torch not importable: {exc}")
-if not torch.cuda.is_available():
-    sys.exit(f"gpu_check: no CUDA device (torch {torch.__version__}, CUDA build "
-             f"{torch.version.cuda}): this check needs a GPU")
-print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}")
-'; then
-  cat "$OUT/preflight.txt" >&2
-  echo "gpu_check: stopped before anything ran; log in $LOG" >&2
+{ echo "gpu_check $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $ROOT"
+  echo "git: $(git -C "$ROOT" log -1 --format='%h %s' 2>/dev/null || echo 'not a checkout')"
+} >> "$ENV"
+phase preflight "$ENV" "$PY" "$ROOT/scripts/gpu_preflight.py"
+rc=$?
+if [[ $rc != 0 ]]; then
+  case $rc in
+    124|137) why="gpu_check: the preflight did not finish within its limit (a cold machine's
+gpu_check: first torch import and CUDA start are slow: raise GPU_CHECK_LIMITS' preflight)" ;;
+    *) why="$(grep '^gpu_check: ' "$LOG")" ;;
+  esac
+  { echo "$why"; echo "gpu_check: stopped before anything ran; log in $LOG, machine in $ENV"
+  } | tee "$OUT/summary.txt" >&2
   exit 3
 fi
 
-phase install install.txt "$PY" -m pip install --no-deps --no-build-isolation -e "$ROOT"
-phase doctor doctor.txt "$PY" -m trainop doctor
+phase install "$LOG" "$PY" -m pip install -q --no-deps --no-build-isolation --no-index \
+  --disable-pip-version-check -e "$ROOT"
+phase doctor "$LOG" "$PY" -m trainop doctor
 
-if "$PY" -m pytest --version > /dev/null 2>&1; then
-  read -r -a files_a <<< "$(existing "${TESTS_A[@]}")"
-  read -r -a files_b <<< "$(existing "${TESTS_B[@]}")"
-  phase tests_existing tests_existing.txt "$PY" -m pytest -p no:cacheprovider -q -rfEs \
-    --junitxml="$OUT/tests_existing.xml" "${files_a[@]}"
-  phase tests_new tests_new.txt "$PY" -m pytest -p no:cacheprovider -q -rfEs \
-    --junitxml="$OUT/tests_new.xml" "${files_b[@]}"
-else
-  log "=== tests: pytest is not installed for $PY; skipped"
-  SUMMARY+=("tests          SKIPPED (no pytest)")
+read -r -a test_files <<< "$(existing "${TESTS[@]}")"
+if grep -q '^pytest: not installed' "$ENV" || ((${#test_files[@]} == 0)); then
+  log "=== tests: skipped (pytest not installed for $PY, or none of ${TESTS[*]} here)"
+  SUMMARY+=("$(printf '%-15s %-22s' tests "SKIPPED (no pytest/tests)")")
   FAILED=1
+else
+  pytest_args=(-p no:cacheprovider -q -rfEs --junitxml="$OUT/tests.xml")
+  grep -q '^pytest-xdist: [0-9]' "$ENV" && pytest_args+=(-n 8)
+  grep -q '^pytest-timeout: [0-9]' "$ENV" && pytest_args+=(--timeout 60)
+  phase tests "$LOG" "$PY" -m pytest "${pytest_args[@]}" "${test_files[@]}"
 fi
 
-for run in main other1 other2; do
-  workloads="BENCH_$run"
-  phase "bench_$run" "bench_$run.md" "$PY" -m trainop bench --device cuda --scale "$SCALE" \
-    --repeats 10 --warmup 3 --no-progress --json "$OUT/bench_$run.json" \
-    --gpu-workloads "${!workloads}"
+for run in targeted other; do
+  phase "bench_$run" "$OUT/bench.md" "$PY" -m trainop bench --device cuda --scale "$SCALE" \
+    --repeats 10 --warmup 3 --no-progress --jsonl "$OUT/bench.jsonl" \
+    --gpu-workloads "${BENCH[$run]}"
 done
 
+echo "--- at the end:" >> "$ENV"
+if command -v nvidia-smi > /dev/null; then
+  phase clocks "$ENV" nvidia-smi --query-gpu="$NVSMI_FIELDS" --format=csv
+else
+  echo "nvidia-smi: not available" >> "$ENV"
+fi
+
+# xml_count ATTR: the first <testsuite>'s ATTR in tests.xml ("?" without one).
+xml_count() {
+  local suite
+  suite=$(grep -o '<testsuite [^>]*>' "$OUT/tests.xml" 2>/dev/null | head -n 1)
+  local got
+  got=$(grep -o " $1=\"[0-9]*\"" <<< "$suite" | tr -dc 0-9)
+  echo "${got:-?}"
+}
+
 {
-  echo
-  echo "=== gpu_check summary ($(head -n 1 "$OUT/preflight.txt"); ${SECONDS}s in all)"
+  echo "=== gpu_check summary: $(grep -m 1 '^cuda: ' "$ENV" || echo 'cuda: ?'); ${SECONDS} s in all"
   printf '%s\n' "${SUMMARY[@]}"
-  for f in tests_existing tests_new; do
-    [[ -f $OUT/$f.txt ]] && echo "$f: $(grep -E '(passed|failed|error|skipped|no tests)' \
-      "$OUT/$f.txt" | tail -n 1)"
-  done
-  for f in bench_main bench_other1 bench_other2; do
-    [[ -f $OUT/$f.md ]] && echo "$f: $(grep -E '^Targets:' "$OUT/$f.md" | tail -n 1)"
-  done
-  echo "files in $OUT"
-} | tee -a "$LOG" "$OUT/summary.txt"
+  if [[ -f $OUT/tests.xml ]]; then
+    echo "tests.xml: $(xml_count tests) tests, $(xml_count failures) failures," \
+      "$(xml_count errors) errors, $(xml_count skipped) skipped"
+  else
+    echo "tests.xml: not written"
+  fi
+  lines=0
+  [[ -f $OUT/bench.jsonl ]] && lines=$(wc -l < "$OUT/bench.jsonl")
+  echo "bench.jsonl: $lines workload(s) measured"
+  [[ -f $OUT/bench.md ]] && grep -E '^(Targets:|Interrupted after)' "$OUT/bench.md"
+  echo "files in $OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
+} | tee -a "$LOG" > "$OUT/summary.txt"
+cat "$OUT/summary.txt"
 exit $FAILED

@@ -2,11 +2,14 @@
 
 import pytest
 import torch
+from triton_numpy_shim import patch_triton_interpreter
 
 from trainop.interfaces.tensorflow_import import load_triton_first
 
 # Triton's LLVM before TensorFlow's, whichever test imports TF first (see the module's doc).
 load_triton_first()
+# Triton < 3.8's interpreter with numpy >= 2.4 (the GPU machine's Triton 3.6): see the module.
+patch_triton_interpreter()
 
 # torch warns once per process that sparse invariant checks are "implicitly disabled"; the
 # tests build many small sparse tensors by hand, so opt out explicitly (torch's default).

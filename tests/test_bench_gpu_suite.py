@@ -36,6 +36,34 @@ def test_a_failing_side_is_dropped_with_its_error():
     assert calls == [0, 1] * 4  # prepare before every step, warm-up included
 
 
+def test_the_device_is_idle_when_a_step_starts_its_clock(monkeypatch):
+    """On CUDA the start event is recorded after a synchronisation that follows ``prepare``:
+    else it is stamped once the refill finishes on the device while the host has already
+    launched part of the step, and a host-bound step looks faster than it is. Simulated on the
+    CPU with CUDA's synchronize and events replaced by recorders."""
+    log = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            log.append("record")
+            self.t = len(log)
+
+        def elapsed_time(self, end):
+            return float(end.t - self.t)
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: log.append("sync"))
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    times, errors = time_interleaved(
+        {"a": Candidate(lambda: log.append("step"), prepare=lambda: log.append("prepare"))},
+        rounds=2, warmup=0, device=torch.device("cuda"))
+    assert errors == {} and len(times["a"]) == 2
+    # each round: prepare, sync, start event, step, end event; then the round's read-out sync
+    assert log == ["sync", *["prepare", "sync", "record", "step", "record", "sync"] * 2]
+
+
 def test_transformer_shapes_are_355M_at_scale_one():
     shapes = gpu_peers.transformer_shapes(1.0)
     assert gpu_peers.numel(shapes) == 50257 * 1024 + 1024 * 1024 + 24 * 12_596_224 + 2048

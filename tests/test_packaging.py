@@ -62,6 +62,30 @@ def test_doctor_reports_versions_kernels_and_choices():
     assert picks["AdamOptimizer"] == "fused" and "triton" not in picks.values()
 
 
+def test_doctor_reports_the_optional_packages_and_where_the_gpu_check_is(monkeypatch, capsys):
+    """#39: matplotlib (the ``plot`` extra) is reported as tensorboard is, each missing one with
+    the extra that installs it; the GPU check doctor points to is named as the source
+    checkout's (a wheel does not carry ``scripts/``, and the check runs the repository's CUDA
+    tests)."""
+    from trainop.__main__ import main
+    from trainop.interfaces import doctor
+
+    real = doctor._version
+    monkeypatch.setattr(doctor, "_version", lambda name: "not installed"
+                        if name in ("matplotlib", "tensorboard") else real(name))
+    main(["doctor"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "  matplotlib: not installed (learning-rate plots: pip install 'trainop[plot]')" \
+        in lines
+    assert "  tensorboard: not installed (summaries: pip install 'trainop[tensorboard]')" in lines
+    assert f"  PyYAML: {real('PyYAML')}" in lines
+    gpu = next(line for line in lines if "float32 CUDA parameters" in line)
+    assert "scripts/gpu_check.sh (in trainop's source checkout, not in the wheel)" in gpu
+    monkeypatch.setattr(doctor, "_version", real)
+    main(["doctor"])
+    assert f"  matplotlib: {real('matplotlib')}" in capsys.readouterr().out.splitlines()
+
+
 @pytest.mark.native
 def test_doctor_exit_status_names_a_missing_reader(tmp_path):
     out = _doctor(CXX="false", TRAINOP_CACHE_DIR=str(tmp_path))

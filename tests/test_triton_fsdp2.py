@@ -29,6 +29,7 @@ from test_fsdp2 import (
     _train_pipeline,
     _WithExtra,
 )
+from triton_numpy_shim import patch_triton_interpreter
 
 from trainop.bench._ranks import counted_all_reduces, rank_group
 from trainop.kernels import triton as tk
@@ -90,6 +91,7 @@ def _rank(rank: int, port: int, out: str) -> None:
     """One spawn for both checks (each start of a rank costs seconds): the optimizers, then
     the pipeline."""
     os.environ["TRITON_INTERPRET"] = "1"
+    patch_triton_interpreter()  # a spawned rank runs no conftest: Triton < 3.8, numpy >= 2.4
     with rank_group(rank, 2, port):
         ran = _spied_runs()
         results = {"optimizers": _train_optimizers(rank, ran)}

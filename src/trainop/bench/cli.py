@@ -13,7 +13,8 @@ import torch
 from trainop.bench.boundary import render_boundary, run_boundary_benchmark
 from trainop.bench.candidates import AUTO, FLAT
 from trainop.bench.fsdp2 import render_fsdp2, run_fsdp2_benchmark
-from trainop.bench.gpu_suite import WORKLOAD_KEYS, render_gpu_suite, run_gpu_suite
+from trainop.bench.gpu_stream import run_gpu_suite_command
+from trainop.bench.gpu_suite import WORKLOAD_KEYS
 from trainop.bench.numerics import render_numerics, run_numerics_benchmark
 from trainop.bench.pipeline import render_pipeline, run_pipeline_benchmark
 from trainop.bench.report import render_markdown, write_json
@@ -200,6 +201,13 @@ def _json_path(text: str) -> str:
     return text
 
 
+def _jsonl_path(text: str) -> str:
+    if text == "-":
+        raise argparse.ArgumentTypeError("expected a file path ('-' is not one: the lines are "
+                                         "appended to a file as the run goes)")
+    return _json_path(text)
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``bench`` to a subcommand parser."""
     p = subparsers.add_parser("bench", help="benchmark optimizer steps against torch.optim and TF1",
@@ -279,17 +287,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "jax.jit and a device-to-device copy, with the issue's targets (the "
                         "default with --device cuda; on the CPU its triton rows need "
                         "TRITON_INTERPRET=1; uses --device, --scale, --repeats as rounds, "
-                        "--warmup, --json, --gpu-workloads)")
+                        "--warmup, --json, --jsonl, --gpu-workloads)")
     p.add_argument("--gpu-workloads", metavar="LIST", default=None, type=_gpu_workloads,
                    help="with the GPU suite: only the workloads whose key starts with one of "
                         "these (adam_1x256M, adam_400, adam_2000, post_backward, mixed_bf16, "
                         "other_<class>, captured_step; e.g. adam,other)")
+    p.add_argument("--jsonl", type=_jsonl_path, default=None, metavar="PATH",
+                   help="with the GPU suite: append one JSON line per workload to PATH, "
+                        "flushed as each workload finishes (a run stopped by a time limit "
+                        "keeps what it measured; on SIGINT it also prints the table so far "
+                        "and exits with status 130)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
     return p
 
 
-#: The single-comparison modes: flag -> (run it from the parsed args, render its result). A
+#: The single-comparison modes: flag -> (run it from the parsed args, render its result); the GPU
+#: suite's is ``gpu_stream.run_gpu_suite_command`` (results streamed, kept on SIGINT). A
 #: result's ``passed`` (absent: informational) gives the exit status.
 _MODES = {
     "fsdp2": (lambda a: run_fsdp2_benchmark(steps=a.repeats, warmup=a.warmup), render_fsdp2),
@@ -301,9 +315,7 @@ _MODES = {
                    render_train_step),
     "numerics": (lambda a: run_numerics_benchmark(steps=a.repeats, warmup=a.warmup),
                  render_numerics),
-    "gpu_suite": (lambda a: run_gpu_suite(device=a.device, scale=a.scale, rounds=a.repeats,
-                                          warmup=a.warmup, only=a.gpu_workloads),
-                  render_gpu_suite),
+    "gpu_suite": None,
     "pipeline": (lambda a: run_pipeline_benchmark(scale=a.scale, steps=a.repeats,
                                                   warmup=a.warmup, probe_mib=a.probe_mib),
                  render_pipeline),
@@ -327,6 +339,12 @@ def run(args: argparse.Namespace) -> int:
             and not any(getattr(args, m) for m in _MODES)):
         args.gpu_suite = True  # --device cuda alone: the GPU suite (#31)
     mode = next((m for m in _MODES if getattr(args, m)), None)
+    if args.jsonl is not None and mode != "gpu_suite":
+        print("trainop bench: --jsonl works with the GPU suite only (--gpu-suite, or "
+              "--device cuda without --workloads)", file=sys.stderr)
+        return 2
+    if mode == "gpu_suite":
+        return run_gpu_suite_command(args, write_json=_wrote_json)
     if mode is not None:
         run_mode, render = _MODES[mode]
         result = run_mode(args)

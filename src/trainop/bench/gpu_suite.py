@@ -7,7 +7,8 @@ Workloads (``--scale`` multiplies the sizes; 1 gives the issue's):
 
 - ``adam_1x256M``: Adam on one tensor of 256M (2^28) parameters;
 - ``adam_400``: Adam on 400 tensors of 20,000; ``adam_2000``: on 2,000 tensors of 1,000 (the
-  count scales);
+  count scales); optax only on the one-tensor workload (XLA's compile of a jit over 2,000
+  leaves takes ~44 s);
 - ``post_backward``: unscale, finite check, clip 1.0, Adam on a 355M-parameter transformer's
   tensor shapes (``gpu_peers.transformer_shapes``), against GradScaler ``unscale_`` +
   ``clip_grad_norm_`` + fused Adam; gradients refilled before each step (untimed);
@@ -41,7 +42,7 @@ from trainop.bench.gpu_timing import Candidate, median_ratio, time_interleaved
 from trainop.bench.pipeline import torch_recipe, trainop_pipeline
 from trainop.bench.specs import SPECS
 
-__all__ = ["TARGETS", "WORKLOAD_KEYS", "render_gpu_suite", "run_gpu_suite"]
+__all__ = ["TARGETS", "WORKLOAD_KEYS", "render_gpu_suite", "run_gpu_suite", "summarize"]
 
 M = 2 ** 20
 BIG = 256 * M
@@ -104,7 +105,8 @@ def _adam_sides(sizes: list, device, triton: bool, flat: bool) -> dict[str, Call
             "AdamOptimizer", sizes, device, None, flat=True)
     sides["torch Adam fused"] = lambda: peers.torch_adam(sizes, device, fused=True)
     sides["torch Adam foreach"] = lambda: peers.torch_adam(sizes, device, fused=False)
-    sides["optax adam (jax.jit)"] = lambda: peers.optax_adam(sizes, device)
+    if len(sizes) == 1:  # XLA compiles a jit over 2,000 leaves for ~44 s: one tensor only
+        sides["optax adam (jax.jit)"] = lambda: peers.optax_adam(sizes, device)
     return sides
 
 
@@ -217,9 +219,11 @@ def _captured(device, rounds: int, warmup: int, implementation: str | None) -> d
 
 
 def run_gpu_suite(*, device: str = "cuda", scale: float = 1.0, rounds: int = 10,
-                  warmup: int = 3, only: list[str] | None = None) -> dict:
+                  warmup: int = 3, only: list[str] | None = None,
+                  on_workload: Callable[[dict, dict], object] | None = None) -> dict:
     """Every workload (or those whose key starts with one of ``only``); a JSON-ready result
-    with rows, targets and verdicts.
+    with rows, targets and verdicts. ``on_workload(result, workload)`` is called after each
+    workload is measured (``result`` so far: ``summarize`` makes a partial one whole).
 
     Args:
         device: ``"cuda"``/``"cuda:N"`` (binding at ``scale=1``, ``rounds >= 10``) or
@@ -252,6 +256,14 @@ def run_gpu_suite(*, device: str = "cuda", scale: float = 1.0, rounds: int = 10,
                                 warmup)
         measured["targets"] = _verdicts(measured)
         result["workloads"].append(measured)
+        if on_workload is not None:
+            on_workload(result, measured)
+    return summarize(result)
+
+
+def summarize(result: dict) -> dict:
+    """``result`` with its verdict counts (and, when binding, ``passed``) from the workloads
+    measured so far; returns it."""
     verdicts = [t["met"] for w in result["workloads"] for t in w["targets"]]
     result["met"] = sum(v is True for v in verdicts)
     result["missed"] = sum(v is False for v in verdicts)

@@ -6,7 +6,9 @@ step is timed by a pair of CUDA events recorded around it on the current stream 
 time, not the host's launch time), read once per round after one synchronisation; a candidate
 that does not run on torch's stream (JAX) is timed on the host around a call that blocks until
 its result is ready. On the CPU every step is timed with ``time.perf_counter``. ``prepare``
-(untimed, before the step's first event) refills gradients where a step consumes them.
+(untimed, before the step's first event) refills gradients where a step consumes them; the
+device is synchronised between ``prepare`` and the start event, so a step's time starts with
+an idle device and counts its whole launch time.
 
 The ratio of two candidates is the median over rounds of their per-round time ratio: a drift of
 the machine's speed during the run falls on both sides of each ratio.
@@ -76,6 +78,10 @@ def time_interleaved(cands: dict[str, Candidate], *, rounds: int, warmup: int,
                     continue
                 if cuda and not live[name].host:
                     start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+                    # the preparation (and the side before) done on the device first: else the
+                    # start event waits behind the refill while the host already launches the
+                    # step, and part of a host-bound step's launch time is never counted
+                    torch.cuda.synchronize(device)
                     start.record()
                     ok = run(name, "step")
                     end.record()

@@ -1,13 +1,15 @@
 """``trainop doctor``: what this installation runs on, and what it will use.
 
-Prints the versions (Python, torch, trainop, numpy, and TensorFlow / tensorboard / PyYAML when
-installed, read from their metadata without importing them), whether the native C kernels and
+Prints the versions (Python, torch, trainop, numpy; TensorFlow when installed; PyYAML,
+tensorboard and matplotlib always, with the extra that installs each one missing; read from
+their metadata without importing them), whether the native C kernels and
 the C++ metadata reader build and load here (and why not), the build cache, and the
 implementation each optimizer picks for float32 CPU parameters; then the GPU side: whether
 Triton imports (and its version), whether ``TRITON_INTERPRET`` is set, whether CUDA is
 available, and what each optimizer's ``auto`` picks for float32 CUDA parameters (asked of the
 optimizer's own dispatch, so it is what a step would run; ``implementation="triton"`` is opt-in
-until ``scripts/gpu_check.sh`` has passed on a GPU and its figures are in BENCHMARKS.md).
+until ``scripts/gpu_check.sh``, in trainop's source checkout (it runs the repository's CUDA
+tests, so a wheel does not carry it), has passed on a GPU and its figures are in BENCHMARKS.md).
 Exit status 0 when the native paths are in use, 1 when one of them is missing (the reason is
 printed); the GPU lines are informational.
 """
@@ -21,6 +23,17 @@ import platform
 import sys
 
 __all__ = ["add_parser", "run"]
+
+
+#: Optional packages always reported, and what installs them (the extras of pyproject.toml).
+_OPTIONAL = {
+    "PyYAML": "YAML configs: a dependency of trainop, pip install pyyaml",
+    "tensorboard": "summaries: pip install 'trainop[tensorboard]'",
+    "matplotlib": "learning-rate plots: pip install 'trainop[plot]'",
+}
+
+#: Where the GPU check is: it runs the repository's CUDA tests, so it is not in the wheel.
+GPU_CHECK = "scripts/gpu_check.sh (in trainop's source checkout, not in the wheel)"
 
 
 def _version(name: str) -> str:
@@ -51,10 +64,13 @@ def run(args: argparse.Namespace | None = None) -> int:
     out(f"trainop {trainop.__version__} ({os.path.dirname(trainop.__file__)})\n")
     out(f"python {platform.python_version()}, torch {torch.__version__}, "
         f"numpy {_version('numpy')}, {torch.get_num_threads()} threads\n")
-    for extra in ("tensorflow-cpu", "tensorflow", "tensorboard", "PyYAML", "matplotlib"):
-        version = _version(extra)
-        if version != "not installed" or extra in ("tensorboard", "PyYAML"):
-            out(f"  {extra}: {version}\n")
+    for name in ("tensorflow-cpu", "tensorflow"):  # the oracle of --compare-tf, when there
+        if _version(name) != "not installed":
+            out(f"  {name}: {_version(name)}\n")
+    for name, needed_by in _OPTIONAL.items():
+        version = _version(name)
+        out(f"  {name}: {version}"
+            + (f" ({needed_by})" if version == "not installed" else "") + "\n")
     problems = 0
     for label, reason in (("native C kernels", native.unavailable_reason()),
                           ("metadata reader (C++)", metadata.unavailable_reason())):
@@ -76,7 +92,7 @@ def run(args: argparse.Namespace | None = None) -> int:
     out("implementation auto picks for float32 CUDA parameters"
         + ("" if any(" triton" in line for line in cuda) else
            " (Triton only when asked for, implementation='triton': opt-in until "
-           "scripts/gpu_check.sh has passed on a GPU)") + ":\n" + "".join(cuda))
+           f"{GPU_CHECK} has passed on a GPU)") + ":\n" + "".join(cuda))
     return 1 if problems else 0
 
 
