@@ -158,6 +158,17 @@ def test_percent_format_is_bounded():
     assert set(parsed.unresolved) == {"b", "c", "d"}
 
 
+def test_percent_format_measures_the_number_not_its_digits():
+    # Python: "%.00005f" % 1.0 == '1.00000'; the bound MAX_FIELD = 1000 exactly and one past
+    text = ('a = "%.00005f" % 1.0\nb = "%01000d" % 7\nc = "%0001000d" % 7\n'
+            'd = "%01001d" % 7\ne = "%.0001001f" % 1.0\nf = "%' + "0" * 5000 + '3d" % 7\n')
+    parsed = evaluate_python_config(text, "c.config")
+    assert parsed.values["a"] == "1.00000" == "%.00005f" % 1.0
+    assert parsed.values["b"] == parsed.values["c"] == "%01000d" % 7
+    assert parsed.values["f"] == "007"  # zeros before the width are flags
+    assert set(parsed.unresolved) == {"d", "e"}
+
+
 TYPO = "#!rnn.py\noptimizer = {'class': 'adam'}\nlearning_rate = 0.01\n"
 
 
