@@ -23,6 +23,7 @@ import ast
 import io
 import operator
 import tokenize
+from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +43,7 @@ from trainop.configs.errors import RecipeError
 from trainop.configs.paths import OS_PATH
 from trainop.configs.percent import NotFormattable, percent_format
 from trainop.configs.pure import BUILTINS, NUMPY, NotPure, elements, is_array
-from trainop.configs.returnn_lookups import LOOKUPS, LookupError_, Text, final_value
+from trainop.configs.returnn_lookups import LOOKUPS, LookupError_, Text, final_value, lookup_cost
 from trainop.configs.returnn_lookups import lookup as config_lookup
 
 __all__ = ["PyConfig", "Symbol", "Unresolved", "evaluate_python_config", "parse_python"]
@@ -381,10 +382,12 @@ class _Evaluator:
         """RETURNN's ``config.<method>`` over what is set so far: the user's values, then
         the file's own earlier assignments (``configs.returnn_lookups``)."""
         def call(meter: Any, args: list, kwargs: dict) -> Any:
-            typed = {**self.given, **self.values}
+            typed = ChainMap(self.values, self.given)  # a view: one lookup, nothing copied
             key = args[0] if args else kwargs.get("key")
-            if isinstance(typed.get(key), Unresolved):
+            if isinstance(key, str) and isinstance(typed.get(key), Unresolved):
                 raise NotPure(f"{key!r} could not be evaluated ({typed[key]})")
+            meter.charge(1 + lookup_cost(method, typed.get(key) if isinstance(key, str)
+                                         else None))
             try:
                 return config_lookup(method, typed, args, kwargs)
             except (LookupError_, IndexError, TypeError) as exc:

@@ -30,7 +30,7 @@ from typing import Any
 
 from trainop.configs.bounds import check_weight, printed_size
 
-__all__ = ["LOOKUPS", "Text", "final_value", "lookup"]
+__all__ = ["LOOKUPS", "Text", "final_value", "lookup", "lookup_cost"]
 
 
 class Text(str):
@@ -165,6 +165,17 @@ def lookup(method: str, typed: Mapping[str, Any], args: list, kwargs: dict) -> A
         except ValueError as exc:
             raise LookupError_(str(exc)) from None
     return value
+
+
+def lookup_cost(method: str, value: Any) -> int:
+    """The elements ``config.<method>`` reads beyond the name itself (a work budget's
+    count; the name is found in constant time): the characters of command-line text it
+    splits, the elements of a typed list ``value``/``list`` join or copy; else 0."""
+    if isinstance(value, Text):
+        return 0 if method in ("has", "typed_value") else len(value)
+    if method in ("value", "list") and isinstance(value, list | tuple):
+        return len(value)
+    return 0
 
 
 #: the lookups a config may call on ``config``.
