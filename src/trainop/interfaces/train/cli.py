@@ -368,7 +368,7 @@ def _run(args: argparse.Namespace) -> int:
 
     for mode in optimizer_modes(recipe):
         print(f"  mode: {mode}")
-    for note in recipe.notes:  # seen before the run starts, and again in the summary
+    for note in recipe.notes:  # once, before the run starts
         sys.stderr.write(f"{PROG}: warning: {note}\n")
     sys.stderr.flush()
     history = train_model(built, model, batches, writer=writer, progress=after_step,
@@ -393,8 +393,9 @@ def _run(args: argparse.Namespace) -> int:
     except ImportError:
         print("dashboard: not written: matplotlib is missing (pip install 'trainop[plot]')")
     print(history.summary())
-    for note in recipe.notes:
-        print(f"warning: {note}")
+    if recipe.notes:  # each printed once, before the run
+        print(f"{len(recipe.notes)} warning(s) about the recipe: printed before the run "
+              f"(stderr)")
     if plan is None:
         return 0
     return _compare(args, plan, initial, batches, history, snapshots, half)
