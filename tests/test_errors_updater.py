@@ -195,8 +195,7 @@ def test_rejected_calls_change_nothing(backend_class):
 
 @pytest.mark.parametrize("optimizer,error,pattern", [
     ({"class": "adam", "bta1": 0.5}, ValueError,
-     r"Unknown key 'bta1' in `optimizer` \(AdamOptimizer takes \['beta1', 'beta2', "
-     r"'epsilon', 'use_locking', 'name', 'implementation'\]\); did you mean 'beta1'\?"),
+     r"Unknown key 'bta1' in `optimizer` \(AdamOptimizer\); did you mean 'beta1'\?"),
     ({"class": "adam", "betas": (0.9, 0.99)}, TypeError,
      r"`betas` as an argument, torch's spelling.*use `beta1=` and `beta2=`"),
     ({"class": "adam", "beta1": "x"}, TypeError, r"Expected `beta1` to be a real number, "
@@ -204,7 +203,8 @@ def test_rejected_calls_change_nothing(backend_class):
     ({"class": "adam", "epsilon": float("nan")}, ValueError,
      r"Expected `epsilon` in \[0, inf\), got nan"),
     ({"class": "sgd", "epsilon": 1e-8}, ValueError,
-     r"Unknown key 'epsilon' in `optimizer` \(GradientDescentOptimizer takes"),
+     r"Unknown key 'epsilon' in `optimizer` \(GradientDescentOptimizer\); valid keys: "
+     r"\['implementation', 'name', 'use_locking'\]"),
 ])
 def test_the_optimizer_is_checked_when_the_updater_is_built(optimizer, error, pattern):
     # it was built lazily: the first step() raised a bare TypeError from seven frames down

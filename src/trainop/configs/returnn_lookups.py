@@ -24,13 +24,12 @@ NAME=VALUE`` gives); any other given value is typed.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Mapping
 from typing import Any
 
 from trainop.configs.bounds import check_weight, printed_size
 
-__all__ = ["LOOKUPS", "Text", "final_value", "lookup", "lookup_cost"]
+__all__ = ["LOOKUPS", "Text", "lookup", "lookup_cost"]
 
 
 class Text(str):
@@ -180,16 +179,3 @@ def lookup_cost(method: str, value: Any) -> int:
 
 #: the lookups a config may call on ``config``.
 LOOKUPS: tuple[str, ...] = ("has", "typed_value", "value", "int", "bool", "float", "list")
-
-
-def final_value(text: Text, assigned: Any = _MISSING) -> Any:
-    """The value a name set as command-line text ends with after the file ran: RETURNN
-    re-reads it in the type of the file's own value (a ``str`` stays text); trainop reads the
-    text as a Python literal (data, never code: ``ast.literal_eval``), else keeps the text."""
-    if isinstance(assigned, str):
-        return str(text)
-    try:
-        return ast.literal_eval(str(text))
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return str(text)
-

@@ -52,6 +52,11 @@ class Recipe:
             option trainop does not implement (RETURNN's Theano-era ``update_clip``, ...), a
             legacy flag (``adam = True``). ``trainop check-config`` and ``trainop train``
             print them.
+        ignored: key -> why, for the keys of an OpenSeq2Seq config that trainop knows from
+            upstream and does not need (the model, the data layer, logging, devices);
+            ``check-config`` lists them. Any other unknown key is an error at load.
+        settings: one line per ``--set`` of the command, saying where it took effect
+            (``interfaces.recipes.settings``).
     """
 
     format: str
@@ -61,6 +66,8 @@ class Recipe:
     builds: str = "Updater"
     source: str = "<dict>"
     notes: list[str] = field(default_factory=list)
+    ignored: dict[str, str] = field(default_factory=dict)
+    settings: list[str] = field(default_factory=list)
 
     def training_keys(self) -> tuple[str, ...]:
         """The option names this recipe's training object reads."""

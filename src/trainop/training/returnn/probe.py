@@ -29,5 +29,5 @@ def check_optimizer(spec: tuple[type, dict[str, Any], float, dict[str, Any] | No
     if not any(p.kind is p.VAR_KEYWORD for p in taken.values()):
         valid = [name for name in taken if name not in ("self", "params", "learning_rate", "lr")]
         check_keys({k: v for k, v in kwargs.items() if k not in TORCH_SPELLINGS}, valid,
-                   f"`optimizer` ({cls.__name__} takes {valid})")
+                   f"`optimizer` ({cls.__name__})")
     cls(learning_rate=0.1, params=[probe], **kwargs)
