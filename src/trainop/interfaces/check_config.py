@@ -114,9 +114,9 @@ def _report(recipe, args: argparse.Namespace) -> None:
         out(f"  {row[0]:>8d}  {row[1]:.6g}\n" if row[0] is not None else f"  {row[1]}\n")
     path = None if args.no_plot else args.plot or (args.out and os.path.join(
         args.out, os.path.splitext(os.path.basename(args.file))[0] + ".lr.png"))
-    if path is None:
+    if path is None and not args.no_plot:
         out("plot: none written (--plot FILE.png or --out FOLDER)\n")
-    else:
+    elif path is not None:
         if args.out:
             os.makedirs(args.out, exist_ok=True)
         try:
