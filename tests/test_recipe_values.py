@@ -134,6 +134,10 @@ def test_set_supplies_a_pending_option(tmp_path, capsys):
                   "learning_rates = make_rates()\n")
     status, _, err = _main(capsys, "check-config", path, "--no-plot")
     assert status == 1 and "learning_rates" in err
+    assert err.rstrip().endswith("set them with --set learning_rates=VALUE")  # the CLI's way
+    status, _, err = _main(capsys, "train", path, "--steps", "1", "--out",
+                           str(tmp_path / "run"))
+    assert status == 1 and "from the command line: --set learning_rates=VALUE" in err
     status, out, err = _main(capsys, "check-config", path, "--no-plot", "--set",
                              "learning_rates=[0.1, 0.05]")
     assert status == 0, err

@@ -66,3 +66,29 @@ def test_an_interrupted_dashboard_leaves_no_partial_png(tmp_path, capsys, monkey
         or sorted(p.name for p in out.iterdir()) == ["history.csv", "previous"]
     assert (out / "history.csv").read_text().startswith("step,epoch,loss")
     assert (out / "previous" / "1" / "history.csv").read_text() == "earlier\n"
+
+
+@pytest.mark.parametrize("tolerance,verdict,margin", [
+    ("1e-5", "PASS", "margin: 3.33x below the tolerance"),
+    ("1e-6", "FAIL", "margin: 3x the tolerance"),
+])
+def test_compare_tf_prints_the_worst_step_and_the_margin(tmp_path, capsys, monkeypatch,
+                                                         tolerance, verdict, margin):
+    # the table shows steps 1-5, every 10th and the last: a largest deviation at step 7 was
+    # hidden (TensorFlow's replay stood in for by its deviations: the table is what is tested)
+    from trainop.interfaces import tensorflow_import
+    from trainop.interfaces.train import compare_tf
+
+    worst = [1e-7] * 12
+    worst[6] = 3e-6
+    monkeypatch.setattr(tensorflow_import, "import_tensorflow", lambda: None)
+    monkeypatch.setattr(compare_tf, "replay_in_tf", lambda *args: None)
+    monkeypatch.setattr(compare_tf, "deviations", lambda ours, theirs: worst)
+    (tmp_path / "r.yaml").write_text(RECIPE)
+    status, out, _ = _run(capsys, "train", str(tmp_path / "r.yaml"), "--out",
+                          str(tmp_path / "run"), "--steps", "12", "--no-progress",
+                          "--compare-tf", "--tolerance", tolerance)
+    assert status == (0 if verdict == "PASS" else 1)
+    assert "  step    7: 3.00e-06  (the largest)" in out.splitlines()
+    assert out.splitlines()[-1] == (f"largest over 12 steps: 3.00e-06 at step 7 (tolerance "
+                                    f"{float(tolerance):.0e}; {margin}): {verdict}")

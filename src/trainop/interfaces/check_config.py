@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
         pending = recipe.pending()
         if pending:
             raise ValueError("training options need code (never run): " + "; ".join(
-                f"{k} at {v}" for k, v in pending.items()))
+                f"{k} at {v}" for k, v in pending.items()) + "; set them with " + " ".join(
+                f"--set {k}=VALUE" for k in pending))
         _report(recipe, args)
     except BrokenPipeError:  # the reader stopped (`| head`): not the recipe's fault
         raise

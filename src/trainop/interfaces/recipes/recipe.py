@@ -137,7 +137,9 @@ class Recipe:
             lines = "; ".join(f"{k} at {v}" for k, v in pending.items())
             raise ValueError(f"Expected every training option to be data, but these need code: "
                              f"{lines}; supply them from Python: recipe.build(model, ..., "
-                             f"overrides={{{', '.join(repr(k) for k in pending)}: ...}})")
+                             f"overrides={{{', '.join(repr(k) for k in pending)}: ...}}), or "
+                             f"from the command line: "
+                             f"{' '.join(f'--set {k}=VALUE' for k in pending)}")
         builder = openseq2seq.build if self.builds == "TrainOp" else returnn.build
         return builder(options, model, loss, num_steps=num_steps,
                        steps_per_epoch=steps_per_epoch, summary_writer=summary_writer)

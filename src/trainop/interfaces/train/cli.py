@@ -413,12 +413,15 @@ def _compare(args, plan, initial, batches, history, snapshots, half) -> int:
         1e-5 if half is None else 2e-2)
     for note in plan.notes:  # where trainop is configured unlike the upstream replay
         print(f"--compare-tf: {note}")
+    top = max(worst)
+    at = worst.index(top)
     print("largest relative deviation of the parameters from TensorFlow's, per step:")
     for k, value in enumerate(worst):
-        if k < 5 or k == len(worst) - 1 or k % 10 == 9:
-            print(f"  step {k + 1:4d}: {value:.2e}")
-    top = max(worst)
+        if k < 5 or k == len(worst) - 1 or k % 10 == 9 or k == at:
+            print(f"  step {k + 1:4d}: {value:.2e}" + ("  (the largest)" if k == at else ""))
     verdict = "PASS" if top <= tolerance else "FAIL"
-    print(f"largest over {len(worst)} steps: {top:.2e} (tolerance {tolerance:.0e}): "
-          f"{verdict}")
+    margin = (f"{tolerance / top:.3g}x below the tolerance" if top <= tolerance and top > 0
+              else "0 (identical)" if top == 0 else f"{top / tolerance:.3g}x the tolerance")
+    print(f"largest over {len(worst)} steps: {top:.2e} at step {at + 1} (tolerance "
+          f"{tolerance:.0e}; margin: {margin}): {verdict}")
     return 0 if verdict == "PASS" else 1

@@ -103,7 +103,7 @@ def _number(options: dict[str, Any], key: str) -> float:
     value = options[key]
     if isinstance(value, Unresolved):
         raise ValueError(f"Expected `{key}` to be a number, but it needs code ({value}): pass it "
-                         f"from Python")
+                         f"from Python, or from the command line: --set {key}=VALUE")
     if value is None or value is False:
         return 0.0
     return check_real(key, value, NON_NEGATIVE)
@@ -378,7 +378,8 @@ class Updater:
             return None
         if isinstance(dynamic, Unresolved):
             raise ValueError(f"`dynamic_learning_rate` is a function in the config ({dynamic}): "
-                             f"pass it from Python (config dict)")
+                             f"pass it from Python (config dict), or from the command line "
+                             f"--set dynamic_learning_rate=None for none")
         if callable(dynamic):
             params = inspect.signature(dynamic).parameters
             if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
