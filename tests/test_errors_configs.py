@@ -192,7 +192,8 @@ ERRORS: list[Row] = [
         r"^Expected every training option to be data, but these need code: "
         r"dynamic_learning_rate at .*d.config:2: function 'dynamic_learning_rate' defined in "
         r"the config: code is not run; pass it from Python; supply them from Python: "
-        r"recipe.build\(model, ..., overrides=\{'dynamic_learning_rate': ...\}\)$"),
+        r"recipe.build\(model, ..., overrides=\{'dynamic_learning_rate': ...\}\), or from "
+        r"the command line: --set dynamic_learning_rate=VALUE$"),
     Row("override-key", lambda: trainop.load_recipe({"learning_rate": 0.1}).build(
         torch.nn.Linear(1, 1), overrides={"learning_rat": 0.2}), ValueError,
         r"^Unknown option 'learning_rat' in `overrides` \(options of a Updater recipe\); did "

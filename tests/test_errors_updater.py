@@ -191,3 +191,36 @@ def test_rejected_calls_change_nothing(backend_class):
     for p in model.parameters():
         p.grad = None
     _same(before, _state(u, model))
+
+
+@pytest.mark.parametrize("optimizer,error,pattern", [
+    ({"class": "adam", "bta1": 0.5}, ValueError,
+     r"Unknown key 'bta1' in `optimizer` \(AdamOptimizer\); did you mean 'beta1'\?"),
+    ({"class": "adam", "betas": (0.9, 0.99)}, TypeError,
+     r"`betas` as an argument, torch's spelling.*use `beta1=` and `beta2=`"),
+    ({"class": "adam", "beta1": "x"}, TypeError, r"Expected `beta1` to be a real number, "
+                                                 r"got 'x' \(str\)"),
+    ({"class": "adam", "epsilon": float("nan")}, ValueError,
+     r"Expected `epsilon` in \[0, inf\), got nan"),
+    ({"class": "sgd", "epsilon": 1e-8}, ValueError,
+     r"Unknown key 'epsilon' in `optimizer` \(GradientDescentOptimizer\); valid keys: "
+     r"\['implementation', 'name', 'use_locking'\]"),
+])
+def test_the_optimizer_is_checked_when_the_updater_is_built(optimizer, error, pattern):
+    # it was built lazily: the first step() raised a bare TypeError from seven frames down
+    model = _model()
+    before = copy.deepcopy(model.state_dict())
+    with pytest.raises(error, match=pattern):
+        trainop.Updater({"optimizer": optimizer, "learning_rate": 0.1}, model)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+@pytest.mark.parametrize("call,position,name", [
+    (lambda ps: trainop.AdamOptimizer(0.001, ps), 2, "beta1"),
+    (lambda ps: trainop.MomentumOptimizer(0.1, 0.9, list(ps)), 3, "use_locking"),
+])
+def test_tf_order_with_the_parameters_after_it_names_the_params_keyword(call, position, name):
+    with pytest.raises(TypeError, match=rf"parameters as positional argument {position}, which "
+                                        rf"its TF signature reads as `{name}`: `params` is a "
+                                        rf"keyword argument"):
+        call(_model().parameters())

@@ -134,6 +134,10 @@ def test_set_supplies_a_pending_option(tmp_path, capsys):
                   "learning_rates = make_rates()\n")
     status, _, err = _main(capsys, "check-config", path, "--no-plot")
     assert status == 1 and "learning_rates" in err
+    assert err.rstrip().endswith("set them with --set learning_rates=VALUE")  # the CLI's way
+    status, _, err = _main(capsys, "train", path, "--steps", "1", "--out",
+                           str(tmp_path / "run"))
+    assert status == 1 and "from the command line: --set learning_rates=VALUE" in err
     status, out, err = _main(capsys, "check-config", path, "--no-plot", "--set",
                              "learning_rates=[0.1, 0.05]")
     assert status == 0, err
@@ -158,6 +162,17 @@ def test_percent_format_is_bounded():
     assert set(parsed.unresolved) == {"b", "c", "d"}
 
 
+def test_percent_format_measures_the_number_not_its_digits():
+    # Python: "%.00005f" % 1.0 == '1.00000'; the bound MAX_FIELD = 1000 exactly and one past
+    text = ('a = "%.00005f" % 1.0\nb = "%01000d" % 7\nc = "%0001000d" % 7\n'
+            'd = "%01001d" % 7\ne = "%.0001001f" % 1.0\nf = "%' + "0" * 5000 + '3d" % 7\n')
+    parsed = evaluate_python_config(text, "c.config")
+    assert parsed.values["a"] == "1.00000" == "%.00005f" % 1.0  # noqa: UP031 - the oracle
+    assert parsed.values["b"] == parsed.values["c"] == "0" * 999 + "7"
+    assert parsed.values["f"] == "007"  # zeros before the width are flags
+    assert set(parsed.unresolved) == {"d", "e"}
+
+
 TYPO = "#!rnn.py\noptimizer = {'class': 'adam'}\nlearning_rate = 0.01\n"
 
 
@@ -176,8 +191,8 @@ def test_unknown_training_keys_are_listed_everywhere(tmp_path, capsys, line, key
                                if x.startswith("warning:"))
     status, out, err = _main(capsys, "train", path, "--steps", "1", "--no-progress", "--out",
                              str(tmp_path / "run"))
-    assert status == 0 and f"warning: '{key}'" in err.replace("unknown key ", "") \
-        and key in out.splitlines()[-1]
+    assert status == 0 and f"warning: '{key}'" in err.replace("unknown key ", "")
+    assert key not in out and out.splitlines()[-1].startswith("1 warning(s) about the recipe")
 
 
 def test_other_keys_of_a_returnn_config_are_not_flagged(tmp_path):
@@ -207,9 +222,10 @@ def test_legacy_flag_warns_visibly(tmp_path, capsys):
     with pytest.warns(LegacyFlagWarning):
         recipe = trainop.load_recipe(path)
     assert any("adam = True" in n for n in recipe.notes)
-    status, _, err = _main(capsys, "train", path, "--steps", "1", "--no-progress", "--out",
-                           str(tmp_path / "run"))
+    status, out, err = _main(capsys, "train", path, "--steps", "1", "--no-progress", "--out",
+                             str(tmp_path / "run"))
     assert status == 0 and "warning: legacy optimizer flag(s) adam = True" in err
+    assert (out + err).count("legacy optimizer flag") == 1  # once a run
 
 
 def test_config_from_globals_and_a_learning_rate_file_of_code(tmp_path):

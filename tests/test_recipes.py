@@ -714,13 +714,18 @@ def test_check_config_returnn_epsilon_advice_and_invalid(tmp_path):
     """)
     out = _check_config(cfg, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+    assert not list(tmp_path.glob("*.png"))  # a plot only where asked (12 recipes left 12)
+    assert "plot: none written (--plot FILE.png or --out FOLDER)" in out.stdout
+    out = _check_config(cfg, "--out", str(tmp_path / "plots"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert f"plot: {tmp_path / 'plots' / 'legacy.lr.png'}" in out.stdout
     assert "optimizer: trainop.optimizers.adam.AdamOptimizer" in out.stdout
     assert "epsilon=1e-16" in out.stdout
     assert "warning: epsilon is RETURNN's TF default 1e-16" in out.stdout
     assert "accumulate by sum over accum_grad_multiple_step=2" in out.stdout
     assert "clip by global norm 5 (using G) (gradient_clip_global_norm)" in out.stdout
     assert "         3  0.003" in out.stdout
-    assert (tmp_path / "legacy.lr.png").stat().st_size > 1000
+    assert (tmp_path / "plots" / "legacy.lr.png").stat().st_size > 1000
 
     bad = _write(tmp_path, "bad.yaml", "format: trainop\noptimizer: {class: adam}\n"
                  "gradient_clip_globl_norm: 1.0\n")
@@ -753,7 +758,7 @@ def test_check_config_trainop_yaml_and_epochs(tmp_path, capsys, monkeypatch):
           num_epochs: 6
           iter_size: 2
     """)
-    status, out, err = _check_in_process(capsys, path)
+    status, out, err = _check_in_process(capsys, path, "--out", ".")
     assert status == 0, err
     assert "format: trainop; builds: TrainOp" in out
     assert "1. loss = float32(model loss) + l2_regularizer({'scale': 0.0001}) on weights" in out

@@ -76,7 +76,8 @@ def percent_format(text: str, values: Any) -> str:
         for field in (width, precision):
             if field == "*":
                 raise NotFormattable("a '*' width or precision")
-            if field and (len(field) > 4 or int(field) > MAX_FIELD):
+            digits = (field or "").lstrip("0")  # the number, not its digits: '.00005' is 5
+            if len(digits) > len(str(MAX_FIELD)) or int(digits or 0) > MAX_FIELD:
                 raise NotFormattable(f"a width or precision above {MAX_FIELD}")
     if not _data(values):
         raise NotFormattable(f"formatting of {type(values).__name__}")

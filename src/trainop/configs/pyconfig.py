@@ -23,6 +23,7 @@ import ast
 import io
 import operator
 import tokenize
+from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 from trainop.configs.bounds import (
     MAX_FSTRING_FIELDS,
     MAX_SYNTAX_DEPTH,
+    MAX_WEIGHT,
     BoundExceeded,
     KeyGuard,
     Meter,
@@ -42,7 +44,7 @@ from trainop.configs.errors import RecipeError
 from trainop.configs.paths import OS_PATH
 from trainop.configs.percent import NotFormattable, percent_format
 from trainop.configs.pure import BUILTINS, NUMPY, NotPure, elements, is_array
-from trainop.configs.returnn_lookups import LOOKUPS, LookupError_, Text, final_value
+from trainop.configs.returnn_lookups import LOOKUPS, LookupError_, Text, lookup_cost
 from trainop.configs.returnn_lookups import lookup as config_lookup
 
 __all__ = ["PyConfig", "Symbol", "Unresolved", "evaluate_python_config", "parse_python"]
@@ -78,6 +80,8 @@ class PyConfig:
 
     values: dict[str, Any] = field(default_factory=dict)
     unresolved: dict[str, Unresolved] = field(default_factory=dict)
+    #: the names the file's ``config.<lookup>(name, ...)`` calls asked for
+    looked_up: set[str] = field(default_factory=set)
 
 
 class _NotData(Exception):
@@ -114,6 +118,7 @@ class _Evaluator:
         self.meter = Meter()
         self.scopes: list[dict[str, Any]] = []  # comprehension variables, innermost last
         self.given: Mapping[str, Any] = {}  # values set by the user (``config.*`` lookups)
+        self.looked_up: set[str] = set()  # names asked for by ``config.*`` lookups
 
     def __call__(self, node: ast.AST) -> Any:
         method = getattr(self, f"_{type(node).__name__}", None)
@@ -381,10 +386,14 @@ class _Evaluator:
         """RETURNN's ``config.<method>`` over what is set so far: the user's values, then
         the file's own earlier assignments (``configs.returnn_lookups``)."""
         def call(meter: Any, args: list, kwargs: dict) -> Any:
-            typed = {**self.given, **self.values}
+            typed = ChainMap(self.values, self.given)  # a view: one lookup, nothing copied
             key = args[0] if args else kwargs.get("key")
-            if isinstance(typed.get(key), Unresolved):
+            if isinstance(key, str):
+                self.looked_up.add(key)
+            if isinstance(key, str) and isinstance(typed.get(key), Unresolved):
                 raise NotPure(f"{key!r} could not be evaluated ({typed[key]})")
+            meter.charge(1 + lookup_cost(method, typed.get(key) if isinstance(key, str)
+                                         else None))
             try:
                 return config_lookup(method, typed, args, kwargs)
             except (LookupError_, IndexError, TypeError) as exc:
@@ -575,6 +584,7 @@ def evaluate_python_config(source: str, filename: str = "<config>",
     config.values.update({k: v for k, v in given.items() if not isinstance(v, Text)})
     evaluate = _Evaluator(config.values, resolve, filename, partial)
     evaluate.given = given
+    evaluate.looked_up = config.looked_up
     try:
         for stmt in tree.body:
             _statement(stmt, evaluate, config, filename, resolve)
@@ -588,6 +598,43 @@ def evaluate_python_config(source: str, filename: str = "<config>",
     for key, value in config.values.items():
         config.values[key] = _plain(value)
     return config
+
+
+def final_value(text: Text, assigned: Any = _MISSING) -> Any:
+    """The value a name set as command-line text ends with after the file ran: RETURNN
+    re-reads it in the type of the file's own value (a ``str`` stays text); otherwise the
+    text's value (``text_value``)."""
+    if isinstance(assigned, str):
+        return str(text)
+    return text_value(text)
+
+
+def text_value(text: str) -> Any:
+    """The value of command-line text (``--set NAME=VALUE``; RETURNN ``eval``-s it) read as
+    data by this evaluator, within the same bounds as a config file's text (size, nesting,
+    keys sharing a hash, work); text that is no data expression (``adam``, ``a b``, ``=``)
+    stays the text. ``RecipeError`` for text beyond a bound."""
+    where = "--set value"
+    if len(text) > MAX_WEIGHT:
+        raise RecipeError(where, None, f"text of more than {MAX_WEIGHT:,} characters "
+                                       f"(MAX_WEIGHT; {len(text):,})")
+    if "\0" in text:
+        return str(text)
+    _check_fstrings(text, where)
+    try:
+        tree = ast.parse(text.lstrip(" \t"), mode="eval")  # as eval() reads it
+    except (SyntaxError, ValueError):
+        return str(text)
+    except (RecursionError, MemoryError):
+        raise RecipeError(where, None, f"the Python syntax nests deeper than "
+                                       f"{MAX_SYNTAX_DEPTH} levels (MAX_SYNTAX_DEPTH)") from None
+    _check_depth(tree, where)
+    try:
+        return _plain(_Evaluator({}, lambda dotted: _MISSING, where)(tree.body))
+    except _NotData:
+        return str(text)
+    except (_Bound, BoundExceeded) as exc:
+        raise RecipeError(where, None, exc.reason) from None
 
 
 def _plain(value: Any) -> Any:

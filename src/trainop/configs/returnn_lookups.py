@@ -24,13 +24,12 @@ NAME=VALUE`` gives); any other given value is typed.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Mapping
 from typing import Any
 
 from trainop.configs.bounds import check_weight, printed_size
 
-__all__ = ["LOOKUPS", "Text", "final_value", "lookup"]
+__all__ = ["LOOKUPS", "Text", "lookup", "lookup_cost"]
 
 
 class Text(str):
@@ -167,18 +166,16 @@ def lookup(method: str, typed: Mapping[str, Any], args: list, kwargs: dict) -> A
     return value
 
 
+def lookup_cost(method: str, value: Any) -> int:
+    """The elements ``config.<method>`` reads beyond the name itself (a work budget's
+    count; the name is found in constant time): the characters of command-line text it
+    splits, the elements of a typed list ``value``/``list`` join or copy; else 0."""
+    if isinstance(value, Text):
+        return 0 if method in ("has", "typed_value") else len(value)
+    if method in ("value", "list") and isinstance(value, list | tuple):
+        return len(value)
+    return 0
+
+
 #: the lookups a config may call on ``config``.
 LOOKUPS: tuple[str, ...] = ("has", "typed_value", "value", "int", "bool", "float", "list")
-
-
-def final_value(text: Text, assigned: Any = _MISSING) -> Any:
-    """The value a name set as command-line text ends with after the file ran: RETURNN
-    re-reads it in the type of the file's own value (a ``str`` stays text); trainop reads the
-    text as a Python literal (data, never code: ``ast.literal_eval``), else keeps the text."""
-    if isinstance(assigned, str):
-        return str(text)
-    try:
-        return ast.literal_eval(str(text))
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return str(text)
-

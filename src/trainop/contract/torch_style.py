@@ -57,6 +57,7 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
+import types
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -193,6 +194,30 @@ def _check_not_params(owner: str, first_arg: str, first: Any) -> None:
         f"`apply_gradients`/`minimize`")
 
 
+def _looks_like_params(value: Any) -> bool:
+    """Parameters given positionally (never consumed): ``model.parameters()`` (a generator),
+    a Parameter or a tensor that requires grad, or a list/tuple of them."""
+    if isinstance(value, types.GeneratorType):
+        return True
+    if isinstance(value, torch.Tensor):
+        return isinstance(value, torch.nn.Parameter) or value.requires_grad
+    return isinstance(value, list | tuple) and bool(value) and all(
+        isinstance(v, torch.Tensor) and v.requires_grad for v in value)
+
+
+def _check_later_params(owner: str, arg_names: list[str], args: tuple) -> None:
+    """``AdamOptimizer(0.001, model.parameters())``, TF's order with the parameters after
+    it: the parameters landed on the next TF argument (``beta1``); ``TypeError`` saying that
+    ``params`` is a keyword."""
+    for k, value in enumerate(args[1:], 1):
+        if k < len(arg_names) and arg_names[k] != "params" and _looks_like_params(value):
+            raise TypeError(
+                f"{owner} got the parameters as positional argument {k + 1}, which its TF "
+                f"signature reads as `{arg_names[k]}`: `params` is a keyword argument "
+                f"(`{owner}({arg_names[0]}, params=model.parameters())`), or give them first, "
+                f"torch style (`{owner}(model.parameters(), lr=...)`)")
+
+
 class _ParamsProbe(torch.optim.Optimizer):
     """torch's own checks of a ``params`` argument (type, empty list, duplicates, names)."""
 
@@ -263,6 +288,7 @@ def _normalize(cls: type, signature: inspect.Signature, args: tuple, kwargs: dic
         else:
             _check_not_params(owner, list(names)[1], first)
             args = (first, *args[1:])
+    _check_later_params(owner, list(names)[1:], args)
     if "lr" in kwargs and "lr" not in names and "learning_rate" in names:
         positional = [n for n, p in list(names.items())[1:]
                       if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]

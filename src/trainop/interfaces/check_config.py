@@ -1,11 +1,13 @@
 """``trainop check-config FILE``: load a recipe (never running it) and say what it means.
 
-Prints the format, the resolved optimizer (class, hyperparameters, where TF1's numerics differ
-from torch.optim's), the gradient pipeline in its order, the learning-rate schedule as a short
-table (and a PNG plot), the values that need code (file:line) and warnings (e.g. RETURNN's
+Prints the format, each ``--set`` and where it took effect, the resolved optimizer (class,
+hyperparameters, where TF1's numerics differ from torch.optim's), the gradient pipeline in its
+order, the learning-rate schedule as a short table (and a PNG plot, written only with ``--plot
+FILE`` or ``--out FOLDER``), the keys it ignores (OpenSeq2Seq's model, data and run
+parameters, with why), the values that need code (file:line) and warnings (e.g. RETURNN's
 epsilon advice). Exit status 0 for a valid recipe; 1 with a message on stderr for an invalid
-one (unknown key, bad value, an optimizer or policy trainop does not have, a training option
-that needs code).
+one (unknown key, bad value, a ``--set`` that changes nothing, an optimizer or policy trainop
+does not have, a training option that needs code).
 """
 
 from __future__ import annotations
@@ -34,8 +36,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="micro-steps per epoch, for configs that run num_epochs (default: "
                         "10, as trainop train; divided by iter_size as OpenSeq2Seq does)")
     p.add_argument("--plot", default=None,
-                   help="PNG file for the schedule plot (default: <file name>.lr.png here)")
-    p.add_argument("--no-plot", action="store_true", help="write no plot")
+                   help="write the schedule plot to this PNG file (default: none)")
+    p.add_argument("--out", default=None,
+                   help="folder for the schedule plot, <file name>.lr.png (default: no plot)")
+    p.add_argument("--no-plot", action="store_true", help="write no plot (the default; "
+                                                           "kept for scripts)")
     p.set_defaults(func=run)
     return p
 
@@ -49,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
         pending = recipe.pending()
         if pending:
             raise ValueError("training options need code (never run): " + "; ".join(
-                f"{k} at {v}" for k, v in pending.items()))
+                f"{k} at {v}" for k, v in pending.items()) + "; set them with " + " ".join(
+                f"--set {k}=VALUE" for k in pending))
         _report(recipe, args)
     except BrokenPipeError:  # the reader stopped (`| head`): not the recipe's fault
         raise
@@ -87,6 +93,8 @@ def _report(recipe, args: argparse.Namespace) -> None:
     o = recipe.options
     cls = recipe.optimizer_class
     out(f"recipe: {args.file} (format: {recipe.format}; builds: {recipe.builds})\n")
+    for line in recipe.settings:
+        out(f"  {line}\n")
     given = optimizer_params(o) if recipe.builds == "TrainOp" else (
         o["optimizer"] if isinstance(o["optimizer"], dict) else {})
     hyper = _built_torch_hyperparameters(recipe) or hyperparameters(cls, given)
@@ -105,11 +113,16 @@ def _report(recipe, args: argparse.Namespace) -> None:
     out(f"  {schedule_.unit:>8s}  learning rate\n")
     for row in _summarised(schedule_.rows):
         out(f"  {row[0]:>8d}  {row[1]:.6g}\n" if row[0] is not None else f"  {row[1]}\n")
-    if not args.no_plot:
-        path = args.plot or os.path.splitext(os.path.basename(args.file))[0] + ".lr.png"
+    path = None if args.no_plot else args.plot or (args.out and os.path.join(
+        args.out, os.path.splitext(os.path.basename(args.file))[0] + ".lr.png"))
+    if path is None and not args.no_plot:
+        out("plot: none written (--plot FILE.png or --out FOLDER)\n")
+    elif path is not None:
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
         try:
             _plot(schedule_, path, f"{os.path.basename(args.file)}: {schedule_.description}")
-            out(f"plot: {path}\n")
+            out(f"plot: {os.path.abspath(path)}\n")
         except ImportError:
             out("plot: not written: matplotlib is missing (pip install 'trainop[plot]')\n")
     ignored = {k: v for k, v in recipe.unresolved.items() if k not in recipe.pending()}
@@ -117,6 +130,10 @@ def _report(recipe, args: argparse.Namespace) -> None:
         out("needs code, not run (not a training option, ignored):\n")
         for key, where in ignored.items():
             out(f"  {key}: {where}\n")
+    if recipe.ignored:
+        out("ignored (OpenSeq2Seq parameters trainop does not need):\n")
+        for key, why in recipe.ignored.items():
+            out(f"  {key}: {why}\n")
     for warning in warnings_for(recipe):
         out(f"warning: {warning}\n")
 

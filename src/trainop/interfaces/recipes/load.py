@@ -27,6 +27,7 @@ from trainop.configs.returnn_text import parse_returnn_text, returnn_text_kind
 from trainop.contract.validation import describe
 from trainop.interfaces.recipes import openseq2seq, returnn, trainop_format
 from trainop.interfaces.recipes.names import resolve_name
+from trainop.interfaces.recipes.overrides import apply_overrides
 from trainop.interfaces.recipes.recipe import Recipe, without_unresolved
 from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS
 from trainop.training.returnn.resolve import check_classes
@@ -38,7 +39,8 @@ _YAML_JSON = (".yaml", ".yml", ".json")
 
 def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
                 classes: Mapping[str, type] | None = None,
-                config_values: Mapping[str, Any] | None = None) -> Recipe:
+                config_values: Mapping[str, Any] | None = None,
+                overrides: Mapping[str, Any] | None = None) -> Recipe:
     """Load a training recipe: an OpenSeq2Seq Python config, a RETURNN config, or trainop's
     YAML/JSON format (see the module doc and ``docs/recipes.md``).
 
@@ -54,7 +56,14 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
             typed_value/list/has(name, default)`` in the file see them (unset names give the
             default) and they replace the file's own value of the name. A
             ``trainop.configs.Text`` value is command-line text (``trainop train --set``);
-            any other value is typed. ``__file__`` is always the config's path.
+            any other value is typed. ``__file__`` is always the config's path. On an
+            OpenSeq2Seq config they set ``base_params``' keys instead (``overrides``), as
+            its ``run.py --key=value`` does.
+        overrides: keyword-only; option name (``"learning_rate"``, ``"optimizer.epsilon"``,
+            ``"lr_policy_params.decay_steps"``) -> value (a ``Text``: command-line text),
+            set over the file's own options *before* they are checked, so an override is
+            refused exactly as the same value in the file would be. A name that is no
+            training option of the recipe's format is an error naming the closest.
 
     Returns:
         a ``Recipe``: ``format``, ``options``, ``optimizer_class``, ``unresolved``,
@@ -82,9 +91,10 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
             isinstance(k, str) and k.isidentifier() for k in config_values)):
         raise TypeError(f"Expected `config_values` to be a dict of name -> value with "
                         f"identifier names, got {describe(config_values)}")
+    overrides = dict(overrides or {})
     if isinstance(source, Mapping):
         _no_values(config_values, "a dict recipe")
-        return _from_dict(dict(source), "<dict>", classes)
+        return _from_dict(dict(source), "<dict>", classes, overrides)
     if not isinstance(source, str | os.PathLike):
         raise TypeError(f"Expected `source` to be a path or a dict, got {describe(source)}")
     path = os.fspath(source)
@@ -95,7 +105,7 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
             raise ValueError(f"Expected `format: trainop` at the top of {path} (trainop's "
                              f"recipe format; see docs/recipes.md), got format="
                              f"{describe(data.get('format'))}")
-        return _from_dict(data, path, classes)
+        return _from_dict(data, path, classes, overrides)
     text = read_text(path)
     if returnn_text_kind(text, path) != "python":
         _no_values(config_values, f"the RETURNN JSON/line-format config {path}")
@@ -104,7 +114,7 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
             raise ValueError(f"Expected the RETURNN config {path} to set training keys "
                              f"(optimizer, learning_rate, gradient_clip*, ...), got keys "
                              f"{sorted(values)[:20]}")
-        return _returnn_recipe(values, path, classes=classes)
+        return _returnn_recipe(values, path, classes=classes, overrides=overrides)
 
     def names(dotted: str) -> Any:
         return classes[dotted] if dotted in classes else resolve_name(dotted)
@@ -113,6 +123,11 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
                                     file=path, config_values=config_values)
     values = parsed.values
     if "base_params" in values or _imports_openseq2seq(values):
+        if config_values:  # run.py --key=value sets base_params' keys, not the file's names
+            parsed = evaluate_python_config(text, filename=path, names=names, partial=True,
+                                            file=path)
+            values = parsed.values
+            overrides = {**config_values, **overrides}
         if "base_params" not in values:
             raise ValueError(f"Expected `base_params` in the OpenSeq2Seq config {path}, got "
                              f"none")
@@ -127,13 +142,13 @@ def load_recipe(source: str | os.PathLike | Mapping[str, Any], *,
                   if k not in ("base_params", "train_params")}
         return _openseq2seq_recipe(values["base_params"],
                                    train if isinstance(train, Mapping) else None, path, classes,
-                                   others)
+                                   others, overrides)
     if not (_RETURNN_KEYS & set(values) or text.startswith("#!rnn.py")
             or _RETURNN_KEYS & set(parsed.unresolved)):
         raise ValueError(f"Expected {path} to be an OpenSeq2Seq config (with base_params), a "
                          f"RETURNN config (optimizer, learning_rate, gradient_clip*, ...) or a "
                          f"trainop .yaml/.json recipe, got none of their keys")
-    return _returnn_recipe(values, path, parsed.unresolved, classes)
+    return _returnn_recipe(values, path, parsed.unresolved, classes, overrides)
 
 
 def _no_values(config_values: Mapping[str, Any] | None, what: str) -> None:
@@ -164,39 +179,52 @@ def _named(params: Mapping[str, Any], classes: Mapping[str, type]) -> dict[str, 
 
 
 def _openseq2seq_recipe(base: Any, train: Any, source: str, classes: Mapping[str, type],
-                        others: Mapping[str, Any]) -> Recipe:
+                        others: Mapping[str, Any],
+                        overrides: Mapping[str, Any] | None = None) -> Recipe:
     """The OpenSeq2Seq recipe of ``base_params``/``train_params``; ``others``: what else in
     the file needed code."""
     if not isinstance(base, Mapping):
         raise TypeError(f"Expected `base_params` to be a dict, got {describe(base)}")
-    options, unresolved = openseq2seq.options_from(
-        _named(base, classes), _named(train, classes) if isinstance(train, Mapping) else train)
+    train = _named(train, classes) if isinstance(train, Mapping) else train
+    options, unresolved = openseq2seq.options_from(_named(base, classes), train,
+                                                   overrides=_named(overrides or {}, classes))
     unresolved.update(others)
     cls = None if "optimizer" in unresolved else openseq2seq.optimizer_class(options["optimizer"])
-    return Recipe("openseq2seq", without_unresolved(options), cls, unresolved, "TrainOp", source)
+    return Recipe("openseq2seq", without_unresolved(options), cls, unresolved, "TrainOp", source,
+                  ignored=openseq2seq.ignored_keys(base, train if isinstance(train, Mapping)
+                                                   else None))
 
 
-def _from_dict(data: dict[str, Any], source: str, classes: Mapping[str, type]) -> Recipe:
+def _from_dict(data: dict[str, Any], source: str, classes: Mapping[str, type],
+               overrides: Mapping[str, Any] | None = None) -> Recipe:
     if "format" in data:
-        kind, options, cls = trainop_format.options_from(data, classes)
+        kind, options, cls = trainop_format.options_from(data, classes, overrides)
         builds = "TrainOp" if kind == "openseq2seq" else "Updater"
         return Recipe("trainop", options, cls, {}, builds, source)
     if "base_params" in data:
         return _openseq2seq_recipe(data["base_params"], data.get("train_params"), source,
-                                   classes, {})
+                                   classes, {}, overrides)
     if not _RETURNN_KEYS & set(data):
         raise ValueError(f"Expected a recipe dict with `base_params` (OpenSeq2Seq), "
                          f"`format: trainop`, or RETURNN training keys (optimizer, "
                          f"learning_rate, gradient_clip*, ...), got keys {sorted(data)[:20]}")
-    return _returnn_recipe(data, source, classes=classes)
+    return _returnn_recipe(data, source, classes=classes, overrides=overrides)
 
 
 def _returnn_recipe(config: Mapping[str, Any], source: str,
                     unresolved: Mapping[str, Any] | None = None,
-                    classes: Mapping[str, type] | None = None) -> Recipe:
+                    classes: Mapping[str, type] | None = None,
+                    overrides: Mapping[str, Any] | None = None) -> Recipe:
     """The RETURNN recipe of ``config`` (a dict, or a file's evaluated values; ``unresolved``:
     everything in the file that needed code)."""
+    unresolved = dict(unresolved or {})
+    if overrides:
+        config = apply_overrides(config, overrides, _RETURNN_KEYS | {"backend"},
+                                 "the overrides (RETURNN's training options)")
+        for key in overrides:  # an override supplies what the file computed with code
+            unresolved.pop(key, None)
+            unresolved.pop(key.partition(".")[0], None)
     options, needing, cls = returnn.options_from(config, classes or {})
-    listed = {**(unresolved or {}), **needing}
+    listed = {**unresolved, **needing}
     return Recipe("returnn", without_unresolved(options), None if cls is type(None) else cls,
                   listed, "Updater", source, returnn.notes_for(config))

@@ -55,6 +55,7 @@ from trainop.interfaces.recipes.names import (
     TF1_POLICY_FUNCTIONS,
     resolve_name,
 )
+from trainop.interfaces.recipes.overrides import apply_overrides
 from trainop.optimizers.novograd import NovoGrad
 from trainop.processing import AutomaticLossScaler
 from trainop.processing.larc import LARC
@@ -63,9 +64,10 @@ from trainop.schedules import fill_policy_params, policy
 from trainop.training.optimize_loss import TrainOp, optimize_loss
 from trainop.training.summaries import check_summaries
 
-__all__ = ["DEFAULTS", "UPSTREAM_BEHAVIOUR", "build", "fill_for_run", "filled_policy_params",
-           "learning_rate_fn", "optimizer_class", "optimizer_params", "options_from",
-           "run_length", "upstream_choices"]
+__all__ = ["DEFAULTS", "IGNORED", "UPSTREAM_BEHAVIOUR", "build", "fill_for_run",
+           "filled_policy_params", "ignored_keys", "learning_rate_fn", "optimizer_class",
+           "optimizer_params", "options_from", "run_length", "upstream_choices",
+           "with_overrides"]
 
 DEFAULTS: dict[str, Any] = {
     "optimizer": None, "optimizer_params": {}, "lr_policy": None, "lr_policy_params": {},
@@ -83,6 +85,31 @@ UPSTREAM_BEHAVIOUR: dict[type, dict[str, tuple[Any, str]]] = {
         "openseq2seq", "OpenSeq2Seq's NovoGrad never stores its second moment (v = |g|^2 at "
                        "every step, beta2 unused: open_seq2seq/optimizers/novograd.py); "
                        "optimizer_params second_moment='persistent': the paper's algorithm")},
+}
+_MODEL = "the model and its data (trainop trains the model you build; trainop train: its own)"
+_RUN = "OpenSeq2Seq's run: logging, checkpoints, evaluation"
+#: OpenSeq2Seq's other parameters (``Model``, ``EncoderDecoderModel`` and ``Text2Speech``'s
+#: ``get_required_params``/``get_optional_params``; ``use_xla_jit`` from its ``run.py``):
+#: known, not needed by trainop, listed as ignored with the reason (``check-config``). Any
+#: other key is an error, as upstream's ``check_params`` ("Unknown parameter").
+IGNORED: dict[str, str] = {
+    **dict.fromkeys(("data_layer", "data_layer_params", "batch_size_per_gpu",
+                     "eval_batch_size_per_gpu", "encoder", "encoder_params", "decoder",
+                     "decoder_params", "loss", "loss_params", "initializer",
+                     "initializer_params", "lm_vocab_file", "processed_data_folder",
+                     "save_to_tensorboard"), _MODEL),
+    **dict.fromkeys(("load_model", "print_loss_steps", "print_samples_steps",
+                     "print_bench_info_steps", "save_checkpoint_steps", "num_checkpoints",
+                     "restore_best_checkpoint", "eval_steps", "finetune", "hooks",
+                     "bench_start"), _RUN),
+    "logdir": f"{_RUN} (trainop train: --out)",
+    "random_seed": "the model's seed (trainop train: --seed)",
+    **dict.fromkeys(("num_gpus", "gpu_ids"), "devices (trainop trains where the model is; "
+                                              "several processes: torch.distributed)"),
+    **dict.fromkeys(("use_xla_jit", "use_trt", "trt_precision_mode",
+                     "trt_max_workspace_size_bytes", "trt_minimum_segment_size",
+                     "trt_is_dynamic_op", "trt_maximum_cached_engines"),
+                    "TensorFlow graph compilation (XLA, TensorRT)"),
 }
 _HALF = (torch.float16, torch.bfloat16)
 _DICTS = ("optimizer_params", "lr_policy_params", "regularizer_params")
@@ -103,17 +130,22 @@ def _merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]
 
 
 def options_from(base_params: Mapping[str, Any], train_params: Mapping[str, Any] | None = None,
-                 *, strict: bool = False) -> tuple[dict[str, Any], dict[str, Unresolved]]:
+                 *, strict: bool = False, overrides: Mapping[str, Any] | None = None
+                 ) -> tuple[dict[str, Any], dict[str, Unresolved]]:
     """``(options, unresolved)`` of a config: ``base_params`` updated by ``train_params``
-    (OpenSeq2Seq's train mode), every key of ``DEFAULTS`` present, names resolved and values
-    checked. ``strict``: keys outside ``DEFAULTS`` are errors (trainop's format); otherwise
-    they belong to the model and are left out of ``options``. ``unresolved`` lists every
-    value that needs code, by dotted key (``"lr_policy"``, ``"encoder_params.initializer"``)."""
+    (OpenSeq2Seq's train mode), then by ``overrides`` (``with_overrides``), every key of
+    ``DEFAULTS`` present, names resolved and values checked. ``strict``: keys outside
+    ``DEFAULTS`` are errors (trainop's format); otherwise the keys of ``IGNORED`` belong to
+    the model and the run and are left out of ``options``, and any other key is an error
+    naming the closest (upstream's ``check_params``). ``unresolved`` lists every value that
+    needs code, by dotted key (``"lr_policy"``, ``"encoder_params.initializer"``)."""
     if not isinstance(base_params, Mapping):
         raise TypeError(f"Expected `base_params` to be a dict, got {describe(base_params)}")
     params = _merge(base_params, train_params or {})
-    if strict:
-        check_keys(params, DEFAULTS, "the openseq2seq block")
+    check_keys(params, DEFAULTS if strict else (*DEFAULTS, *IGNORED),
+               "the openseq2seq block" if strict else
+               "base_params (OpenSeq2Seq's check_params refuses an unknown parameter)")
+    params = with_overrides(params, overrides or {})
     options = {key: params.get(key, default) for key, default in DEFAULTS.items()}
     for key in _DICTS:
         if options[key] is None:
@@ -121,6 +153,26 @@ def options_from(base_params: Mapping[str, Any], train_params: Mapping[str, Any]
     unresolved = dict(_needing_code(params))
     _normalize(options, unresolved)
     return options, unresolved
+
+
+def ignored_keys(base_params: Mapping[str, Any],
+                 train_params: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """``{key: why}`` for the keys of a config that trainop knows and does not need."""
+    params = _merge(base_params, train_params or {})
+    return {key: IGNORED[key] for key in params if key in IGNORED}
+
+
+def with_overrides(params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` with ``overrides`` applied (``overrides.apply_overrides``), as OpenSeq2Seq's
+    ``run.py --key=value`` (``--key/sub=value``) sets ``base_params``; an override of a key
+    trainop does not use (``IGNORED``) is an error saying so."""
+    for dotted in overrides:
+        head = str(dotted).partition(".")[0]
+        if head in IGNORED:
+            raise ValueError(f"Expected a training option to override, got {dotted!r}: it "
+                             f"changes nothing trainop uses ({IGNORED[head]})")
+    return apply_overrides(params, overrides, DEFAULTS,
+                           "the overrides (OpenSeq2Seq's training options)")
 
 
 def _needing_code(params: Mapping[str, Any], prefix: str = ""):

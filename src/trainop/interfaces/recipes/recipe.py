@@ -52,6 +52,11 @@ class Recipe:
             option trainop does not implement (RETURNN's Theano-era ``update_clip``, ...), a
             legacy flag (``adam = True``). ``trainop check-config`` and ``trainop train``
             print them.
+        ignored: key -> why, for the keys of an OpenSeq2Seq config that trainop knows from
+            upstream and does not need (the model, the data layer, logging, devices);
+            ``check-config`` lists them. Any other unknown key is an error at load.
+        settings: one line per ``--set`` of the command, saying where it took effect
+            (``interfaces.recipes.settings``).
     """
 
     format: str
@@ -61,6 +66,8 @@ class Recipe:
     builds: str = "Updater"
     source: str = "<dict>"
     notes: list[str] = field(default_factory=list)
+    ignored: dict[str, str] = field(default_factory=dict)
+    settings: list[str] = field(default_factory=list)
 
     def training_keys(self) -> tuple[str, ...]:
         """The option names this recipe's training object reads."""
@@ -130,7 +137,9 @@ class Recipe:
             lines = "; ".join(f"{k} at {v}" for k, v in pending.items())
             raise ValueError(f"Expected every training option to be data, but these need code: "
                              f"{lines}; supply them from Python: recipe.build(model, ..., "
-                             f"overrides={{{', '.join(repr(k) for k in pending)}: ...}})")
+                             f"overrides={{{', '.join(repr(k) for k in pending)}: ...}}), or "
+                             f"from the command line: "
+                             f"{' '.join(f'--set {k}=VALUE' for k in pending)}")
         builder = openseq2seq.build if self.builds == "TrainOp" else returnn.build
         return builder(options, model, loss, num_steps=num_steps,
                        steps_per_epoch=steps_per_epoch, summary_writer=summary_writer)

@@ -35,6 +35,7 @@ from typing import Any
 from trainop.configs import check_keys
 from trainop.contract.validation import describe
 from trainop.interfaces.recipes import openseq2seq, returnn
+from trainop.interfaces.recipes.overrides import apply_overrides
 from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS
 from trainop.training.returnn.resolve import resolve_class, with_classes
 from trainop.training.returnn.torch_classes import resolve_torch_class
@@ -42,10 +43,11 @@ from trainop.training.returnn.torch_classes import resolve_torch_class
 __all__ = ["options_from"]
 
 
-def options_from(data: Mapping[str, Any], classes: Mapping[str, type] | None = None
-                 ) -> tuple[str, dict[str, Any], type]:
+def options_from(data: Mapping[str, Any], classes: Mapping[str, type] | None = None,
+                 overrides: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any], type]:
     """``(kind, options, optimizer class)``: kind ``"openseq2seq"`` or ``"updater"``;
-    ``classes``: names of the caller's own optimizer classes (``load_recipe``)."""
+    ``classes``: names of the caller's own optimizer classes (``load_recipe``);
+    ``overrides``: set over the options before they are checked (``apply_overrides``)."""
     classes = classes or {}
     if data.get("format") != "trainop":
         raise ValueError(f"Expected `format: trainop` in a trainop recipe, got format="
@@ -62,9 +64,11 @@ def options_from(data: Mapping[str, Any], classes: Mapping[str, type] | None = N
                             f"{describe(block)}")
         if isinstance(block.get("optimizer"), str) and block["optimizer"] in classes:
             block = {**block, "optimizer": classes[block["optimizer"]]}
-        options, _ = openseq2seq.options_from(block, strict=True)
+        options, _ = openseq2seq.options_from(block, strict=True, overrides=overrides)
         return "openseq2seq", options, openseq2seq.optimizer_class(options["optimizer"])
     check_keys(body, ["format", "openseq2seq", *DEFAULTS, *LR_CONTROL_KEYS], "the trainop recipe")
+    body = apply_overrides(body, overrides or {}, [*DEFAULTS, *LR_CONTROL_KEYS],
+                           "the overrides (options of the trainop recipe)")
     if "optimizer" in body:
         body["optimizer"] = with_classes(body["optimizer"], classes)
     _check_optimizer_arguments(body)

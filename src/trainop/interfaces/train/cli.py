@@ -8,8 +8,10 @@ downloaded; float16 weights when the recipe's dtype is 'mixed' or float16), whic
 Written to ``--out``: TensorBoard event files (``tensorboard/``, when the ``tensorboard``
 package is installed), ``history.csv`` and ``dashboard.png`` (loss, learning rate, global
 gradient norm, loss scale, skipped updates; when matplotlib is installed); then a one-paragraph
-summary. An earlier run's files in ``--out`` are moved to ``--out/previous/<n>`` first (one
-line on stderr says where), so every run starts clean.
+summary. An earlier run's files in ``--out`` are moved to ``--out/previous/<n>`` once the
+recipe and the arguments are valid, before the run writes anything (one line on stderr says
+where), so every run starts clean and a refused run moves nothing; each file is written
+whole or not at all (an interrupted run leaves no truncated PNG).
 
 The recipe's own rates: a RETURNN recipe runs in epochs of ``--steps-per-epoch`` micro-steps
 (default 10) under RETURNN's learning-rate control (``learning_rates`` per epoch, newbob on
@@ -20,7 +22,8 @@ schedule spans its run (``max_steps``, or ``num_epochs`` x (``--steps-per-epoch`
 
 ``--compare-tf``: the same run replayed with TensorFlow's own ops in TF1 compat graph mode
 (``compare_tf``), printing the largest relative deviation of the parameters per step; exit
-status 1 above ``--tolerance`` (default 1e-5; 2e-2 for float16 weights). A recipe TensorFlow 1
+status 1 above ``--tolerance`` (a finite number > 0; default 1e-5; 2e-2 for float16
+weights). A recipe TensorFlow 1
 cannot express is refused before training.
 """
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import math
 import os
 import sys
 import tempfile
@@ -103,9 +107,10 @@ def _progress(total: int, enabled: bool):
     return update, bar
 
 
-def _writer(out: Path):
+def _writer(out: Path, *, later: bool = False):
     """A TensorBoard ``SummaryWriter`` in ``out/tensorboard``, or None without tensorboard
-    (TensorBoard imports TensorFlow where it is installed: its log lines are dropped)."""
+    (TensorBoard imports TensorFlow where it is installed: its log lines are dropped).
+    ``later``: a ``LaterWriter`` that opens it at the first summary (no file before)."""
     from trainop.interfaces.train.quiet import tf_logs_dropped
 
     with tf_logs_dropped():
@@ -113,6 +118,10 @@ def _writer(out: Path):
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
             return None
+        if later:
+            from trainop.interfaces.train.later_writer import LaterWriter
+
+            return LaterWriter(lambda: SummaryWriter(str(out / "tensorboard")))
         return SummaryWriter(str(out / "tensorboard"))
 
 
@@ -159,6 +168,9 @@ def _check_args(args: argparse.Namespace) -> str | None:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         return f"expected --out to be a directory (new or existing), got the file {out}"
+    if args.tolerance is not None and not (math.isfinite(args.tolerance) and
+                                           args.tolerance > 0):
+        return f"expected --tolerance to be a finite number > 0, got {args.tolerance}"
     if args.compare_tf:
         from trainop.interfaces.tensorflow_import import import_tensorflow
         from trainop.interfaces.train.quiet import tf_logs_dropped
@@ -245,7 +257,9 @@ def build_run(args: argparse.Namespace) -> BuiltRun:
     writer, notes = None, []
     recipe = load_with_settings(args.file, parse_settings(getattr(args, "set", None)))
     if recipe.builds == "Updater" and recipe.options.get("debug_grad_summaries"):
-        writer = _writer(Path(args.out))  # the recipe's summaries are written with the run's
+        # the recipe's summaries are written with the run's, opened at the first summary
+        # (after an earlier run's files are set aside)
+        writer = _writer(Path(args.out), later=True)
         if writer is None:
             recipe.options = dict(recipe.options, debug_grad_summaries=False)
             notes.append("debug_grad_summaries: not written: the tensorboard package is "
@@ -308,13 +322,9 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from trainop.interfaces.train.loop import train_model
 
-    moved = set_aside(Path(args.out))
-    if moved is not None:
-        print(f"{PROG}: --out {args.out} held an earlier run: its files are now in {moved}",
-              file=sys.stderr)
     out = Path(args.out)
     try:
-        prepared = build_run(args)
+        prepared = build_run(args)  # validates the recipe and --set; writes nothing
     except Exception as error:  # noqa: BLE001 - the recipe's errors in one line, others raise
         if not is_recipe_error(error):
             raise
@@ -334,6 +344,10 @@ def _run(args: argparse.Namespace) -> int:
     problem = _writable(out)
     if problem:
         return _fail(problem)
+    moved = set_aside(out)  # only a run that starts sets the earlier one aside
+    if moved is not None:
+        print(f"{PROG}: --out {args.out} held an earlier run: its files are now in {moved}",
+              file=sys.stderr)
     if writer is None:
         writer = _writer(out)
     snapshots: list[dict] = []
@@ -354,7 +368,7 @@ def _run(args: argparse.Namespace) -> int:
 
     for mode in optimizer_modes(recipe):
         print(f"  mode: {mode}")
-    for note in recipe.notes:  # seen before the run starts, and again in the summary
+    for note in recipe.notes:  # once, before the run starts
         sys.stderr.write(f"{PROG}: warning: {note}\n")
     sys.stderr.flush()
     history = train_model(built, model, batches, writer=writer, progress=after_step,
@@ -379,8 +393,9 @@ def _run(args: argparse.Namespace) -> int:
     except ImportError:
         print("dashboard: not written: matplotlib is missing (pip install 'trainop[plot]')")
     print(history.summary())
-    for note in recipe.notes:
-        print(f"warning: {note}")
+    if recipe.notes:  # each printed once, before the run
+        print(f"{len(recipe.notes)} warning(s) about the recipe: printed before the run "
+              f"(stderr)")
     if plan is None:
         return 0
     return _compare(args, plan, initial, batches, history, snapshots, half)
@@ -398,12 +413,15 @@ def _compare(args, plan, initial, batches, history, snapshots, half) -> int:
         1e-5 if half is None else 2e-2)
     for note in plan.notes:  # where trainop is configured unlike the upstream replay
         print(f"--compare-tf: {note}")
+    top = max(worst)
+    at = worst.index(top)
     print("largest relative deviation of the parameters from TensorFlow's, per step:")
     for k, value in enumerate(worst):
-        if k < 5 or k == len(worst) - 1 or k % 10 == 9:
-            print(f"  step {k + 1:4d}: {value:.2e}")
-    top = max(worst)
+        if k < 5 or k == len(worst) - 1 or k % 10 == 9 or k == at:
+            print(f"  step {k + 1:4d}: {value:.2e}" + ("  (the largest)" if k == at else ""))
     verdict = "PASS" if top <= tolerance else "FAIL"
-    print(f"largest over {len(worst)} steps: {top:.2e} (tolerance {tolerance:.0e}): "
-          f"{verdict}")
+    margin = (f"{tolerance / top:.3g}x below the tolerance" if top <= tolerance and top > 0
+              else "0 (identical)" if top == 0 else f"{top / tolerance:.3g}x the tolerance")
+    print(f"largest over {len(worst)} steps: {top:.2e} at step {at + 1} (tolerance "
+          f"{tolerance:.0e}; margin: {margin}): {verdict}")
     return 0 if verdict == "PASS" else 1

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from trainop.interfaces.train.files import write_whole
 from trainop.interfaces.train.loop import History
 
 __all__ = ["PANELS", "dashboard_figure", "panels_with_data", "write_dashboard"]
@@ -110,7 +111,6 @@ def dashboard_figure(history: History, title: str):
 
 
 def write_dashboard(history: History, path: str | Path, title: str) -> Path:
-    """Write the dashboard to ``path`` (PNG)."""
-    path = Path(path)
-    dashboard_figure(history, title).savefig(path, dpi=90)
-    return path
+    """Write the dashboard to ``path`` (PNG), whole or not at all (``files.write_whole``)."""
+    figure = dashboard_figure(history, title)
+    return write_whole(path, lambda partial: figure.savefig(partial, dpi=90, format="png"))

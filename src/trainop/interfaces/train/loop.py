@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from trainop.interfaces.train.files import write_whole
 from trainop.processing._base import SKIP_ACCUMULATING
 from trainop.training.optimize_loss import TrainOp
 from trainop.training.returnn.updater import Updater
@@ -51,8 +52,8 @@ class History:
             norm = "" if self.accumulating[k] else repr(self.global_norm[k])
             rows.append(f"{k + 1},{epoch},{self.loss[k]!r},{self.learning_rate[k]!r},{norm},"
                         f"{self.loss_scale[k]!r},{self.skipped[k]},{int(self.accumulating[k])}")
-        path.write_text("\n".join(rows) + "\n")
-        return path
+        text = "\n".join(rows) + "\n"
+        return write_whole(path, lambda partial: partial.write_text(text))
 
     def summary(self) -> str:
         """One paragraph: steps, the loss of the first and the last step (and the means of the

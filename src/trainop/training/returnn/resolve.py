@@ -92,6 +92,11 @@ def optimizer_spec(options: dict[str, Any]) -> tuple[type, dict[str, Any], float
     if torch_backend and not config:
         raise ValueError("config field 'optimizer' needs to be set explicitely for the Torch "
                          "backend (RETURNN's message; e.g. {'class': 'adamw'})")
+    if isinstance(config, dict) and not config:
+        raise ValueError("Expected `optimizer` to be a dict with a 'class' key, got {}: "
+                         "RETURNN's TF updater silently falls back to plain gradient descent; "
+                         "write {'class': 'sgd'} for that, or name the optimizer ({'class': "
+                         "'adam'})")
     if config and isinstance(config, dict) and "class" in config:
         kwargs = dict(config)
         torch_class = resolve_torch_class(kwargs.pop("class"), plain_names=torch_backend)

@@ -126,7 +126,8 @@ def torch_kwargs(cls: type, config: dict[str, Any], options: dict[str, Any]
     for key, value in group_options.items():
         if isinstance(value, Unresolved):
             raise ValueError(f"Expected `{key}` as a Python value, but it needs code ({value}): "
-                             f"pass it from Python")
+                             f"pass it from Python, or from the command line --set {key}=None "
+                             f"(or a value)")
     if "epsilon" in kwargs and _takes(cls, "eps") and not _takes(cls, "epsilon"):
         kwargs["eps"] = kwargs.pop("epsilon")
     if not group_options["param_groups_custom"]:  # else after it took its own keys

@@ -56,6 +56,7 @@ from trainop.processing import (
 from trainop.training._params import as_parameters, check_count_tensor
 from trainop.training.distributed import reduce_grads_in_place, world_size
 from trainop.training.returnn.options import read_config
+from trainop.training.returnn.probe import check_optimizer
 from trainop.training.returnn.resolve import (
     check_classes,
     optimizer_spec,
@@ -102,7 +103,7 @@ def _number(options: dict[str, Any], key: str) -> float:
     value = options[key]
     if isinstance(value, Unresolved):
         raise ValueError(f"Expected `{key}` to be a number, but it needs code ({value}): pass it "
-                         f"from Python")
+                         f"from Python, or from the command line: --set {key}=VALUE")
     if value is None or value is False:
         return 0.0
     return check_real(key, value, NON_NEGATIVE)
@@ -347,9 +348,12 @@ class Updater:
         if self._instance is not None:
             check_instance_params(self._instance, self._trainable)
         self._overrides = _check_overrides(options["updater_opts"], self._model)
+        like = self._trainable[0] if self._trainable else None
+        if self._instance is None:  # the whole optimizer config checked now, not at step 1
+            check_optimizer(self._spec, like)
         for overrides in self._overrides.values():
             if "optimizer" in overrides:
-                self._override_spec(overrides)
+                check_optimizer(self._override_spec(overrides), like)
         self._tagged = _check_tags(options, self._overrides)
         base = options["learning_rate"] if initial_learning_rate is None \
             else initial_learning_rate
@@ -374,7 +378,8 @@ class Updater:
             return None
         if isinstance(dynamic, Unresolved):
             raise ValueError(f"`dynamic_learning_rate` is a function in the config ({dynamic}): "
-                             f"pass it from Python (config dict)")
+                             f"pass it from Python (config dict), or from the command line "
+                             f"--set dynamic_learning_rate=None for none")
         if callable(dynamic):
             params = inspect.signature(dynamic).parameters
             if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
