@@ -157,7 +157,6 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         defaults = {**defaults, **self._extra_defaults()}
         self._has_betas = betas.has_betas(defaults)
         self._betas_seen: betas.Seen = {}
-        self._lr_policies: scheduled_lr.Seen = {}
         if self._has_betas:  # torch's spelling, read by OneCycleLR/CyclicLR (contract/betas.py)
             defaults[betas.KEY] = (defaults["beta1"], defaults["beta2"])
         self.defaults = defaults  # read by _validate_group_values for boolean options
@@ -174,18 +173,24 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             self.param_groups.clear()
             self.state.clear()
             self._betas_seen.clear()
-            self._lr_policies.clear()
         else:
             super().__init__(params, defaults)
             self._check_implementation([p for g in self.param_groups for p in g["params"]])
         self.state = adopt(self.state)
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        # Every torch LRScheduler wraps ``optimizer.step`` when it is built: the moment to
-        # refuse one over a group whose lr is a trainop schedule (contract/scheduled_lr.py).
-        if name == "step" and getattr(value, "_wrapped_by_lr_sched", False):
-            scheduled_lr.refuse(self)
-        super().__setattr__(name, value)
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        """torch's list of param groups. A torch LR scheduler reading it while a group's lr
+        is a trainop schedule is refused before it writes anything
+        (``contract/scheduled_lr.py``)."""
+        groups = self.__dict__["param_groups"]
+        if not torch.compiler.is_compiling():
+            scheduled_lr.check_reader(self, groups)
+        return groups
+
+    @param_groups.setter
+    def param_groups(self, groups: list[dict[str, Any]]) -> None:
+        self.__dict__["param_groups"] = groups
 
     # ------------------------------------------------------------------ subclass hooks
     def _extra_defaults(self) -> dict[str, Any]:
@@ -270,7 +275,6 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         group["non_slot"] = {"step": torch.zeros((), dtype=torch.int64)}
         if self._has_betas:
             betas.adopt_group(self._betas_seen, group, gives_betas)
-        scheduled_lr.note(self._lr_policies, group)
         self._invalidate()
 
     def _check_required(self, group: Mapping[str, Any], where: str) -> None:
@@ -522,9 +526,6 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             return
         self._gate = NO_GATE
         self._betas_seen = {}  # keyed by the groups' ids, which a copy changes
-        self._lr_policies = {}
-        for group in self.param_groups:
-            scheduled_lr.note(self._lr_policies, group)
         self._invalidate()
         if self._flat is not None:  # the copied buffers live at new addresses
             relink(self._flat)
@@ -747,10 +748,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             betas.sync(self._betas_seen, group, self._validate_group_values)
         snapshot = plain_snapshot(group, _GROUP_BOOKKEEPING)
         if snapshot is None:
-            scheduled_lr.note(self._lr_policies, group)
             return self._prepare(group, group["non_slot"]["step"])
-        if self._lr_policies:  # a schedule replaced by a plain rate: forget it
-            self._lr_policies.pop(id(group), None)
         cached = self._hyper_cache.get(id(group))
         if cached is not None and cached[0] is group and cached[1] == snapshot:
             return cached[2]
@@ -965,9 +963,6 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         self.state = adopt(self.state)
         if self._has_betas:
             betas.reset(self._betas_seen, self.param_groups)
-        self._lr_policies.clear()
-        for group in self.param_groups:
-            scheduled_lr.note(self._lr_policies, group)
         if self._flat is not None:
             reattach(self._flat, self)
         tf_params = None if self._tf_group is None else self._tf_group["params"]
@@ -977,7 +972,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
 
 # Caches an optimizer derives from its groups and state (not pickled, rebuilt when needed).
 _DERIVED = frozenset({"_step_plan", "_param_index_cache", "_hyper_cache", "_gate",
-                      "_apart_checked", "_betas_seen", "_lr_policies"})
+                      "_apart_checked", "_betas_seen"})
 
 
 @functools.cache
