@@ -29,7 +29,7 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from trainop.contract.hyper import is_policy
 
-__all__ = ["check_reader"]
+__all__ = ["check_reader", "own"]
 
 #: Modules whose code is torch's LR schedulers.
 _SCHEDULER_MODULES = frozenset({"torch.optim.lr_scheduler", "torch.optim.swa_utils"})
@@ -37,6 +37,12 @@ _SCHEDULER_MODULES = frozenset({"torch.optim.lr_scheduler", "torch.optim.swa_uti
 _FORWARDING = "param_groups"
 #: How many forwarding frames are looked through (a wrapper of a wrapper of ...).
 _MAX_FORWARDING = 8
+
+
+def own(frame: FrameType) -> bool:
+    """Whether ``frame`` is trainop's own code (the optimizer's reads in each step: the cheap
+    way out of ``check_reader``)."""
+    return frame.f_globals.get("__name__", "").startswith("trainop.")
 
 
 def _reader(frame: FrameType | None) -> FrameType | None:
@@ -52,7 +58,7 @@ def _is_scheduler(frame: FrameType) -> bool:
     module = frame.f_globals.get("__name__", "")
     if module in _SCHEDULER_MODULES:
         return True
-    if module.startswith(("torch.", "trainop.")):  # torch's and trainop's own reads: not one
+    if module.startswith(("torch.", "trainop.")):  # torch's and trainop's own reads
         return False
     code = frame.f_code  # a method of an LRScheduler subclass written elsewhere
     return (code.co_argcount > 0 and code.co_varnames[0] == "self"
