@@ -40,6 +40,7 @@ import contextlib
 import functools
 import inspect
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -486,6 +487,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     # cached plans, flat buffers and C kernels never see fake/functional tensors (docs/dropin.md).
     @torch._disable_dynamo  # = torch.compiler.disable, importing torch._dynamo at the first call
     def _step_pairs(self) -> None:
+        self._sync_betas()
         plan = self._current_plan()
         prepared = None
         if plan is not None:
@@ -745,8 +747,8 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         the same plain value as before (a scheduler that writes ``group["lr"]`` gets a new one;
         groups with tensors, callables or policies are evaluated at every step). ``betas``
         is reconciled with ``beta1``/``beta2`` first (``contract/betas.py``)."""
-        if self._has_betas:
-            betas.sync(self._betas_seen, group, self._validate_group_values)
+        if self._has_betas and not betas.reconciled(group):
+            self._sync_betas()
         snapshot = plain_snapshot(group, _GROUP_BOOKKEEPING)
         if snapshot is None:
             return self._prepare(group, group["non_slot"]["step"])
@@ -756,6 +758,12 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         prepared = self._prepare(group, group["non_slot"]["step"])
         self._hyper_cache[id(group)] = (group, snapshot, prepared)
         return prepared
+
+    def _sync_betas(self) -> None:
+        """``betas`` reconciled with ``beta1``/``beta2`` in every group, each checked before any
+        is written (``contract/betas.py``)."""
+        if self._has_betas:
+            betas.sync(self._betas_seen, self.param_groups, self._validate_group_values)
 
     def _plain_hyper(self, group: dict[str, Any], prepared: Prepared) -> bool:
         """Whether ``prepared`` (``_step_hyper``'s result for ``group``) came from plain values
@@ -767,6 +775,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
                      evaluated: dict[int, Prepared] | None = None) -> None:
         """Register new variables, create slots, update every pair, finish every group.
         ``evaluated``: groups' hyperparameters already evaluated for this step."""
+        self._sync_betas()
         index = self._param_index()
         new_vars = list({id(v): v for _, v in pairs if id(v) not in index}.values())
         states = self._tracked_state()
@@ -781,8 +790,6 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         if new_vars:
             tf_group = self._tf_group
             if tf_group is not None and any(tf_group is g for g in self.param_groups):
-                if self._has_betas:
-                    betas.sync(self._betas_seen, tf_group, self._validate_group_values)
                 tf_prepared = self._prepare(tf_group, tf_group["non_slot"]["step"])
             else:
                 self._check_required(self.defaults,
@@ -925,10 +932,18 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         Callable hyperparameters (functions, policies) are not serialised: they are saved as a
         marker, and ``load_state_dict`` keeps the loading optimizer's own value for them.
         """
+        invalid = {}
         if self._has_betas:  # saved reconciled (contract/betas.py)
-            for group in self.param_groups:
-                betas.sync(self._betas_seen, group, self._validate_group_values)
+            invalid = betas.sync_valid(self._betas_seen, self.param_groups,
+                                       self._validate_group_values)
         sd = super().state_dict()
+        for i, reason in invalid.items():  # saved as the updates so far used them
+            group = sd["param_groups"][i]
+            group[betas.KEY] = (group["beta1"], group["beta2"])
+            warnings.warn(f"{type(self).__name__}.state_dict(): {reason}; saved "
+                          f"beta1/beta2 = {group[betas.KEY]!r}, the values the updates so far "
+                          f"used (the group is left as it is: give it a valid pair)",
+                          stacklevel=2)
         # Plain dicts (not the tracked entries), and with flat buffers per-parameter tensors
         # rather than views of the buffers.
         copy = self._flat is not None
