@@ -45,7 +45,7 @@ def test_a_fifo_is_refused_without_waiting(tmp_path, suffix):
     start = time.monotonic()
     with pytest.raises(ValueError, match=rf"ck{suffix}'?:? is not a regular file \(a FIFO\)"):
         ckpt.read_tf(prefix)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 30  # a backstop only (#39)
 
 
 def test_an_index_linked_to_dev_zero_is_refused(tmp_path):
@@ -198,4 +198,4 @@ def test_a_shape_beyond_tf_rank_or_element_limits_is_refused_fast(tmp_path, dims
     start = time.monotonic()
     with pytest.raises(ValueError, match=r"ck.index entry 'a': " + message):
         ckpt.read_tf(prefix)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 30  # a backstop only (#39)
