@@ -14,7 +14,7 @@ import torch
 
 import trainop
 import trainop.checkpoints as ckpt
-from trainop.interfaces.checkpoints import bundle
+from trainop.interfaces.checkpoints import bundle, switch
 from trainop.interfaces.checkpoints.crc32c import crc32c, mask
 from trainop.interfaces.checkpoints.sstable import write_table
 from trainop.interfaces.checkpoints.wire import encode
@@ -169,14 +169,14 @@ def test_a_prefix_naming_no_file_is_refused(tmp_path, monkeypatch, prefix):
 def test_a_save_failing_half_way_leaves_the_old_checkpoint(tmp_path, monkeypatch):
     prefix = str(tmp_path / "ck")
     ckpt.write_tf(prefix, {"a": torch.ones(3)})
-    written = bundle._write_synced
+    written = switch._write_synced
 
     def fail_on_index(file, content):
         if ".index" in file:
             raise OSError(28, "No space left on device")
         written(file, content)
 
-    monkeypatch.setattr(bundle, "_write_synced", fail_on_index)
+    monkeypatch.setattr(switch, "_write_synced", fail_on_index)
     with pytest.raises(OSError, match="No space left"):
         ckpt.write_tf(prefix, {"a": torch.zeros(5)})
     assert torch.equal(ckpt.read_tf(prefix)["a"], torch.ones(3))

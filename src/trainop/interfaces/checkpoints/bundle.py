@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 import torch
 
@@ -31,6 +30,7 @@ from trainop.configs.reading import open_regular, read_regular
 from trainop.interfaces.checkpoints.crc32c import crc32c, mask, unmask
 from trainop.interfaces.checkpoints.dtypes import TF_TO_TORCH, TORCH_TO_TF, tf_dtype_name
 from trainop.interfaces.checkpoints.sstable import read_table, write_table
+from trainop.interfaces.checkpoints.switch import shard_name, write_switched
 from trainop.interfaces.checkpoints.wire import CorruptCheckpoint, encode, parse, signed64
 
 __all__ = ["TFCheckpoint", "read_bundle", "write_bundle"]
@@ -49,10 +49,6 @@ class TFCheckpoint(dict):
     def __init__(self, tensors: Mapping[str, torch.Tensor], unsupported: Mapping[str, str]):
         super().__init__(tensors)
         self.unsupported = dict(unsupported)
-
-
-def _shard_name(prefix: str, shard: int, num_shards: int) -> str:
-    return f"{prefix}.data-{shard:05d}-of-{num_shards:05d}"
 
 
 def _first(fields: dict, number: int, what: str, default: int | bytes = 0):
@@ -182,7 +178,7 @@ def _read_entry(name: str, fields: dict, shards: dict, prefix: str,
     if not 0 <= shard < num_shards:
         raise CorruptCheckpoint(f"{what}: shard {shard} of {num_shards}")
     if shard not in shards:
-        shards[shard] = _Shard(_shard_name(prefix, shard, num_shards), what)
+        shards[shard] = _Shard(shard_name(prefix, shard, num_shards), what)
     raw = shards[shard].read(offset, size, what)
     # TF's reader compares every entry's CRC, an absent one reading as 0 (proto3's default)
     if verify and crc32c(raw) != unmask(_first(fields, 6, where)):
@@ -247,10 +243,9 @@ def _as_bytes(tensor: torch.Tensor) -> bytes:
 def write_bundle(prefix: str | os.PathLike, tensors: Mapping[str, torch.Tensor]) -> None:
     """Write ``tensors`` as a one-shard V2 checkpoint at ``prefix``.
 
-    Both files are written in full under temporary names beside the old ones and only then
-    renamed over them (data, then index): a failure while writing leaves the old checkpoint
-    as it was and no temporary file; only an interruption between the two renames (two system
-    calls) can leave a new data file beside the old index (the CRCs then refuse it)."""
+    The data goes under a name the checkpoint there now does not use and the index is
+    replaced last (``switch.write_switched``): the old checkpoint stays whole until the new
+    one is, and a failure leaves no temporary file."""
     prefix = os.fspath(prefix)
     if not isinstance(prefix, str) or os.path.basename(prefix) in ("", ".", ".."):
         raise ValueError(f"Expected the checkpoint prefix to name a file (as "
@@ -269,24 +264,15 @@ def write_bundle(prefix: str | os.PathLike, tensors: Mapping[str, torch.Tensor])
         raw = _as_bytes(tensors[name])
         entries.append((name.encode("utf-8"), _entry(tensors[name], len(data), raw)))
         data += raw
-    header = encode([(1, 1), (3, encode([(1, _PRODUCER)]))])
-    index = write_table([(b"", header), *entries])
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-    files = ((_shard_name(prefix, 0, 1), bytes(data)), (f"{prefix}.index", index))
-    partials = [f"{file}.tmp{os.getpid()}" for file, _ in files]
-    try:  # both files written in full before either replaces the old one
-        for partial, (_, content) in zip(partials, files, strict=True):
-            _write_synced(partial, content)
-    except BaseException:
-        for partial in partials:
-            Path(partial).unlink(missing_ok=True)
-        raise
-    for partial, (file, _) in zip(partials, files, strict=True):
-        os.replace(partial, file)
+    write_switched(prefix, bytes(data), lambda num_shards: write_table(
+        [(b"", encode([(1, num_shards), (3, encode([(1, _PRODUCER)]))])), *entries]),
+        _current_shards(prefix))
 
 
-def _write_synced(file: str, content: bytes) -> None:
-    with open(file, "wb") as handle:
-        handle.write(content)
-        handle.flush()
-        os.fsync(handle.fileno())
+def _current_shards(prefix: str) -> int | None:
+    """The shard count of the checkpoint at ``prefix`` now; ``None`` where there is none (or
+    its index is unreadable: nothing there to keep readable)."""
+    try:
+        return _index_entries(prefix)[0]
+    except (OSError, ValueError):
+        return None
