@@ -46,7 +46,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from trainop.contract import betas, scheduled_lr
+from trainop.contract import betas, llvm_order, scheduled_lr
 from trainop.contract.arguments import (
     check_global_step,
     check_gradient,
@@ -151,6 +151,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         name: str,
         implementation: str | None = None,
     ) -> None:
+        llvm_order.check(type(self).__name__)
         self._name = check_name(name)
         if implementation is not None:
             check_choice("implementation", implementation, (*self.IMPLEMENTATIONS, TRITON))
