@@ -135,11 +135,18 @@ class _Shard:
             missing=lambda _: CorruptCheckpoint(f"{what}: the data file {file!r} is missing"))
         self.handle = os.fdopen(self.fd, "rb", buffering=0)  # reads straight into the tensor
 
-    def read(self, offset: int, size: int, what: str) -> bytearray:
+    def check_within(self, offset: int, size: int, what: str) -> None:
         if offset + size > self.size:
             raise CorruptCheckpoint(f"{what}: bytes {offset}..{offset + size} lie past the end "
                                     f"of {self.file!r} ({self.size} bytes): truncated")
-        out = bytearray(size)
+
+    def read(self, offset: int, size: int, what: str) -> bytearray:
+        self.check_within(offset, size, what)
+        try:
+            out = bytearray(size)
+        except MemoryError:
+            raise MemoryError(f"{what}: {size:,} bytes of {self.file!r} do not fit in "
+                              f"memory") from None
         view, done = memoryview(out), 0
         while done < size:
             try:
@@ -159,8 +166,10 @@ class _Shard:
         self.handle.close()
 
 
-def _read_entry(name: str, fields: dict, shards: dict, prefix: str,
-                num_shards: int, verify: bool) -> torch.Tensor | str:
+def _locate(name: str, fields: dict, prefix: str,
+            num_shards: int) -> tuple[torch.dtype, tuple, int, int, int, int] | str:
+    """Where entry ``name``'s bytes lie: ``(dtype, shape, shard, offset, size, crc)``, or why
+    it is not read (a string)."""
     where = f"{prefix}.index entry {name!r}"
     number = _first(fields, 1, where)
     if fields.get(7):
@@ -171,17 +180,45 @@ def _read_entry(name: str, fields: dict, shards: dict, prefix: str,
     shape = _shape(_first(fields, 2, where, b""), where)
     shard, offset, size = (_first(fields, n, where) for n in (3, 4, 5))
     expected = math.prod(shape) * dtype.itemsize
-    what = f"TF checkpoint {prefix!r}, variable {name!r}"
     if size != expected:
-        raise CorruptCheckpoint(f"{what}: {size} bytes stored for shape {shape} of "
-                                f"{tf_dtype_name(number)} ({expected} expected)")
+        raise CorruptCheckpoint(f"TF checkpoint {prefix!r}, variable {name!r}: {size} bytes "
+                                f"stored for shape {shape} of {tf_dtype_name(number)} "
+                                f"({expected} expected)")
     if not 0 <= shard < num_shards:
-        raise CorruptCheckpoint(f"{what}: shard {shard} of {num_shards}")
-    if shard not in shards:
-        shards[shard] = _Shard(shard_name(prefix, shard, num_shards), what)
+        raise CorruptCheckpoint(f"TF checkpoint {prefix!r}, variable {name!r}: shard {shard} "
+                                f"of {num_shards}")
+    return dtype, shape, shard, offset, size, _first(fields, 6, where)
+
+
+def _open_within_sizes(located: list, shards: dict, prefix: str, num_shards: int) -> None:
+    """Open the data files the entries name and refuse, before a byte is read, an index whose
+    entries name more bytes of a data file than it holds: TF's writer never lets entries
+    overlap, so only a damaged or hostile index does (forty entries over one 256 MiB region
+    made trainop read and hold 10 GiB). TF's own reader reads such entries one by one."""
+    totals: dict[int, int] = {}
+    for name, place in located:
+        if not isinstance(place, str):
+            what = f"TF checkpoint {prefix!r}, variable {name!r}"
+            shard, offset, size = place[2:5]
+            if shard not in shards:
+                shards[shard] = _Shard(shard_name(prefix, shard, num_shards), what)
+            shards[shard].check_within(offset, size, what)
+            totals[shard] = totals.get(shard, 0) + size
+    for shard, total in totals.items():
+        if total > shards[shard].size:
+            raise CorruptCheckpoint(
+                f"TF checkpoint {prefix!r}: its index names {total:,} bytes of "
+                f"{shards[shard].file!r}, which holds {shards[shard].size:,}: entries overlap "
+                f"(TF's writer never writes them): damaged")
+
+
+def _read_entry(name: str, place: tuple, shards: dict, prefix: str,
+                verify: bool) -> torch.Tensor:
+    dtype, shape, shard, offset, size, crc = place
+    what = f"TF checkpoint {prefix!r}, variable {name!r}"
     raw = shards[shard].read(offset, size, what)
     # TF's reader compares every entry's CRC, an absent one reading as 0 (proto3's default)
-    if verify and crc32c(raw) != unmask(_first(fields, 6, where)):
+    if verify and crc32c(raw) != unmask(crc):
         raise CorruptCheckpoint(f"{what}: the data fail their CRC-32C check: damaged")
     if not raw:
         return torch.empty(shape, dtype=dtype)
@@ -216,13 +253,14 @@ def read_bundle(prefix: str | os.PathLike, *, verify_checksums: bool = True) -> 
     num_shards, entries = _index_entries(prefix)
     shards: dict[int, _Shard] = {}
     tensors, unsupported = {}, {}
+    located = [(name, _locate(name, fields, prefix, num_shards)) for name, fields in entries]
     try:
-        for name, fields in entries:
-            value = _read_entry(name, fields, shards, prefix, num_shards, verify_checksums)
-            if isinstance(value, str):
-                unsupported[name] = value
+        _open_within_sizes(located, shards, prefix, num_shards)
+        for name, place in located:
+            if isinstance(place, str):
+                unsupported[name] = place
             else:
-                tensors[name] = value
+                tensors[name] = _read_entry(name, place, shards, prefix, verify_checksums)
     finally:
         for shard in shards.values():
             shard.close()
