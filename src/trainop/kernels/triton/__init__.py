@@ -11,8 +11,10 @@ on this path needs no synchronisation. A bucket whose tensors lie back to back i
 
 Triton is imported lazily: importing trainop never imports it, and without it ``available()``
 is False and every bucket takes the caller's safe path (``foreach``). The kernels are decorated
-when their family is first used; under ``TRITON_INTERPRET=1`` they run on the CPU with numpy
-(how the tests reach them without a GPU). Every call goes through ``checked`` (the boundary
+when their family is first used (under a lock: the first use from several threads imports
+each module once); under ``TRITON_INTERPRET=1`` they run on the CPU with numpy (how the tests
+reach them without a GPU), one kernel at a time (the interpreter patches ``triton.language``
+while it runs one). Every call goes through ``checked`` (the boundary
 checks shared with the native kernels, ``kernels.boundary``).
 
 Covered: the dense rules of every optimizer (float32), and ``sparse_rows``: the sparse update
