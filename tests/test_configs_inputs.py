@@ -84,7 +84,7 @@ def _recipe_error(answer, pattern=""):
 def test_bounded_values_are_refused_before_they_are_built(server, workdir, name, text, pattern):
     answer = _load(server, _write(workdir, name, text), memory_gb=1.0)
     _recipe_error(answer, pattern)
-    assert answer["seconds"] < 20
+    assert answer["seconds"] < 30  # a backstop only (#39): the bound is in the message
 
 
 def test_generous_limits_hold_real_sizes(server, workdir):
@@ -158,7 +158,7 @@ def test_every_bad_file_is_one_recipe_error(server, workdir, name, data, pattern
     path = _write(workdir, name, data, "wb" if isinstance(data, bytes) else "w")
     answer = _load(server, path, memory_gb=1.0)
     _recipe_error(answer, pattern)
-    assert answer["seconds"] < 20
+    assert answer["seconds"] < 30  # a backstop only (#39): the bound is in the message
 
 
 def test_unparsable_python_is_not_read_as_the_line_format(server, workdir):

@@ -397,18 +397,19 @@ def test_validation_runs_after_pre_hooks_and_before_any_change() -> None:
     one stops before anything is loaded and before the post-hooks."""
     opt = stepped()
     sd = copy.deepcopy(opt.state_dict())
-    sd["param_groups"][0]["betas"] = (0.5, 0.6)
+    sd["param_groups"][0]["betas"] = (1.5, 0.6)
     target = stepped("AdamOptimizer", steps=2)
     seen = []
     target.register_load_state_dict_post_hook(lambda o: seen.append(True))
     before = snapshot(target)
-    with pytest.raises(ValueError, match=r"Expected `betas` to equal \(beta1, beta2\)"):
+    with pytest.raises(ValueError, match=r"Expected `beta1` in \[0, 1\), got 1.5 \(in `betas` "
+                                         r"= \(1.5, 0.6\)\)$"):
         target.load_state_dict(sd)
     assert same(before, snapshot(target)) and not seen
 
     def convert(o, d):
-        b1, b2 = d["param_groups"][0].pop("betas")
-        d["param_groups"][0].update(beta1=b1, beta2=b2)
+        d["param_groups"][0].pop("betas")
+        d["param_groups"][0].update(beta1=0.5, beta2=0.6)
 
     target.register_load_state_dict_pre_hook(convert)
     target.load_state_dict(sd)

@@ -219,13 +219,15 @@ _FLOODS = [r for r in ERRORS if r.id.startswith(("same-hash", "fstring", "arange
 @pytest.mark.parametrize("row", _FLOODS, ids=ids(_FLOODS))
 def test_floods_are_refused_fast(row):
     """#34: each of these ~100-byte configs ran for minutes or hours (quadratic dict/set
-    building, quadratic f-string parsing) or to the memory cap (object arrays)."""
+    building, quadratic f-string parsing) or to the memory cap (object arrays). What bounds
+    them is a count the evaluator keeps (distinct keys per hash, f-string fields, an integer's
+    bits), named in the message; the clock is only a backstop for a busy machine (#39)."""
     import time
 
     start = time.monotonic()
-    with pytest.raises(R):
+    with pytest.raises(R, match=r"MAX_SAME_HASH|MAX_FSTRING_FIELDS|integer beyond 64 bits"):
         row.call()
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 30
 
 
 def test_equal_keys_are_not_a_flood():

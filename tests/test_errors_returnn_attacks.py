@@ -56,7 +56,7 @@ def test_a_fifo_opt_pt_is_refused_without_waiting(tmp_path):
                                          r"file \(a FIFO\); an optimizer file is read from a "
                                          r"regular file"):
         ours.load_optimizer(path)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 30  # a backstop only (#39)
     with pytest.raises(FileNotFoundError, match=r"No optimizer file '.*y.opt.pt'"):
         ours.load_optimizer(str(tmp_path / "y.opt.pt"))
 

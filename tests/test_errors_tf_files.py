@@ -14,7 +14,7 @@ import torch
 
 import trainop
 import trainop.checkpoints as ckpt
-from trainop.interfaces.checkpoints import bundle
+from trainop.interfaces.checkpoints import bundle, switch
 from trainop.interfaces.checkpoints.crc32c import crc32c, mask
 from trainop.interfaces.checkpoints.sstable import write_table
 from trainop.interfaces.checkpoints.wire import encode
@@ -45,7 +45,7 @@ def test_a_fifo_is_refused_without_waiting(tmp_path, suffix):
     start = time.monotonic()
     with pytest.raises(ValueError, match=rf"ck{suffix}'?:? is not a regular file \(a FIFO\)"):
         ckpt.read_tf(prefix)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 30  # a backstop only (#39)
 
 
 def test_an_index_linked_to_dev_zero_is_refused(tmp_path):
@@ -169,14 +169,14 @@ def test_a_prefix_naming_no_file_is_refused(tmp_path, monkeypatch, prefix):
 def test_a_save_failing_half_way_leaves_the_old_checkpoint(tmp_path, monkeypatch):
     prefix = str(tmp_path / "ck")
     ckpt.write_tf(prefix, {"a": torch.ones(3)})
-    written = bundle._write_synced
+    written = switch._write_synced
 
     def fail_on_index(file, content):
         if ".index" in file:
             raise OSError(28, "No space left on device")
         written(file, content)
 
-    monkeypatch.setattr(bundle, "_write_synced", fail_on_index)
+    monkeypatch.setattr(switch, "_write_synced", fail_on_index)
     with pytest.raises(OSError, match="No space left"):
         ckpt.write_tf(prefix, {"a": torch.zeros(5)})
     assert torch.equal(ckpt.read_tf(prefix)["a"], torch.ones(3))
@@ -198,4 +198,4 @@ def test_a_shape_beyond_tf_rank_or_element_limits_is_refused_fast(tmp_path, dims
     start = time.monotonic()
     with pytest.raises(ValueError, match=r"ck.index entry 'a': " + message):
         ckpt.read_tf(prefix)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 30  # a backstop only (#39)

@@ -127,7 +127,7 @@ def test_a_huge_step_needs_no_loop():
                                                            for p in params])
     start = time.monotonic()
     ckpt.from_torch_optim(sd, opt)
-    assert time.monotonic() - start < 1
+    assert time.monotonic() - start < 30  # a backstop only (#39)
     non_slot = opt.param_groups[0]["non_slot"]
     assert int(non_slot["step"]) == 10**9
     b2 = float(np.float32(0.99999))

@@ -224,3 +224,43 @@ def test_hf_trainer_onecycle_trains_and_resumes_bit_exactly(tmp_path):
     assert int(group_b["non_slot"]["step"]) == 6
     assert group_a["betas"] == group_b["betas"] and group_a["beta1"] == group_b["beta1"]
     assert torch.equal(group_a["non_slot"]["beta1_power"], group_b["non_slot"]["beta1_power"])
+
+
+# ------------------------------------------- a trainop schedule as the lr, under HF Trainer
+class _TwoHeads(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(3, 1), torch.nn.Linear(3, 1)
+
+    def forward(self, x, labels):
+        return {"loss": torch.nn.functional.mse_loss(self.a(x) + self.b(x), labels)}
+
+
+def test_hf_trainer_refuses_a_scheduled_lr_and_restores_every_group(tmp_path):
+    """Issue #39: the Trainer builds its LambdaLR over accelerate's ``AcceleratedOptimizer``,
+    which wraps the trainop optimizer. The refusal is the same one line as for a scheduler
+    built on the optimizer itself, and both groups (one scheduled, one float) are left exactly
+    as they were (no ``initial_lr`` left behind)."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from trainop import schedules
+    transformers.logging.set_verbosity_error()
+    model = _TwoHeads()
+    policy = schedules.ExponentialDecay(0.1, 1, 0.5)
+    opt = trainop.AdamOptimizer([{"params": model.a.parameters(), "lr": 0.5},
+                                 {"params": model.b.parameters(), "lr": policy}])
+    before = [{k: v for k, v in g.items() if k != "non_slot"} for g in opt.param_groups]
+    data = [{"x": torch.ones(3), "labels": torch.ones(1)} for _ in range(4)]
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=2,
+        save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
+        dataloader_num_workers=0)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=data,
+                                   optimizers=(opt, None))
+    with pytest.raises(TypeError, match=r"^AdamOptimizer: a torch LR scheduler cannot drive "
+                                        r"param group\(s\) \[1\]: their learning rate is a "
+                                        r"trainop schedule \(ExponentialDecay\)"):
+        trainer.train()
+    after = [{k: v for k, v in g.items() if k != "non_slot"} for g in opt.param_groups]
+    assert after == before and after[1]["lr"] is policy
+    assert int(opt.param_groups[0]["non_slot"]["step"]) == 0  # refused before any update

@@ -48,7 +48,7 @@ def test_negative_base_power_beyond_the_int_bits_is_refused_before_it_is_built()
     start = time.monotonic()  # built first, (-3) ** 10**8 (160M bits) takes many seconds
     with pytest.raises(ValueError, match="MAX_INT_BITS"):
         evaluate_python_config(f"y = (-3) ** {10 ** 8}", "c.config")
-    assert time.monotonic() - start < 2.0
+    assert time.monotonic() - start < 30  # a backstop only (#39)
 
 
 def test_a_bound_exceeded_in_an_if_test_is_an_error_not_unresolved_code():

@@ -27,3 +27,53 @@ def test_tensorflow_then_dynamo_in_one_process():
                          timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "6.0"
+
+
+def _run(script):
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=240)
+
+
+TF_FIRST = """
+import tensorflow
+import torch
+import trainop
+w = torch.nn.Parameter(torch.ones(2))
+try:
+    trainop.AdamOptimizer([w], lr=0.1)
+except RuntimeError as error:
+    print(error)
+"""
+
+
+def test_tensorflow_imported_first_is_one_clear_error():
+    """Issue #40: a script that imported TensorFlow before anything loaded Triton aborted at
+    its first optimizer (torch's add_param_group imports torch._dynamo, then Triton) with
+    LLVM's "registered more than once" and no traceback; now it is refused before that."""
+    out = _run(TF_FIRST)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == (
+        "AdamOptimizer: TensorFlow was imported before Triton. Building an optimizer imports "
+        "torch._dynamo, which imports Triton, and with TensorFlow's LLVM already loaded "
+        "Triton's would abort this process (\"CommandLine Error: Option ... registered more "
+        "than once\"). Import trainop (or torch._dynamo) before tensorflow in your script")
+
+
+TRAINOP_FIRST = """
+import sys
+import torch
+import trainop
+import tensorflow as tf
+assert "triton" in sys.modules  # loaded ahead of TensorFlow by trainop's import hook
+w = torch.nn.Parameter(torch.ones(2))
+opt = trainop.AdamOptimizer([w], lr=0.1)
+w.grad = torch.ones(2)
+opt.step()
+print(float(tf.constant(2.0) * 3.0), [round(float(x), 4) for x in w])
+"""
+
+
+def test_trainop_imported_before_tensorflow_works():
+    out = _run(TRAINOP_FIRST)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "6.0 [0.9, 0.9]"

@@ -7,6 +7,7 @@ float32 products, as ``tf.train.AdamOptimizer``'s ``beta1_power`` variable)."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -126,9 +127,69 @@ def test_betas_and_beta1_beta2_are_one_value():
     assert other.param_groups[0]["betas"] == (0.7, 0.99)
     group["betas"] = (1.5, 0.99)
     before = w.detach().clone()
-    with pytest.raises(ValueError, match=r"^Expected `beta1` in \[0, 1\), got 1\.5$"):
+    with pytest.raises(ValueError, match=r"^Expected `beta1` in \[0, 1\), got 1\.5 "
+                                         r"\(param_groups\[0\]\['betas'\] = \(1\.5, 0\.99\)\)$"):
         opt.step()
     assert torch.equal(w.detach(), before) and group["beta1"] == 0.7
+
+
+def _two_groups():
+    a, b = (torch.nn.Parameter(torch.ones(2, dtype=torch.float64)) for _ in range(2))
+    opt = trainop.AdamOptimizer([{"params": [a]}, {"params": [b]}], lr=0.1)
+    for p in (a, b):
+        p.grad = torch.ones(2, dtype=torch.float64)
+    opt.step()
+    return opt, a, b
+
+
+def test_an_invalid_betas_in_one_group_changes_no_group():
+    """Issue #40: group 1's invalid ``betas`` refused the update after group 0's valid one had
+    been taken into its beta1/beta2; and state_dict() raised the same error, so no checkpoint
+    could be saved. Now every group is checked first, and state_dict saves."""
+    opt, a, b = _two_groups()
+    g0, g1 = opt.param_groups
+    g0["betas"], g1["betas"] = (0.5, 0.99), (1.5, 0.99)
+    params = [a.detach().clone(), b.detach().clone()]
+    for call in (opt.step, lambda: opt.apply_gradients([(torch.ones(2, dtype=torch.float64),
+                                                         a)])):
+        with pytest.raises(ValueError, match=r"^Expected `beta1` in \[0, 1\), got 1\.5 "
+                                             r"\(param_groups\[1\]\['betas'\]"):
+            call()
+        assert (g0["beta1"], g0["beta2"], g0["betas"]) == (0.9, 0.999, (0.5, 0.99))
+        assert (g1["beta1"], g1["beta2"], g1["betas"]) == (0.9, 0.999, (1.5, 0.99))
+        assert torch.equal(a, params[0]) and torch.equal(b, params[1])
+    with pytest.warns(UserWarning, match=r"state_dict\(\): Expected `beta1` in \[0, 1\), got "
+                                         r"1\.5 \(param_groups\[1\]\['betas'\] = "
+                                         r"\(1\.5, 0\.99\)\); saved beta1/beta2 = "
+                                         r"\(0\.9, 0\.999\)"):
+        sd = opt.state_dict()
+    saved = [(g["beta1"], g["beta2"], g["betas"]) for g in sd["param_groups"]]
+    assert saved == [(0.5, 0.99, (0.5, 0.99)), (0.9, 0.999, (0.9, 0.999))]
+    assert g1["betas"] == (1.5, 0.99)  # the live group is left for the user to fix
+    fresh, _, _ = _two_groups()
+    fresh.load_state_dict(sd)
+    assert [g["betas"] for g in fresh.param_groups] == [(0.5, 0.99), (0.9, 0.999)]
+
+
+def test_a_checkpoint_whose_betas_differ_loads_them_as_its_next_update_would():
+    """A checkpoint saved where ``betas`` was written after the last update (by code that does
+    not reconcile, e.g. a wrapper's own groups): loading takes ``betas``, the value the saved
+    optimizer's next update would have used; an invalid ``betas`` is refused whole."""
+    opt, _, _ = _two_groups()
+    sd = copy.deepcopy(opt.state_dict())
+    sd["param_groups"][1]["betas"] = (0.5, 0.99)  # beta1/beta2 still 0.9/0.999
+    target, a, b = _two_groups()
+    target.load_state_dict(sd)
+    g0, g1 = target.param_groups
+    assert (g1["beta1"], g1["beta2"], g1["betas"]) == (0.5, 0.99, (0.5, 0.99))
+    assert (g0["beta1"], g0["beta2"]) == (0.9, 0.999)
+    power = float(g1["non_slot"]["beta1_power"])
+    target.step()  # TF: beta1_power *= beta1 at each update, in float32
+    assert float(g1["non_slot"]["beta1_power"]) == float(torch.tensor(power) * f32(0.5))
+    sd["param_groups"][1]["betas"] = (0.5, 1.0)
+    with pytest.raises(ValueError, match=r"^Invalid optimizer checkpoint, group 1: "
+                                         r"Expected `beta2` in \[0, 1\), got 1\.0 \(in `betas`"):
+        target.load_state_dict(sd)
 
 
 def test_group_gives_betas():

@@ -10,6 +10,7 @@ from trainop.configs.errors import RecipeError
 from trainop.contract.flat import FlatLayout, flatten
 from trainop.contract.optimizer import AggregationMethod, Gate, Optimizer, SlotSpec
 from trainop.interfaces.recipes import Recipe, load_recipe
+from trainop.interfaces.tensorflow_import import load_triton_before_tensorflow
 from trainop.optimizers.adadelta import AdadeltaOptimizer
 from trainop.optimizers.adagrad import AdagradOptimizer
 from trainop.optimizers.adagrad_da import AdagradDAOptimizer
@@ -59,6 +60,9 @@ from trainop.training import (
 )
 
 __version__ = "0.1.0"
+
+# TensorFlow imported after trainop loads Triton first (interfaces/tensorflow_import.py).
+load_triton_before_tensorflow()
 
 __all__ = [
     "LearningRateControl",

@@ -14,9 +14,16 @@ momentum (``OneCycleLR``, ``CyclicLR`` with ``cycle_momentum=True``) look for ``
   cost when nothing changed is one identity check of two floats.
 - ``add_param_group``: a group that gives ``betas`` gets ``beta1``/``beta2`` from it (giving
   both spellings with other values is a ``ValueError``); otherwise ``betas`` is made from them.
-- ``state_dict`` saves reconciled groups; ``load_state_dict`` takes the checkpoint's
-  ``beta1``/``beta2`` (validated with the rest of the checkpoint) and rewrites ``betas`` from
-  them, so a checkpoint saved before ``betas`` existed loads too.
+- Every group is checked before any is written: one group's invalid ``betas`` refuses the
+  update with the group named, and no group has changed.
+- ``state_dict`` saves reconciled groups; a group whose pending ``betas`` is invalid is saved
+  with the ``beta1``/``beta2`` its updates so far used (and ``betas`` equal to them), with a
+  warning naming the group, so a checkpoint can still be saved; the live group is left as it
+  is. ``load_state_dict`` validates ``beta1``/``beta2`` and ``betas`` with the rest of the
+  checkpoint; where they differ (a checkpoint saved by code that does not reconcile, such as
+  a wrapper's own groups, after a scheduler wrote ``betas``) the group takes ``betas``, as
+  its next update would have; a checkpoint saved before ``betas`` existed gets it from
+  ``beta1``/``beta2``.
 
 The torch spelling ``betas=`` as a constructor argument stays refused (``torch_style``): the
 TF signature has ``beta1``/``beta2``.
@@ -27,7 +34,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["KEY", "adopt_group", "check_given", "has_betas", "reset", "sync"]
+__all__ = ["KEY", "adopt_group", "check_given", "has_betas", "reconciled", "reset",
+           "sync", "sync_valid"]
 
 KEY = "betas"
 _PAIR = ("beta1", "beta2")
@@ -74,28 +82,81 @@ def check_given(group: Mapping[str, Any], validate: Callable[[Mapping[str, Any]]
     validate(dict(zip(_PAIR, betas, strict=True)))
 
 
-def sync(seen: Seen, group: dict, validate: Callable[[Mapping[str, Any]], None]) -> None:
-    """Reconcile ``group``'s ``betas`` with ``beta1``/``beta2`` (see the module docstring)."""
+def reconciled(group: Mapping[str, Any]) -> bool:
+    """Whether ``group``'s ``betas`` holds the very ``beta1``/``beta2`` objects (nothing
+    written since the last reconciliation): one identity check of two floats."""
+    betas = group.get(KEY)
+    return (isinstance(betas, tuple | list) and len(betas) == 2
+            and betas[0] is group["beta1"] and betas[1] is group["beta2"])
+
+
+def _pending(seen: Seen, group: dict) -> tuple | None:
+    """The pair ``sync`` would take from ``betas`` into ``beta1``/``beta2``; ``None`` when it
+    takes nothing (``betas`` missing, unchanged, or equal to them). Writes nothing."""
     betas = group.get(KEY)
     beta1, beta2 = group["beta1"], group["beta2"]
-    if betas is not None and len(betas) == 2 and betas[0] is beta1 and betas[1] is beta2:
-        return  # nothing written since the last reconciliation (or equal objects anyway)
+    if betas is None or reconciled(group):
+        return None  # nothing written since the last reconciliation (or the same objects)
     record = seen.get(id(group))
-    last = record[1] if record is not None and record[0] is group else None
-    if betas is None or betas is last:  # beta1/beta2 were written (or betas never made)
-        _record(seen, group, (beta1, beta2))
-        return
+    if record is not None and record[0] is group and betas is record[1]:
+        return None  # beta1/beta2 were written since: they win
     pair = _as_pair(betas, "in the param group")
-    if pair == (beta1, beta2):
-        _record(seen, group, (beta1, beta2))
+    return None if pair == (beta1, beta2) else pair
+
+
+def _check(seen: Seen, index: int, group: dict,
+           validate: Callable[[Mapping[str, Any]], None]) -> tuple | None:
+    """``_pending``, and its range checks, with the group named in the error."""
+    try:
+        pair = _pending(seen, group)
+        if pair is not None:
+            validate(dict(zip(_PAIR, pair, strict=True)))
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{error} (param_groups[{index}]['betas'] = {group[KEY]!r})"
+                          ) from None
+    return pair
+
+
+def _take(seen: Seen, group: dict, pair: tuple | None) -> None:
+    if pair is None:
+        if not reconciled(group):
+            _record(seen, group, (group["beta1"], group["beta2"]))
         return
-    validate(dict(zip(_PAIR, pair, strict=True)))
     _record(seen, group, pair)
     group["beta1"], group["beta2"] = pair
 
 
+def sync(seen: Seen, groups: list[dict],
+         validate: Callable[[Mapping[str, Any]], None]) -> None:
+    """Reconcile every group's ``betas`` with ``beta1``/``beta2`` (see the module docstring):
+    every group is checked before any is written, so one group's invalid ``betas`` leaves the
+    others as they were too."""
+    pairs = [_check(seen, i, group, validate) for i, group in enumerate(groups)]
+    for group, pair in zip(groups, pairs, strict=True):
+        _take(seen, group, pair)
+
+
+def sync_valid(seen: Seen, groups: list[dict],
+               validate: Callable[[Mapping[str, Any]], None]) -> dict[int, str]:
+    """``sync`` for ``state_dict``: the groups whose pending ``betas`` are invalid are left
+    as they are and returned (index -> the reason), the others are reconciled."""
+    invalid: dict[int, str] = {}
+    for i, group in enumerate(groups):
+        try:
+            pair = _check(seen, i, group, validate)
+        except (TypeError, ValueError) as error:
+            invalid[i] = str(error)
+            continue
+        _take(seen, group, pair)
+    return invalid
+
+
 def reset(seen: Seen, groups: list[dict]) -> None:
-    """After a load: ``betas`` rewritten from each group's (validated) ``beta1``/``beta2``."""
+    """After a load (the checkpoint validated whole): a group whose saved ``betas`` differs
+    from its ``beta1``/``beta2`` takes ``betas``, as its next update would have; a group
+    saved without ``betas`` gets it from ``beta1``/``beta2``."""
     seen.clear()
     for group in groups:
-        _record(seen, group, (group["beta1"], group["beta2"]))
+        pair = tuple(group[KEY]) if KEY in group else (group["beta1"], group["beta2"])
+        _record(seen, group, pair)
+        group["beta1"], group["beta2"] = pair

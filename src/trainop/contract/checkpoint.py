@@ -146,12 +146,16 @@ def _check_hyperparameters(opt: Any, where: str, saved: Mapping, unsaved: str,
         opt._validate_group_values(values)
     except (TypeError, ValueError) as err:
         raise type(err)(f"Invalid optimizer checkpoint, {where}: {err}") from None
-    betas = values.get("betas")
-    if betas is not None and (not isinstance(betas, tuple | list) or len(betas) != 2
-                              or tuple(betas) != (values.get("beta1"), values.get("beta2"))):
-        _fail(ValueError, where, f"Expected `betas` to equal (beta1, beta2) = "
-                                 f"({values.get('beta1')!r}, {values.get('beta2')!r}), got "
-                                 f"{betas!r}")
+    betas = values.get("betas")  # taken over beta1/beta2 where they differ (betas.reset)
+    if betas is None:
+        return
+    if not isinstance(betas, tuple | list) or len(betas) != 2:
+        _fail(TypeError, where, f"Expected `betas` to be a pair (beta1, beta2), got {betas!r}")
+    try:
+        opt._validate_group_values({"beta1": betas[0], "beta2": betas[1]})
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"Invalid optimizer checkpoint, {where}: {err} (in `betas` = "
+                        f"{betas!r})") from None
 
 
 def _check_step(where: str, step: torch.Tensor) -> None:

@@ -39,12 +39,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 import torch
 
-from trainop.contract import betas, scheduled_lr
+from trainop.contract import betas, llvm_order, scheduled_lr
 from trainop.contract.arguments import (
     check_global_step,
     check_gradient,
@@ -149,6 +151,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         name: str,
         implementation: str | None = None,
     ) -> None:
+        llvm_order.check(type(self).__name__)
         self._name = check_name(name)
         if implementation is not None:
             check_choice("implementation", implementation, (*self.IMPLEMENTATIONS, TRITON))
@@ -157,7 +160,6 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         defaults = {**defaults, **self._extra_defaults()}
         self._has_betas = betas.has_betas(defaults)
         self._betas_seen: betas.Seen = {}
-        self._lr_policies: scheduled_lr.Seen = {}
         if self._has_betas:  # torch's spelling, read by OneCycleLR/CyclicLR (contract/betas.py)
             defaults[betas.KEY] = (defaults["beta1"], defaults["beta2"])
         self.defaults = defaults  # read by _validate_group_values for boolean options
@@ -174,18 +176,24 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             self.param_groups.clear()
             self.state.clear()
             self._betas_seen.clear()
-            self._lr_policies.clear()
         else:
             super().__init__(params, defaults)
             self._check_implementation([p for g in self.param_groups for p in g["params"]])
         self.state = adopt(self.state)
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        # Every torch LRScheduler wraps ``optimizer.step`` when it is built: the moment to
-        # refuse one over a group whose lr is a trainop schedule (contract/scheduled_lr.py).
-        if name == "step" and getattr(value, "_wrapped_by_lr_sched", False):
-            scheduled_lr.refuse(self)
-        super().__setattr__(name, value)
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        """torch's list of param groups. A torch LR scheduler reading it while a group's lr
+        is a trainop schedule is refused before it writes anything
+        (``contract/scheduled_lr.py``)."""
+        groups = self.__dict__["param_groups"]
+        if not (torch.compiler.is_compiling() or scheduled_lr.own(sys._getframe(1))):
+            scheduled_lr.check_reader(self, groups)
+        return groups
+
+    @param_groups.setter
+    def param_groups(self, groups: list[dict[str, Any]]) -> None:
+        self.__dict__["param_groups"] = groups
 
     # ------------------------------------------------------------------ subclass hooks
     def _extra_defaults(self) -> dict[str, Any]:
@@ -270,7 +278,6 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         group["non_slot"] = {"step": torch.zeros((), dtype=torch.int64)}
         if self._has_betas:
             betas.adopt_group(self._betas_seen, group, gives_betas)
-        scheduled_lr.note(self._lr_policies, group)
         self._invalidate()
 
     def _check_required(self, group: Mapping[str, Any], where: str) -> None:
@@ -481,6 +488,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     # cached plans, flat buffers and C kernels never see fake/functional tensors (docs/dropin.md).
     @torch._disable_dynamo  # = torch.compiler.disable, importing torch._dynamo at the first call
     def _step_pairs(self) -> None:
+        self._sync_betas()
         plan = self._current_plan()
         prepared = None
         if plan is not None:
@@ -522,9 +530,6 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             return
         self._gate = NO_GATE
         self._betas_seen = {}  # keyed by the groups' ids, which a copy changes
-        self._lr_policies = {}
-        for group in self.param_groups:
-            scheduled_lr.note(self._lr_policies, group)
         self._invalidate()
         if self._flat is not None:  # the copied buffers live at new addresses
             relink(self._flat)
@@ -743,20 +748,23 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         the same plain value as before (a scheduler that writes ``group["lr"]`` gets a new one;
         groups with tensors, callables or policies are evaluated at every step). ``betas``
         is reconciled with ``beta1``/``beta2`` first (``contract/betas.py``)."""
-        if self._has_betas:
-            betas.sync(self._betas_seen, group, self._validate_group_values)
+        if self._has_betas and not betas.reconciled(group):
+            self._sync_betas()
         snapshot = plain_snapshot(group, _GROUP_BOOKKEEPING)
         if snapshot is None:
-            scheduled_lr.note(self._lr_policies, group)
             return self._prepare(group, group["non_slot"]["step"])
-        if self._lr_policies:  # a schedule replaced by a plain rate: forget it
-            self._lr_policies.pop(id(group), None)
         cached = self._hyper_cache.get(id(group))
         if cached is not None and cached[0] is group and cached[1] == snapshot:
             return cached[2]
         prepared = self._prepare(group, group["non_slot"]["step"])
         self._hyper_cache[id(group)] = (group, snapshot, prepared)
         return prepared
+
+    def _sync_betas(self) -> None:
+        """``betas`` reconciled with ``beta1``/``beta2`` in every group, each checked before any
+        is written (``contract/betas.py``)."""
+        if self._has_betas:
+            betas.sync(self._betas_seen, self.param_groups, self._validate_group_values)
 
     def _plain_hyper(self, group: dict[str, Any], prepared: Prepared) -> bool:
         """Whether ``prepared`` (``_step_hyper``'s result for ``group``) came from plain values
@@ -768,6 +776,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
                      evaluated: dict[int, Prepared] | None = None) -> None:
         """Register new variables, create slots, update every pair, finish every group.
         ``evaluated``: groups' hyperparameters already evaluated for this step."""
+        self._sync_betas()
         index = self._param_index()
         new_vars = list({id(v): v for _, v in pairs if id(v) not in index}.values())
         states = self._tracked_state()
@@ -782,8 +791,6 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         if new_vars:
             tf_group = self._tf_group
             if tf_group is not None and any(tf_group is g for g in self.param_groups):
-                if self._has_betas:
-                    betas.sync(self._betas_seen, tf_group, self._validate_group_values)
                 tf_prepared = self._prepare(tf_group, tf_group["non_slot"]["step"])
             else:
                 self._check_required(self.defaults,
@@ -926,10 +933,18 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         Callable hyperparameters (functions, policies) are not serialised: they are saved as a
         marker, and ``load_state_dict`` keeps the loading optimizer's own value for them.
         """
+        invalid = {}
         if self._has_betas:  # saved reconciled (contract/betas.py)
-            for group in self.param_groups:
-                betas.sync(self._betas_seen, group, self._validate_group_values)
+            invalid = betas.sync_valid(self._betas_seen, self.param_groups,
+                                       self._validate_group_values)
         sd = super().state_dict()
+        for i, reason in invalid.items():  # saved as the updates so far used them
+            group = sd["param_groups"][i]
+            group[betas.KEY] = (group["beta1"], group["beta2"])
+            warnings.warn(f"{type(self).__name__}.state_dict(): {reason}; saved "
+                          f"beta1/beta2 = {group[betas.KEY]!r}, the values the updates so far "
+                          f"used (the group is left as it is: give it a valid pair)",
+                          stacklevel=2)
         # Plain dicts (not the tracked entries), and with flat buffers per-parameter tensors
         # rather than views of the buffers.
         copy = self._flat is not None
@@ -965,9 +980,6 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         self.state = adopt(self.state)
         if self._has_betas:
             betas.reset(self._betas_seen, self.param_groups)
-        self._lr_policies.clear()
-        for group in self.param_groups:
-            scheduled_lr.note(self._lr_policies, group)
         if self._flat is not None:
             reattach(self._flat, self)
         tf_params = None if self._tf_group is None else self._tf_group["params"]
@@ -977,7 +989,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
 
 # Caches an optimizer derives from its groups and state (not pickled, rebuilt when needed).
 _DERIVED = frozenset({"_step_plan", "_param_index_cache", "_hyper_cache", "_gate",
-                      "_apart_checked", "_betas_seen", "_lr_policies"})
+                      "_apart_checked", "_betas_seen"})
 
 
 @functools.cache

@@ -2,68 +2,84 @@
 
 ``Optimizer(lr=ExponentialDecay(...))`` evaluates the schedule at the group's applied-step
 counter inside each update. A torch scheduler (``StepLR``, ``OneCycleLR``, ``CyclicLR``,
-``LambdaLR``, ...) writes ``group["lr"]`` as a number, which would silently replace the
-schedule (``OneCycleLR``) or fail deep inside torch at its first decay (``StepLR``: ``lr *
-gamma``). The two do not compose: when a torch scheduler attaches itself to the optimizer
-(every ``LRScheduler`` wraps ``optimizer.step`` in its constructor, before it writes any
-rate; ``CyclicLR`` writes its base rate first, so the optimizer remembers each group's
-schedule in ``Seen``), ``refuse`` raises one ``TypeError`` naming the group and what to do
-instead, after putting the group back as it was.
-``ReduceLROnPlateau`` does not attach itself: it fails at its first reduction, in
-``Policy.__float__``, with the same advice (``trainop.schedules``).
+``LambdaLR``, ``ReduceLROnPlateau``, ...) writes ``group["lr"]`` as a number, which would
+silently replace the schedule or fail deep inside torch (``StepLR``: ``lr * gamma``). The two
+do not compose.
+
+Every torch scheduler reads ``optimizer.param_groups`` before it writes anything into a group:
+its constructor (``initial_lr``, ``OneCycleLR``'s bounds and momentum, ``CyclicLR``'s base
+rate) and each ``step()`` (the new rates). trainop's ``Optimizer.param_groups`` is a property
+that calls ``check_reader``: when the code reading the groups is a torch scheduler (a frame of
+``torch.optim.lr_scheduler``/``swa_utils``, or a method of an ``LRScheduler`` subclass) and a
+group's ``lr`` is a trainop schedule, it raises one ``TypeError`` naming the groups and what
+to do instead. Nothing has been written yet, so every group stays exactly as it was, keys
+included. Wrappers that forward ``param_groups`` through a property of that name (accelerate's
+``AcceleratedOptimizer``, which HF Trainer builds) are looked through, so the same refusal
+comes on every path; a schedule assigned to ``group["lr"]`` after a scheduler was attached is
+refused at that scheduler's next ``step()``, before it writes a rate.
 """
 
 from __future__ import annotations
 
+import sys
+from types import FrameType
 from typing import Any
 
-from trainop.contract import betas
+from torch.optim.lr_scheduler import LRScheduler
+
 from trainop.contract.hyper import is_policy
 
-__all__ = ["SCHEDULER_KEYS", "Seen", "note", "refuse"]
+__all__ = ["check_reader", "own"]
 
-#: ``id(group) -> (group, the trainop schedule that was its lr)``: kept at add_param_group and
-#: at each update of a group whose lr is a schedule, forgotten at an update with a plain rate.
-#: ``CyclicLR`` writes its base rate into ``lr`` before it attaches itself; this is how the
-#: refusal still sees (and puts back) the schedule it replaced.
-Seen = dict[int, tuple[dict, Any]]
-
-
-def note(seen: Seen, group: dict) -> None:
-    """Remember ``group``'s lr if it is a trainop schedule."""
-    if is_policy(group.get("lr")):
-        seen[id(group)] = (group, group["lr"])
+#: Modules whose code is torch's LR schedulers.
+_SCHEDULER_MODULES = frozenset({"torch.optim.lr_scheduler", "torch.optim.swa_utils"})
+#: A property of this name forwarding to the optimizer's (``AcceleratedOptimizer``'s).
+_FORWARDING = "param_groups"
+#: How many forwarding frames are looked through (a wrapper of a wrapper of ...).
+_MAX_FORWARDING = 8
 
 
-#: Group keys torch's schedulers add (``initial_lr``, OneCycleLR's and CyclicLR's bounds).
-SCHEDULER_KEYS = ("initial_lr", "max_lr", "min_lr", "base_lr", "max_momentum", "base_momentum")
+def own(frame: FrameType) -> bool:
+    """Whether ``frame`` is trainop's own code (the optimizer's reads in each step: the cheap
+    way out of ``check_reader``)."""
+    return frame.f_globals.get("__name__", "").startswith("trainop.")
 
 
-def refuse(opt: Any) -> None:
-    """Raise ``TypeError`` if a group's ``lr`` is a trainop schedule; the keys the refused
-    scheduler added to those groups are removed and ``betas`` (which ``OneCycleLR``/``CyclicLR``
-    set to their first momentum) is put back, so the optimizer runs on as before."""
-    seen = opt._lr_policies
-    groups = [i for i, group in enumerate(opt.param_groups)
-              if is_policy(group.get("lr")) or (id(group) in seen and seen[id(group)][0] is group)]
-    if not groups:
+def _reader(frame: FrameType | None) -> FrameType | None:
+    """The frame that asked for the groups, past forwarding ``param_groups`` properties."""
+    for _ in range(_MAX_FORWARDING):
+        if frame is None or frame.f_code.co_name != _FORWARDING:
+            return frame
+        frame = frame.f_back
+    return frame
+
+
+def _is_scheduler(frame: FrameType) -> bool:
+    module = frame.f_globals.get("__name__", "")
+    if module in _SCHEDULER_MODULES:
+        return True
+    if module.startswith(("torch.", "trainop.")):  # torch's and trainop's own reads
+        return False
+    code = frame.f_code  # a method of an LRScheduler subclass written elsewhere
+    return (code.co_argcount > 0 and code.co_varnames[0] == "self"
+            and isinstance(frame.f_locals.get("self"), LRScheduler))
+
+
+def check_reader(opt: Any, groups: list[dict]) -> None:
+    """Raise ``TypeError`` if a torch LR scheduler is reading ``opt``'s ``groups`` while a
+    group's ``lr`` is a trainop schedule. Called by ``Optimizer.param_groups``."""
+    frame = _reader(sys._getframe(2))  # 0: here, 1: the property, 2: who read it
+    if frame is None or not _is_scheduler(frame):
         return
-    for i in groups:
-        group = opt.param_groups[i]
-        if id(group) in seen:
-            group["lr"] = seen[id(group)][1]  # CyclicLR wrote its base rate over it
-        for key in SCHEDULER_KEYS:
-            group.pop(key, None)
-        record = opt._betas_seen.get(id(group))
-        if record is not None and record[0] is group:
-            group[betas.KEY] = record[1]
-    name = type(opt).__name__
-    policy = opt.param_groups[groups[0]]["lr"]
+    policies = [i for i, group in enumerate(groups) if is_policy(group.get("lr"))]
+    if not policies:
+        return
+    policy = groups[policies[0]]["lr"]
     raise TypeError(
-        f"{name}: a torch LR scheduler cannot drive param group(s) {groups}: their learning "
-        f"rate is a trainop schedule ({type(policy).__name__}), evaluated at each update, which "
-        f"the scheduler would replace or scale as a number; give the optimizer a float "
-        f"learning rate for the torch scheduler (trainop.schedules.PolicyScheduler(optimizer, "
-        f"policy) applies a trainop schedule as a torch scheduler and composes with "
-        f"SequentialLR/ChainedScheduler), or keep the trainop schedule without a torch "
-        f"scheduler")
+        f"{type(opt).__name__}: a torch LR scheduler cannot drive param group(s) {policies}: "
+        f"their learning rate is a trainop schedule ({type(policy).__name__}), evaluated at "
+        f"each update, which the scheduler would replace or scale as a number; give the "
+        f"optimizer a float learning rate for the torch scheduler "
+        f"(trainop.schedules.PolicyScheduler(optimizer, policy) applies a trainop schedule as "
+        f"a torch scheduler and composes with SequentialLR/ChainedScheduler), or keep the "
+        f"trainop schedule without a torch scheduler")

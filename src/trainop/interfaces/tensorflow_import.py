@@ -15,11 +15,12 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
 import importlib.util
 import sys
 from typing import Any
 
-__all__ = ["import_tensorflow", "load_triton_first"]
+__all__ = ["import_tensorflow", "load_triton_before_tensorflow", "load_triton_first"]
 
 
 def load_triton_first() -> None:
@@ -38,3 +39,26 @@ def import_tensorflow() -> Any:
     import tensorflow
 
     return tensorflow
+
+
+class _TritonFirst(importlib.abc.MetaPathFinder):
+    """Finds nothing; at the first ``import tensorflow`` it loads Triton first, then leaves."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname == "tensorflow":
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(self)
+            load_triton_first()
+
+
+def load_triton_before_tensorflow() -> None:
+    """Make the process's first ``import tensorflow`` load Triton first (where Triton is
+    installed and TensorFlow not loaded yet): called when trainop is imported, so a script
+    that imports trainop before TensorFlow never meets the LLVM abort. The hook finds no
+    module and removes itself at that import."""
+    if "tensorflow" in sys.modules or "triton" in sys.modules:
+        return
+    if any(isinstance(finder, _TritonFirst) for finder in sys.meta_path):
+        return
+    if importlib.util.find_spec("triton") is not None:
+        sys.meta_path.insert(0, _TritonFirst())

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 import torch
 
@@ -31,6 +30,7 @@ from trainop.configs.reading import open_regular, read_regular
 from trainop.interfaces.checkpoints.crc32c import crc32c, mask, unmask
 from trainop.interfaces.checkpoints.dtypes import TF_TO_TORCH, TORCH_TO_TF, tf_dtype_name
 from trainop.interfaces.checkpoints.sstable import read_table, write_table
+from trainop.interfaces.checkpoints.switch import shard_name, write_switched
 from trainop.interfaces.checkpoints.wire import CorruptCheckpoint, encode, parse, signed64
 
 __all__ = ["TFCheckpoint", "read_bundle", "write_bundle"]
@@ -49,10 +49,6 @@ class TFCheckpoint(dict):
     def __init__(self, tensors: Mapping[str, torch.Tensor], unsupported: Mapping[str, str]):
         super().__init__(tensors)
         self.unsupported = dict(unsupported)
-
-
-def _shard_name(prefix: str, shard: int, num_shards: int) -> str:
-    return f"{prefix}.data-{shard:05d}-of-{num_shards:05d}"
 
 
 def _first(fields: dict, number: int, what: str, default: int | bytes = 0):
@@ -139,11 +135,18 @@ class _Shard:
             missing=lambda _: CorruptCheckpoint(f"{what}: the data file {file!r} is missing"))
         self.handle = os.fdopen(self.fd, "rb", buffering=0)  # reads straight into the tensor
 
-    def read(self, offset: int, size: int, what: str) -> bytearray:
+    def check_within(self, offset: int, size: int, what: str) -> None:
         if offset + size > self.size:
             raise CorruptCheckpoint(f"{what}: bytes {offset}..{offset + size} lie past the end "
                                     f"of {self.file!r} ({self.size} bytes): truncated")
-        out = bytearray(size)
+
+    def read(self, offset: int, size: int, what: str) -> bytearray:
+        self.check_within(offset, size, what)
+        try:
+            out = bytearray(size)
+        except MemoryError:
+            raise MemoryError(f"{what}: {size:,} bytes of {self.file!r} do not fit in "
+                              f"memory") from None
         view, done = memoryview(out), 0
         while done < size:
             try:
@@ -163,8 +166,10 @@ class _Shard:
         self.handle.close()
 
 
-def _read_entry(name: str, fields: dict, shards: dict, prefix: str,
-                num_shards: int, verify: bool) -> torch.Tensor | str:
+def _locate(name: str, fields: dict, prefix: str,
+            num_shards: int) -> tuple[torch.dtype, tuple, int, int, int, int] | str:
+    """Where entry ``name``'s bytes lie: ``(dtype, shape, shard, offset, size, crc)``, or why
+    it is not read (a string)."""
     where = f"{prefix}.index entry {name!r}"
     number = _first(fields, 1, where)
     if fields.get(7):
@@ -175,17 +180,45 @@ def _read_entry(name: str, fields: dict, shards: dict, prefix: str,
     shape = _shape(_first(fields, 2, where, b""), where)
     shard, offset, size = (_first(fields, n, where) for n in (3, 4, 5))
     expected = math.prod(shape) * dtype.itemsize
-    what = f"TF checkpoint {prefix!r}, variable {name!r}"
     if size != expected:
-        raise CorruptCheckpoint(f"{what}: {size} bytes stored for shape {shape} of "
-                                f"{tf_dtype_name(number)} ({expected} expected)")
+        raise CorruptCheckpoint(f"TF checkpoint {prefix!r}, variable {name!r}: {size} bytes "
+                                f"stored for shape {shape} of {tf_dtype_name(number)} "
+                                f"({expected} expected)")
     if not 0 <= shard < num_shards:
-        raise CorruptCheckpoint(f"{what}: shard {shard} of {num_shards}")
-    if shard not in shards:
-        shards[shard] = _Shard(_shard_name(prefix, shard, num_shards), what)
+        raise CorruptCheckpoint(f"TF checkpoint {prefix!r}, variable {name!r}: shard {shard} "
+                                f"of {num_shards}")
+    return dtype, shape, shard, offset, size, _first(fields, 6, where)
+
+
+def _open_within_sizes(located: list, shards: dict, prefix: str, num_shards: int) -> None:
+    """Open the data files the entries name and refuse, before a byte is read, an index whose
+    entries name more bytes of a data file than it holds: TF's writer never lets entries
+    overlap, so only a damaged or hostile index does (forty entries over one 256 MiB region
+    made trainop read and hold 10 GiB). TF's own reader reads such entries one by one."""
+    totals: dict[int, int] = {}
+    for name, place in located:
+        if not isinstance(place, str):
+            what = f"TF checkpoint {prefix!r}, variable {name!r}"
+            shard, offset, size = place[2:5]
+            if shard not in shards:
+                shards[shard] = _Shard(shard_name(prefix, shard, num_shards), what)
+            shards[shard].check_within(offset, size, what)
+            totals[shard] = totals.get(shard, 0) + size
+    for shard, total in totals.items():
+        if total > shards[shard].size:
+            raise CorruptCheckpoint(
+                f"TF checkpoint {prefix!r}: its index names {total:,} bytes of "
+                f"{shards[shard].file!r}, which holds {shards[shard].size:,}: entries overlap "
+                f"(TF's writer never writes them): damaged")
+
+
+def _read_entry(name: str, place: tuple, shards: dict, prefix: str,
+                verify: bool) -> torch.Tensor:
+    dtype, shape, shard, offset, size, crc = place
+    what = f"TF checkpoint {prefix!r}, variable {name!r}"
     raw = shards[shard].read(offset, size, what)
     # TF's reader compares every entry's CRC, an absent one reading as 0 (proto3's default)
-    if verify and crc32c(raw) != unmask(_first(fields, 6, where)):
+    if verify and crc32c(raw) != unmask(crc):
         raise CorruptCheckpoint(f"{what}: the data fail their CRC-32C check: damaged")
     if not raw:
         return torch.empty(shape, dtype=dtype)
@@ -220,13 +253,14 @@ def read_bundle(prefix: str | os.PathLike, *, verify_checksums: bool = True) -> 
     num_shards, entries = _index_entries(prefix)
     shards: dict[int, _Shard] = {}
     tensors, unsupported = {}, {}
+    located = [(name, _locate(name, fields, prefix, num_shards)) for name, fields in entries]
     try:
-        for name, fields in entries:
-            value = _read_entry(name, fields, shards, prefix, num_shards, verify_checksums)
-            if isinstance(value, str):
-                unsupported[name] = value
+        _open_within_sizes(located, shards, prefix, num_shards)
+        for name, place in located:
+            if isinstance(place, str):
+                unsupported[name] = place
             else:
-                tensors[name] = value
+                tensors[name] = _read_entry(name, place, shards, prefix, verify_checksums)
     finally:
         for shard in shards.values():
             shard.close()
@@ -247,10 +281,9 @@ def _as_bytes(tensor: torch.Tensor) -> bytes:
 def write_bundle(prefix: str | os.PathLike, tensors: Mapping[str, torch.Tensor]) -> None:
     """Write ``tensors`` as a one-shard V2 checkpoint at ``prefix``.
 
-    Both files are written in full under temporary names beside the old ones and only then
-    renamed over them (data, then index): a failure while writing leaves the old checkpoint
-    as it was and no temporary file; only an interruption between the two renames (two system
-    calls) can leave a new data file beside the old index (the CRCs then refuse it)."""
+    The data goes under a name the checkpoint there now does not use and the index is
+    replaced last (``switch.write_switched``): the old checkpoint stays whole until the new
+    one is, and a failure leaves no temporary file."""
     prefix = os.fspath(prefix)
     if not isinstance(prefix, str) or os.path.basename(prefix) in ("", ".", ".."):
         raise ValueError(f"Expected the checkpoint prefix to name a file (as "
@@ -269,24 +302,15 @@ def write_bundle(prefix: str | os.PathLike, tensors: Mapping[str, torch.Tensor])
         raw = _as_bytes(tensors[name])
         entries.append((name.encode("utf-8"), _entry(tensors[name], len(data), raw)))
         data += raw
-    header = encode([(1, 1), (3, encode([(1, _PRODUCER)]))])
-    index = write_table([(b"", header), *entries])
-    Path(prefix).parent.mkdir(parents=True, exist_ok=True)
-    files = ((_shard_name(prefix, 0, 1), bytes(data)), (f"{prefix}.index", index))
-    partials = [f"{file}.tmp{os.getpid()}" for file, _ in files]
-    try:  # both files written in full before either replaces the old one
-        for partial, (_, content) in zip(partials, files, strict=True):
-            _write_synced(partial, content)
-    except BaseException:
-        for partial in partials:
-            Path(partial).unlink(missing_ok=True)
-        raise
-    for partial, (file, _) in zip(partials, files, strict=True):
-        os.replace(partial, file)
+    write_switched(prefix, bytes(data), lambda num_shards: write_table(
+        [(b"", encode([(1, num_shards), (3, encode([(1, _PRODUCER)]))])), *entries]),
+        _current_shards(prefix))
 
 
-def _write_synced(file: str, content: bytes) -> None:
-    with open(file, "wb") as handle:
-        handle.write(content)
-        handle.flush()
-        os.fsync(handle.fileno())
+def _current_shards(prefix: str) -> int | None:
+    """The shard count of the checkpoint at ``prefix`` now; ``None`` where there is none (or
+    its index is unreadable: nothing there to keep readable)."""
+    try:
+        return _index_entries(prefix)[0]
+    except (OSError, ValueError):
+        return None

@@ -11,8 +11,10 @@ on this path needs no synchronisation. A bucket whose tensors lie back to back i
 
 Triton is imported lazily: importing trainop never imports it, and without it ``available()``
 is False and every bucket takes the caller's safe path (``foreach``). The kernels are decorated
-when their family is first used; under ``TRITON_INTERPRET=1`` they run on the CPU with numpy
-(how the tests reach them without a GPU). Every call goes through ``checked`` (the boundary
+when their family is first used (under a lock: the first use from several threads imports
+each module once); under ``TRITON_INTERPRET=1`` they run on the CPU with numpy (how the tests
+reach them without a GPU), one kernel at a time (the interpreter patches ``triton.language``
+while it runs one). Every call goes through ``checked`` (the boundary
 checks shared with the native kernels, ``kernels.boundary``).
 
 Covered: the dense rules of every optimizer (float32), and ``sparse_rows``: the sparse update
@@ -39,10 +41,12 @@ each rank's ``square_sums`` added over the ranks and reach its kernel as ``run(.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -128,11 +132,22 @@ def _fresh(name: str) -> Any:
     return module
 
 
-def _family(name: str) -> Any:
-    """The family module ``name``, its kernels and theirs decorated in the current mode."""
-    for dependency in ("_common", "norms"):
-        _fresh(dependency)
-    return _fresh(name)
+#: Held while a family module is imported (or re-imported for the other mode): another
+#: thread would otherwise find it half-initialised in ``sys.modules``; and, under Triton's
+#: interpreter, while a kernel runs (the interpreter patches ``triton.language`` meanwhile).
+_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def _family(name: str) -> Iterator[Any]:
+    """The family module ``name``, its kernels and theirs decorated in the current mode;
+    the first use from several threads at once imports it once (``_LOCK``)."""
+    with _LOCK:
+        for dependency in ("_common", "norms"):
+            _fresh(dependency)
+        module = _fresh(name)
+    with _LOCK if interpreted() else contextlib.nullcontext():
+        yield module
 
 
 def checked(lists: Sequence[Sequence[torch.Tensor]], *, dtype: torch.dtype,
@@ -211,8 +226,9 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
     if not checked(every, dtype=dtype, list_dtypes=list_dtypes, scalar_lists=scalar, rule=rule):
         return False
     extra = {} if squares is None else {"squares": squares}
-    _family(family).RULES[rule](lists, list(hyper), _on(multiplier, device),
-                                _on(found_inf, device), half=half, **extra)
+    with _family(family) as module:
+        module.RULES[rule](lists, list(hyper), _on(multiplier, device),
+                           _on(found_inf, device), half=half, **extra)
     return True
 
 
@@ -255,8 +271,8 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
     lists = [[var], [values], *[[s] for s in slots]]
     if not _apart(lists, frozenset({1}), rule):
         return False
-    _family(_FAMILIES[rule]).RULES[rule](lists, list(hyper), None, _on(found_inf, device),
-                                         rows=indices)
+    with _family(_FAMILIES[rule]) as module:
+        module.RULES[rule](lists, list(hyper), None, _on(found_inf, device), rows=indices)
     return True
 
 
@@ -272,7 +288,8 @@ def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
             and all(is_plain([t]) and t.layout == torch.strided and t.dtype == first.dtype
                     and t.device == first.device for t in tensors)):
         return None
-    return _family("norms").l2_norms([t.contiguous() for t in tensors])
+    with _family("norms") as module:
+        return module.l2_norms([t.contiguous() for t in tensors])
 
 
 def square_sums(tensors: Sequence[torch.Tensor],
@@ -289,6 +306,6 @@ def square_sums(tensors: Sequence[torch.Tensor],
             t.layout == torch.strided and t.dtype == first.dtype and t.device == first.device
             and t.is_contiguous() for t in tensors)):
         return None
-    partials = _family("norms").square_partials
     mult = _on(multiplier, first.device)
-    return torch.stack([partials(t, mult).sum() for t in tensors])
+    with _family("norms") as module:
+        return torch.stack([module.square_partials(t, mult).sum() for t in tensors])
