@@ -169,15 +169,21 @@ def test_tf_semantics_differs_from_torch_by_the_documented_rules(runs):
     assert not torch.equal(final_tf["model"]["out.weight"], final_torch["model"]["out.weight"])
 
 
-def _tensor_bytes(tree) -> int:
-    """The bytes of every tensor in a loaded file's nested dicts and lists."""
+def _tensor_bytes(tree, seen: dict | None = None) -> int:
+    """The bytes of the tensors' storages in a loaded file's nested dicts and lists, each
+    storage once (``torch.save`` writes a storage two entries share once, and ``torch.load``
+    shares it again: the optimizer's state is both RETURNN's ``optimizer`` and the Updater's)."""
+    seen = {} if seen is None else seen
     if isinstance(tree, torch.Tensor):
-        return tree.numel() * tree.element_size()
-    if isinstance(tree, dict):
-        return sum(_tensor_bytes(v) for v in tree.values())
-    if isinstance(tree, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in tree)
-    return 0
+        storage = tree.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            _tensor_bytes(v, seen)
+    elif isinstance(tree, (list, tuple)):
+        for v in tree:
+            _tensor_bytes(v, seen)
+    return sum(seen.values())
 
 
 def test_the_opt_pt_carries_a_partial_window_only_where_a_resume_reads_it(runs):

@@ -23,10 +23,12 @@ def _model() -> torch.nn.Module:
 
 
 def _train(model, opt, steps) -> None:
-    """The whole batch on every rank (ZeRO shards the optimizer, not the data)."""
+    """The whole batch on every rank (ZeRO shards the optimizer, not the data); a Sequential
+    model from a Linear to a Linear."""
     for step in steps:
         gen = torch.Generator().manual_seed(100 + step)
-        x, y = torch.randn(5, 3, generator=gen), torch.randn(5, 2, generator=gen)
+        x = torch.randn(5, model[0].in_features, generator=gen)
+        y = torch.randn(5, model[-1].out_features, generator=gen)
         opt.zero_grad()
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()

@@ -14,6 +14,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from test_zero import _train
 
 import trainop
 from trainop.bench._ranks import rank_group, spawn_ranks
@@ -41,15 +42,6 @@ def _zero(model: torch.nn.Module, kind: str):
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
     return ZeroRedundancyOptimizer(_groups(model, kind), optimizer_class=CLASSES[kind], lr=LR)
-
-
-def _train(model, opt, steps) -> None:
-    for step in steps:
-        gen = torch.Generator().manual_seed(100 + step)
-        x, y = torch.randn(6, 10, generator=gen), torch.randn(6, 1, generator=gen)
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
 
 
 def _params(model) -> list[torch.Tensor]:

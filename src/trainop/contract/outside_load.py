@@ -36,7 +36,7 @@ def noted(opt: Any) -> tuple:
 
 
 def _unchanged(opt: Any) -> bool:
-    seen, groups = opt._counters_seen, opt.param_groups
+    seen, groups = getattr(opt, "_counters_seen", ()), opt.param_groups
     return len(seen) == len(groups) and all(
         s is group.get("non_slot") for s, group in zip(seen, groups, strict=True))
 
