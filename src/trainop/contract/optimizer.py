@@ -22,8 +22,11 @@ State schema:
 
 - ``param_groups[i]``: ``"lr"`` (TF's ``learning_rate``) and the other hyperparameters under their
   TF argument names, plus ``"non_slot"``: a dict of per-group counters. ``non_slot["step"]`` is an
-  int64 count of the updates applied to the group (the step at which a learning-rate policy is
-  evaluated); algorithms add their own (Adam: float32 ``beta1_power``/``beta2_power``, as in TF).
+  int64 count of the updates applied since the group was added (the step at which a
+  learning-rate policy is evaluated); algorithms add their own (Adam: float32
+  ``beta1_power``/``beta2_power``, as in TF). Every group advances at every applied update,
+  also one whose variables got no gradient, as TF's one set of counters advances once per
+  ``apply_gradients``.
 - ``state[param]``: the slots of that parameter under TF's slot names, same shape and dtype as the
   parameter unless the slot table says otherwise.
 
