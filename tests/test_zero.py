@@ -43,8 +43,18 @@ def _params(model):
     return [p.detach().clone() for p in model.parameters()]
 
 
-def _rank(rank: int, port: int, tmp: str) -> None:
+def _save_consolidated(zero, rank: int, path: str) -> str:
+    """ZeRO's checkpoint: consolidated on rank 0, saved there; every rank waits for it."""
     import torch.distributed as dist
+
+    zero.consolidate_state_dict(to=0)
+    if rank == 0:
+        torch.save(zero.state_dict(), path)
+    dist.barrier()
+    return path
+
+
+def _rank(rank: int, port: int, tmp: str) -> None:
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
     results = {}
@@ -56,11 +66,7 @@ def _rank(rank: int, port: int, tmp: str) -> None:
                                            **kwargs)
             assert isinstance(zero.optim, cls)
             _train(model, zero, range(RESUME_AT))
-            zero.consolidate_state_dict(to=0)
-            path = os.path.join(tmp, f"{name}.pt")
-            if rank == 0:
-                torch.save(zero.state_dict(), path)
-            dist.barrier()
+            path = _save_consolidated(zero, rank, os.path.join(tmp, f"{name}.pt"))
             resumed = _model()
             resumed.load_state_dict(model.state_dict())
             zero2 = ZeroRedundancyOptimizer(resumed.parameters(), optimizer_class=cls, lr=lr,

@@ -14,7 +14,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from test_zero import _train
+from test_zero import _save_consolidated, _train
 
 import trainop
 from trainop.bench._ranks import rank_group, spawn_ranks
@@ -56,19 +56,13 @@ def _broken(checkpoint: dict) -> dict:
 
 
 def _rank(rank: int, port: int, tmp: str, world: int) -> None:
-    import torch.distributed as dist
-
     out = {}
     with rank_group(rank, world, port):
         for kind in CLASSES:
             model = _model()
             zero = _zero(model, kind)
             _train(model, zero, range(RESUME_AT))
-            zero.consolidate_state_dict(to=0)
-            path = os.path.join(tmp, f"{kind}.pt")
-            if rank == 0:
-                torch.save(zero.state_dict(), path)
-            dist.barrier()
+            path = _save_consolidated(zero, rank, os.path.join(tmp, f"{kind}.pt"))
             snapshot = {k: v.clone() for k, v in model.state_dict().items()}
             _train(model, zero, range(RESUME_AT, STEPS))  # the uninterrupted run
             resumed = _model()
