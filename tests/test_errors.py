@@ -352,6 +352,15 @@ ERRORS: list[Row] = [
         r"Expected grads_and_vars\[0\] to be a \(gradient, variable\) pair, got \("),
     Row("apply-pair-not-iterable", apply([(g(), w()), 3]), TypeError,
         r"Expected grads_and_vars\[1\] to be a \(gradient, variable\) pair, got 3 \(int\)"),
+    Row("apply-tensors-not-pairs", apply([g()]), TypeError,
+        r"Expected grads_and_vars\[0\] to be a \(gradient, variable\) pair, got <tensor "
+        r"shape=\(2,\) dtype=torch\.float32> \(a tensor, not a pair: pass \[\(gradient, "
+        r"variable\), \.\.\.\]\)"),
+    Row("apply-a-tensor", apply(g()), TypeError,
+        r"Expected `grads_and_vars` to be an iterable of \(gradient, variable\) pairs, "
+        r"got <tensor shape=\(2,\) dtype=torch\.float32>"),
+    Row("apply-pair-as-set", apply([{1, 2}]), TypeError,
+        r"Expected grads_and_vars\[0\] to be a \(gradient, variable\) pair, got "),
     Row("apply-all-none", apply([(None, w()), (None, w([3.0]))]), ValueError,
         r"No gradients provided for any variable: \['<tensor shape=\(2,\) "
         r"dtype=torch\.float32>', '<tensor shape=\(1,\) dtype=torch\.float32>'\]\."),
@@ -748,6 +757,25 @@ def test_first_call_rejected_leaves_fresh_optimizer_empty():
     assert opt.param_groups == [] and len(opt.state) == 0
     assert opt.variables() == [] and opt.get_slot(v0, "m") is None
     assert torch.equal(v0.detach(), g((1.0, 2.0)))
+
+
+@pytest.mark.parametrize("given", ["list", "tensor", "grads"])
+def test_apply_gradients_of_tensors_is_refused_and_changes_nothing(given):
+    """#39: ``apply_gradients([g])`` (tensors, not pairs) unpacked a 2-element gradient as a
+    (gradient, variable) pair and updated the user's gradient in place; TF raises."""
+    model = nn.Linear(2, 1)
+    opt = AdamOptimizer(0.1, params=model.parameters())
+    model(torch.ones(3, 2)).sum().backward()
+    grad = model.weight.grad.view(2)  # a gradient of 2 elements
+    grads = [p.grad.clone() for p in model.parameters()]
+    params = [p.detach().clone() for p in model.parameters()]
+    call = {"list": [grad], "tensor": grad,
+            "grads": [p.grad for p in model.parameters()]}[given]
+    with pytest.raises(TypeError, match=r"grads_and_vars"):
+        opt.apply_gradients(call)
+    assert all(torch.equal(p.grad, gr) for p, gr in zip(model.parameters(), grads, strict=True))
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), params, strict=True))
+    assert len(opt.state) == 0 and opt.param_groups[0]["non_slot"].keys() == {"step"}
 
 
 def test_torch_style_failure_mutates_nothing():

@@ -167,3 +167,42 @@ def test_tf_semantics_differs_from_torch_by_the_documented_rules(runs):
     final_tf, _ = engine.epoch_files(runs["tf"], 3)
     final_torch, _ = engine.epoch_files(runs["torch"], 3)
     assert not torch.equal(final_tf["model"]["out.weight"], final_torch["model"]["out.weight"])
+
+
+def _tensor_bytes(tree, seen: dict | None = None) -> int:
+    """The bytes of the tensors' storages in a loaded file's nested dicts and lists, each
+    storage once (``torch.save`` writes a storage two entries share once, and ``torch.load``
+    shares it again: the optimizer's state is both RETURNN's ``optimizer`` and the Updater's)."""
+    seen = {} if seen is None else seen
+    if isinstance(tree, torch.Tensor):
+        storage = tree.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            _tensor_bytes(v, seen)
+    elif isinstance(tree, (list, tuple)):
+        for v in tree:
+            _tensor_bytes(v, seen)
+    return sum(seen.values())
+
+
+def test_the_opt_pt_carries_a_partial_window_only_where_a_resume_reads_it(runs):
+    """#39: every epoch ends with the 9th micro-step waiting (N = 2). Under torch semantics the
+    next epoch drops it (RETURNN's engine; the resume test above continues bit-identically
+    without it), so the ``.opt.pt`` holds Adam's state and small counters only, as RETURNN's
+    own file does (it held one model-sized sum more: +50%). Under TF semantics the window runs
+    across the epoch end and the sum is saved (epochs 1 and 3; after epoch 2's last micro-step,
+    an update, nothing waits and nothing is saved)."""
+    model_bytes = _tensor_bytes(net.make_model().state_dict())
+    for epoch in (1, 2, 3):
+        _, own = engine.epoch_files(runs["own"], epoch)
+        _, ours = engine.epoch_files(runs["torch"], epoch)
+        adam = _tensor_bytes(own["optimizer"])  # exp_avg, exp_avg_sq and the steps
+        assert adam >= 2 * model_bytes
+        assert _tensor_bytes(ours) - adam < model_bytes // 10, epoch
+        assert ours["trainop"]["groups"][0]["step"]["accumulator"] == {
+            "micro_steps": 0, "accumulators": {}}
+        _, tf = engine.epoch_files(runs["tf"], epoch)
+        waiting = tf["trainop"]["groups"][0]["step"]["accumulator"]
+        assert waiting["micro_steps"] == (0 if epoch == 2 else 1)
+        assert _tensor_bytes(waiting["accumulators"]) == (0 if epoch == 2 else model_bytes)

@@ -211,3 +211,33 @@ def test_adam_beta_powers_are_float32_like_tf(tf):
     powers = [ours.param_groups[0]["non_slot"][k] for k in ("beta1_power", "beta2_power")]
     assert all(p.dtype == torch.float32 for p in powers)
     assert [float(p) for p in powers] == [float(np.float32(e)) for e in expected]
+
+
+def test_adam_group_without_gradients_advances_its_beta_powers_as_tf(tf):
+    """#39: TF advances its beta powers once per ``apply_gradients``, whatever got a gradient;
+    trainop keeps them per param group, so a group whose variables got no gradient (or, on a
+    ``ZeroRedundancyOptimizer`` rank, that has none) advances too: ``w1`` first gets a
+    gradient at the third apply and moves as TF's does there (bias correction of step 3)."""
+    init, grads = make_gradients(False, seed=7)
+    with tf.Graph().as_default():
+        v0 = tf.compat.v1.Variable(np.asarray(init), dtype=tf.float64)
+        v1 = tf.compat.v1.Variable(np.asarray(init) * 0.5, dtype=tf.float64)
+        opt = tf.compat.v1.train.AdamOptimizer(0.125)
+        only_v0 = opt.apply_gradients([(tf.constant(np.asarray(grads[0])), v0)])
+        both = opt.apply_gradients([(tf.constant(np.asarray(grads[1])), v0),
+                                    (tf.constant(np.asarray(grads[2])), v1)])
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            for op in (only_v0, only_v0, both, both):
+                sess.run(op)
+            expected = sess.run([v0, v1])
+    w0 = torch.tensor(init, requires_grad=True)
+    w1 = torch.tensor(np.asarray(init) * 0.5, requires_grad=True)
+    ours = trainop.AdamOptimizer([{"params": [w0]}, {"params": [w1]}], lr=0.125)
+    for k in range(4):
+        w0.grad = torch.tensor(grads[0] if k < 2 else grads[1])
+        w1.grad = None if k < 2 else torch.tensor(grads[2])
+        ours.step()
+    for got, want in zip((w0, w1), expected, strict=True):
+        np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-10)
+    assert [int(g["non_slot"]["step"]) for g in ours.param_groups] == [4, 4]

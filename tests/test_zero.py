@@ -23,10 +23,12 @@ def _model() -> torch.nn.Module:
 
 
 def _train(model, opt, steps) -> None:
-    """The whole batch on every rank (ZeRO shards the optimizer, not the data)."""
+    """The whole batch on every rank (ZeRO shards the optimizer, not the data); a Sequential
+    model from a Linear to a Linear."""
     for step in steps:
         gen = torch.Generator().manual_seed(100 + step)
-        x, y = torch.randn(5, 3, generator=gen), torch.randn(5, 2, generator=gen)
+        x = torch.randn(5, model[0].in_features, generator=gen)
+        y = torch.randn(5, model[-1].out_features, generator=gen)
         opt.zero_grad()
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
@@ -41,8 +43,18 @@ def _params(model):
     return [p.detach().clone() for p in model.parameters()]
 
 
-def _rank(rank: int, port: int, tmp: str) -> None:
+def _save_consolidated(zero, rank: int, path: str) -> str:
+    """ZeRO's checkpoint: consolidated on rank 0, saved there; every rank waits for it."""
     import torch.distributed as dist
+
+    zero.consolidate_state_dict(to=0)
+    if rank == 0:
+        torch.save(zero.state_dict(), path)
+    dist.barrier()
+    return path
+
+
+def _rank(rank: int, port: int, tmp: str) -> None:
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
     results = {}
@@ -54,11 +66,7 @@ def _rank(rank: int, port: int, tmp: str) -> None:
                                            **kwargs)
             assert isinstance(zero.optim, cls)
             _train(model, zero, range(RESUME_AT))
-            zero.consolidate_state_dict(to=0)
-            path = os.path.join(tmp, f"{name}.pt")
-            if rank == 0:
-                torch.save(zero.state_dict(), path)
-            dist.barrier()
+            path = _save_consolidated(zero, rank, os.path.join(tmp, f"{name}.pt"))
             resumed = _model()
             resumed.load_state_dict(model.state_dict())
             zero2 = ZeroRedundancyOptimizer(resumed.parameters(), optimizer_class=cls, lr=lr,

@@ -22,8 +22,11 @@ State schema:
 
 - ``param_groups[i]``: ``"lr"`` (TF's ``learning_rate``) and the other hyperparameters under their
   TF argument names, plus ``"non_slot"``: a dict of per-group counters. ``non_slot["step"]`` is an
-  int64 count of the updates applied to the group (the step at which a learning-rate policy is
-  evaluated); algorithms add their own (Adam: float32 ``beta1_power``/``beta2_power``, as in TF).
+  int64 count of the updates applied since the group was added (the step at which a
+  learning-rate policy is evaluated); algorithms add their own (Adam: float32
+  ``beta1_power``/``beta2_power``, as in TF). Every group advances at every applied update,
+  also one whose variables got no gradient, as TF's one set of counters advances once per
+  ``apply_gradients``.
 - ``state[param]``: the slots of that parameter under TF's slot names, same shape and dtype as the
   parameter unless the slot table says otherwise.
 
@@ -60,6 +63,7 @@ from trainop.contract.flat_plan import FlatLayout, flat_plan, reattach, relink, 
 from trainop.contract.gate import NO_GATE, Gate, make_gate
 from trainop.contract.hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop.contract.implementations import TRITON, Implementations
+from trainop.contract.outside_load import check_outside_load, noted
 from trainop.contract.overlap import check_no_duplicates, check_no_overlap, check_written_apart
 from trainop.contract.slots import (
     AggregationMethod,
@@ -171,6 +175,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         self.invalid_hyperparameters: torch.Tensor | None = None
         self._flat: FlatLayout | None = None
         self._tf_group: dict[str, Any] | None = None
+        self._counters_seen: tuple = ()  # the groups' non_slot dicts (contract/outside_load.py)
         if params is None:
             super().__init__([torch.nn.Parameter(torch.empty(0))], defaults)
             self.param_groups.clear()
@@ -278,6 +283,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         group["non_slot"] = {"step": torch.zeros((), dtype=torch.int64)}
         if self._has_betas:
             betas.adopt_group(self._betas_seen, group, gives_betas)
+        self._counters_seen = (*self._counters_seen, group["non_slot"])
         self._invalidate()
 
     def _check_required(self, group: Mapping[str, Any], where: str) -> None:
@@ -489,6 +495,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     @torch._disable_dynamo  # = torch.compiler.disable, importing torch._dynamo at the first call
     def _step_pairs(self) -> None:
         self._sync_betas()
+        self._check_outside_load()
         plan = self._current_plan()
         prepared = None
         if plan is not None:
@@ -512,10 +519,19 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         finally:
             self._gate = NO_GATE
 
-    def _ensure_non_slot(self, group: dict[str, Any], hp: Prepared) -> None:
+    def _check_outside_load(self) -> None:
+        """A state loaded around ``load_state_dict`` (``ZeroRedundancyOptimizer``'s load)
+        is validated as ``load_state_dict`` validates a checkpoint (contract/outside_load.py)."""
+        check_outside_load(self, unsaved=_UNSAVED, bookkeeping=_CHECKPOINT_BOOKKEEPING)
+
+    def _ensure_non_slot(self, group: dict[str, Any], hp: Prepared,
+                         device: torch.device | None = None) -> None:
+        """Create the group's non-slot variables if it has none yet (on its parameters'
+        device; ``device`` for a group without parameters)."""
         non_slot = group["non_slot"]
         if any(name not in non_slot for name in self._non_slot_names):
-            self._init_non_slot(non_slot, hp, group["params"][0].device)
+            self._init_non_slot(non_slot, hp, group["params"][0].device if group["params"]
+                                else device)
 
     # ------------------------------------------------------------------ pickling, deepcopy
     def __getstate__(self) -> dict[str, Any]:
@@ -529,6 +545,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         if "defaults" not in state:  # torch's load_state_dict passes the state and groups only
             return
         self._gate = NO_GATE
+        self._counters_seen = noted(self)
         self._betas_seen = {}  # keyed by the groups' ids, which a copy changes
         self._invalidate()
         if self._flat is not None:  # the copied buffers live at new addresses
@@ -608,8 +625,12 @@ class Optimizer(Implementations, torch.optim.Optimizer):
                 group = self.param_groups[bucket.group_index]
                 prepared[bucket.group_index] = hp = self._step_hyper(group)
                 user_code = user_code or not self._plain_hyper(group, hp)
-        for gi, hp in prepared.items():
-            self._ensure_non_slot(self.param_groups[gi], hp)
+        idle = self._idle_groups(prepared)
+        user_code = user_code or not all(self._plain_hyper(self.param_groups[gi], hp)
+                                         for gi, hp in idle.items())
+        device = plan.buckets[0].params[0].device if plan.buckets else None
+        for gi, hp in (*prepared.items(), *idle.items()):
+            self._ensure_non_slot(self.param_groups[gi], hp, device)
         gate = self._gate
         self._guard_tensor_hypers(prepared, ((b.group_index, b.params[0], False)
                                              for b in plan.buckets))
@@ -617,17 +638,30 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             grads = plan.gradients()
             if grads is None:
                 self._gate = gate  # the general path guards its own updates
-                return prepared
+                return {**prepared, **idle}
         for bucket in plan.buckets:
             group = self.param_groups[bucket.group_index]
             hp = prepared[bucket.group_index].for_tensor(bucket.params[0])
             dispatch.update_bucket(self, bucket.params, grads[bucket.start:bucket.stop],
                                    bucket.slots, hp, group["non_slot"], self._gate,
                                    bucket=bucket, read=plan.read_for(bucket))
-        self._finish_groups(prepared)
+        self._finish_groups({**prepared, **idle})
         return None
 
+    def _idle_groups(self, prepared: dict[int, Prepared],
+                     evaluated: dict[int, Prepared] | None = None) -> dict[int, Prepared]:
+        """The groups this step updates no variable of (a group without parameters, e.g. on a
+        ``ZeroRedundancyOptimizer`` rank that holds none of its tensors, or whose parameters
+        got no gradient), with their hyperparameters for this step: their counters advance with
+        the others', as TF advances its beta powers and step once per ``apply_gradients``,
+        whatever got a gradient (``evaluated``: already evaluated for this step)."""
+        evaluated = evaluated or {}
+        return {gi: evaluated[gi] if gi in evaluated else self._step_hyper(group)
+                for gi, group in enumerate(self.param_groups) if gi not in prepared}
+
     def _finish_groups(self, prepared: dict[int, Prepared]) -> None:
+        """``_finish`` and the step counter of every group in ``prepared`` (the groups this
+        step updated and the idle ones, ``_idle_groups``)."""
         applied = self._gate.applied()
         for gi, hp in prepared.items():
             non_slot = self.param_groups[gi]["non_slot"]
@@ -641,21 +675,26 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     # ------------------------------------------------------------------ the update
     def _validate_pairs(self, grads_and_vars: Any, *, widen: bool = False
                         ) -> list[tuple[torch.Tensor | None, Any]]:
-        """The pairs as a list, each checked (``widen``: see ``check_gradient``)."""
+        """The pairs as a list, each checked (``widen``: see ``check_gradient``). A pair is a
+        tuple or list of two (a tensor is not one: ``[g]`` for a gradient ``g`` of 2 elements
+        would unpack into two rows and update the gradient itself)."""
         try:
+            if isinstance(grads_and_vars, torch.Tensor):
+                raise TypeError
             pairs = tuple(grads_and_vars)
         except TypeError:
             raise TypeError("Expected `grads_and_vars` to be an iterable of (gradient, variable) "
-                            f"pairs, got {describe(grads_and_vars)}") from None
+                            f"pairs, got {_shown(grads_and_vars)}") from None
         if not pairs:
             raise ValueError("No variables provided.")
         out = []
         for i, pair in enumerate(pairs):
-            try:
-                g, v = pair
-            except (TypeError, ValueError):
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                hint = (" (a tensor, not a pair: pass [(gradient, variable), ...])"
+                        if isinstance(pair, torch.Tensor) else "")
                 raise TypeError(f"Expected grads_and_vars[{i}] to be a (gradient, variable) pair, "
-                                f"got {describe(pair)}") from None
+                                f"got {_shown(pair)}{hint}")
+            g, v = pair
             check_variable(v, f"the variable of grads_and_vars[{i}]")
             if g is not None:
                 check_gradient(g, v, f"the gradient of grads_and_vars[{i}]", widen=widen)
@@ -777,6 +816,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         """Register new variables, create slots, update every pair, finish every group.
         ``evaluated``: groups' hyperparameters already evaluated for this step."""
         self._sync_betas()
+        self._check_outside_load()
         index = self._param_index()
         new_vars = list({id(v): v for _, v in pairs if id(v) not in index}.values())
         states = self._tracked_state()
@@ -796,6 +836,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
                 self._check_required(self.defaults,
                                      "the param group of variables new to the optimizer")
                 tf_prepared = self._prepare(self.defaults, torch.zeros((), dtype=torch.int64))
+        idle = self._idle_groups(prepared, evaluated)
         # (step() runs without autograd already; apply_gradients may not)
         with torch.no_grad() if torch.is_grad_enabled() else contextlib.nullcontext():
             if new_vars:
@@ -810,12 +851,13 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             for _, v in pairs:
                 self._check_slots(v, states[v], self.param_groups[index[id(v)]])
             self._check_written_apart()
-            for gi, hp in prepared.items():
-                self._ensure_non_slot(self.param_groups[gi], hp)
+            idle = {gi: hp for gi, hp in idle.items() if gi not in prepared}
+            for gi, hp in (*prepared.items(), *idle.items()):
+                self._ensure_non_slot(self.param_groups[gi], hp, pairs[0][1].device)
             self._guard_tensor_hypers(prepared, ((index[id(v)], v, g.is_sparse)
                                                  for g, v in pairs))
             self._update(pairs, index, prepared)
-            self._finish_groups(prepared)
+            self._finish_groups({**prepared, **idle})
 
     # apply_gradients' entry to the update: eager under torch.compile, as _step_pairs (which
     # calls _apply_pairs itself, already outside any trace).
@@ -829,6 +871,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         they load one, e.g. ``torch.distributed.checkpoint``'s ``set_optimizer_state_dict`` on
         a fresh optimizer, which would otherwise step once with ``lr = 0`` (a step that leaves
         the parameters as they are, but advances slots and counters)."""
+        self._check_outside_load()
         states = self._tracked_state()
         prepared = {gi: self._step_hyper(group) for gi, group in enumerate(self.param_groups)}
         for gi, group in enumerate(self.param_groups):
@@ -984,12 +1027,18 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             reattach(self._flat, self)
         tf_params = None if self._tf_group is None else self._tf_group["params"]
         self._tf_group = next((g for g in self.param_groups if g["params"] is tf_params), None)
+        self._counters_seen = noted(self)
         self._invalidate()
 
 
 # Caches an optimizer derives from its groups and state (not pickled, rebuilt when needed).
 _DERIVED = frozenset({"_step_plan", "_param_index_cache", "_hyper_cache", "_gate",
-                      "_apart_checked", "_betas_seen"})
+                      "_apart_checked", "_betas_seen", "_counters_seen"})
+
+
+def _shown(value: Any) -> str:
+    """A value for a message: a tensor by its shape and dtype, anything else as ``describe``."""
+    return describe_var(value) if isinstance(value, torch.Tensor) else describe(value)
 
 
 @functools.cache

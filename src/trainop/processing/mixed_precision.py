@@ -23,6 +23,7 @@ Reference: OpenSeq2Seq ``open_seq2seq/optimizers/mp_wrapper.py``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,27 @@ __all__ = ["MixedPrecisionOptimizerWrapper"]
 
 _HALF = (torch.float16, torch.bfloat16)
 _F32 = torch.float32
+_DCP_HELPERS = "torch.distributed.checkpoint.state_dict"
+_NOT_RESHARDABLE = (
+    "Expected the optimizer of torch.distributed.checkpoint's get_optimizer_state_dict/"
+    "set_optimizer_state_dict to update the model's own parameters, got a "
+    "MixedPrecisionOptimizerWrapper's (its optimizer updates float32 masters, which have no "
+    "parameter names in the model): save `wrapper.state_dict()` with dcp.save and load it "
+    "with dcp.load into a fresh wrapper's `state_dict()`, then `wrapper.load_state_dict` "
+    "(masters and slots are sharded like the model: it reshards; see docs/distributed.md)")
+
+
+def _refuse_dcp_helpers(optimizer: Any) -> None:
+    """A state-dict pre-hook of the wrapped optimizer: refuse, in one line, a call from
+    torch.distributed.checkpoint's optimizer state-dict helpers, which would fail with a
+    ``KeyError`` while naming the masters by the model's parameter names."""
+    frame = sys._getframe(1)
+    for _ in range(8):
+        if frame is None:
+            return
+        if frame.f_globals.get("__name__") == _DCP_HELPERS:
+            raise TypeError(_NOT_RESHARDABLE)
+        frame = frame.f_back
 
 
 def _is_half(t: torch.Tensor) -> bool:
@@ -96,6 +118,7 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
         # pass and records the masters it wrote (``kernels.dispatch``); the others copy here
         optimizer._half_copies = {}
         optimizer._copied_to_half = set()
+        optimizer.register_state_dict_pre_hook(_refuse_dcp_helpers)
         self._masters: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._model_of: dict[int, torch.Tensor] = {}
         self._regularizers: dict[int, Callable[[torch.Tensor], torch.Tensor]] = {}
@@ -335,6 +358,12 @@ class MixedPrecisionOptimizerWrapper(PipelineFrontend):
                 master.copy_(saved)
                 top = torch.finfo(var.dtype).max
                 var.copy_(master.clamp(-top, top).to(var.dtype))
+
+    def __iter__(self):
+        """Not iterable: ``get_optimizer_state_dict(model, wrapper)`` takes an iterable of
+        optimizers for anything not a ``torch.optim.Optimizer``; refused with the way that
+        works."""
+        raise TypeError(_NOT_RESHARDABLE)
 
     def __repr__(self) -> str:
         return (f"MixedPrecisionOptimizerWrapper({type(self._inner).__name__} "

@@ -72,7 +72,14 @@ class Accumulator:
                 acc.zero_()
         self.micro_steps = 0
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, *, pending: bool = True) -> dict[str, Any]:
+        """The micro-steps waiting and their sums. Sums are saved only while micro-steps wait
+        (after an update they are zeros, kept allocated: the next ``add`` makes them again).
+        ``pending=False``: the waiting window is left out (saved as none waiting), for a
+        caller whose resume drops it anyway (RETURNN's torch engine: a new epoch restarts the
+        window), so a checkpoint does not carry a model-sized sum nobody reads."""
+        if not pending or not self.micro_steps:
+            return {"micro_steps": 0, "accumulators": {}}
         return {"micro_steps": self.micro_steps,
                 "accumulators": {i: t.clone() for i, t in self._acc.items()}}
 

@@ -148,12 +148,12 @@ class TrainingStep:
         return base
 
     # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, *, pending: bool = True) -> dict[str, Any]:
         """Counters, accumulators and the pipeline's state (the optimizer's is the front
-        end's to save: it may be a wrapper)."""
+        end's to save: it may be a wrapper; ``pending``: see ``Accumulator.state_dict``)."""
         return {"global_step": self.global_step.clone(), "micro_steps": self.micro_steps,
                 "update_steps": self.update_steps,
-                "accumulator": self._accumulator.state_dict(),
+                "accumulator": self._accumulator.state_dict(pending=pending),
                 "pipeline": self.pipeline.state_dict()}
 
     def check_state_dict(self, state: Any) -> Accumulator:

@@ -25,6 +25,9 @@ The ``.opt.pt`` file has RETURNN's keys (``optimizer``, ``optimizer_class_name``
 ``optimizer_opts``, ``param_names``, ``epoch``, ``step``, ``effective_learning_rate``,
 ``returnn_version``) plus ``trainop`` (the Updater's ``state_dict``: accumulators and counters)
 and ``trainop_semantics``; a file RETURNN's own updater wrote loads too (its ``optimizer``).
+The gradients of a partial accumulation window are saved under TF semantics only (its windows
+run across epochs, so a resume continues them); under torch semantics the resume's new epoch
+drops them, as RETURNN's engine does, so the file does not carry them.
 """
 
 from __future__ import annotations
@@ -233,7 +236,8 @@ class EngineUpdater:
             "step": int(self.updater.global_train_step),
             "effective_learning_rate": self.get_effective_learning_rate(),
             "returnn_version": returnn.__long_version__,
-            "trainop": self.updater.state_dict(),
+            # torch semantics: a resume starts a new epoch, which drops a partial window
+            "trainop": self.updater.state_dict(partial_window=self.semantics == "tf"),
             "trainop_semantics": self.semantics,
         }, tmp)
         os.replace(tmp, filename)

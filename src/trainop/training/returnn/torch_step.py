@@ -182,10 +182,11 @@ class TorchClassStep:
             consecutive_skips=torch.tensor(self.consecutive_invalid, dtype=_I64))
 
     # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, *, pending: bool = True) -> dict[str, Any]:
+        """Counters and accumulators (``pending``: see ``Accumulator.state_dict``)."""
         return {"global_step": self.global_step.clone(), "micro_steps": self.micro_steps,
                 "update_steps": self.update_steps,
-                "accumulator": self._accumulator.state_dict()}
+                "accumulator": self._accumulator.state_dict(pending=pending)}
 
     def check_state_dict(self, state: Any) -> Accumulator:
         return check_step_state(state, {"global_step", "micro_steps", "update_steps",

@@ -769,12 +769,15 @@ class Updater:
         return norm.detach()
 
     # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, *, partial_window: bool = True) -> dict[str, Any]:
         """Per group the optimizer and the core (accumulators, pipeline counters), plus
         ``global_train_step`` and the base learning rate; loads with
-        ``torch.load(weights_only=True)``."""
+        ``torch.load(weights_only=True)``. ``partial_window=False`` leaves out the gradients
+        of a partial accumulation window (saved as none waiting), for a checkpoint resumed
+        in a new epoch under backend torch, which drops them (RETURNN's torch engine)."""
         self.get_optim_op()
-        return {"groups": [{"optimizer": g.optimizer.state_dict(), "step": g.core.state_dict()}
+        return {"groups": [{"optimizer": g.optimizer.state_dict(),
+                            "step": g.core.state_dict(pending=partial_window)}
                            for g in self._groups],
                 "global_train_step": self.global_train_step.clone(),
                 "learning_rate": self._base_lr}
