@@ -137,8 +137,8 @@ def _run_separately(block: Block, before: list[Block], ranks: int) -> tuple[str,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in range(max(ranks, 1))]
     outs = [p.communicate(timeout=240) for p in procs]
-    failed = [f"process {r}: {err[-3000:]}" for r, (p, (_, err)) in enumerate(zip(procs, outs))
-              if p.returncode]
+    failed = [f"process {r}: {err[-3000:]}"
+              for r, (p, (_, err)) in enumerate(zip(procs, outs, strict=True)) if p.returncode]
     return outs[0][0], ("\n".join(failed) or None)
 
 
