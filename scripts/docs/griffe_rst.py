@@ -4,7 +4,9 @@ become inline code and code blocks instead of stray punctuation and broken links
 
 from __future__ import annotations
 
+import functools
 import re
+from pathlib import Path
 
 import griffe
 
@@ -31,9 +33,29 @@ def markdown(text: str) -> str:
     return "\n".join(out)
 
 
+@functools.lru_cache(maxsize=None)
+def _lines(path: str) -> tuple[str, ...]:
+    return tuple(Path(path).read_text(encoding="utf-8").splitlines())
+
+
+def comment_doc(path: str, lineno: int) -> str | None:
+    """The ``#:`` comment lines right above line ``lineno`` (Sphinx's attribute docs)."""
+    lines, found = _lines(path), []
+    k = lineno - 2
+    while k >= 0 and lines[k].lstrip().startswith("#:"):
+        found.insert(0, lines[k].lstrip()[2:].strip())
+        k -= 1
+    return " ".join(found) or None
+
+
 class ReSTToMarkdown(griffe.Extension):
-    """Rewrites each docstring once, when griffe loads the object."""
+    """Rewrites each docstring once, when griffe loads the object; an attribute documented by a
+    ``#:`` comment above it gets that comment as its docstring."""
 
     def on_instance(self, *, obj: griffe.Object, **kwargs) -> None:
+        if obj.docstring is None and obj.is_attribute and obj.lineno and obj.filepath:
+            text = comment_doc(str(obj.filepath), obj.lineno)
+            if text:
+                obj.docstring = griffe.Docstring(text, lineno=obj.lineno, parent=obj)
         if obj.docstring is not None:
             obj.docstring.value = markdown(obj.docstring.value)
