@@ -5,12 +5,12 @@ the ``text title="Output"`` block that follows it on the page.
 A block that cannot run as it stands on a CPU machine carries a marker on the line before its
 fence, read here, naming why and how it runs instead::
 
-    <!-- example: ranks=2 -->        inside each of 2 ranks: run in 2 gloo processes (after
-                                     the page's earlier ranks blocks, which it continues)
+    <!-- example: ranks=2 -->        inside each of 2 ranks: run in 2 gloo processes (which
+                                     keep the page's earlier ranks blocks' names)
     <!-- example: gpu -->            needs CUDA: run where torch.cuda.is_available(), else counted
                                      as not run (the reason printed)
     <!-- example: tensorflow -->     a TF1 graph: run with TensorFlow in a process of its own
-                                     (after the page's earlier TF blocks), in the page's directory
+                                     (which keeps the page's earlier TF blocks' names)
     <!-- example: extra=NAME -->     needs ``pip install 'trainop[NAME]'`` (the page says so)
     <!-- example: tested=TEST -->     needs files only an upstream run writes (an OpenSeq2Seq or
                                      RETURNN checkpoint): the named test (tests/FILE::NAME)
@@ -87,8 +87,15 @@ def blocks(page: str, text: str) -> list[Block]:
 
 
 def extras_needed(code: str) -> set[str]:
-    """The extras a block's imports need."""
-    modules = re.findall(r"^\s*(?:import|from)\s+(\w+)", code, re.M)
+    """The extras a block's imports need (its import statements, not text in its strings)."""
+    import ast
+
+    modules = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            modules.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules.add(node.module.split(".")[0])
     return {EXTRA_OF[m] for m in modules if m in EXTRA_OF}
 
 
@@ -108,44 +115,90 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-_SEPARATE = """
-import os, sys
+_WORKER = """
+import contextlib, io, json, os, sys, traceback
 ranks = int(os.environ.get("WORLD_SIZE", "0"))
 if ranks:
     import torch.distributed as dist
     dist.init_process_group("gloo")
-code = open(sys.argv[1]).read()
-try:
-    exec(compile(code, sys.argv[2], "exec"), {"__name__": "__main__"})
-finally:
-    if ranks:
-        dist.destroy_process_group()
+reply, namespace = sys.stdout, {"__name__": "__main__"}
+sys.stdout = sys.stderr
+for line in sys.stdin:
+    request, printed, error = json.loads(line), io.StringIO(), None
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(compile(request["code"], request["name"], "exec"), namespace)
+    except BaseException:
+        error = traceback.format_exc()[-4000:]
+    reply.write(MARK + json.dumps({"printed": printed.getvalue(), "error": error}) + "\\n")
+    reply.flush()
+if ranks:
+    dist.destroy_process_group()
 """
+_MARK = "@@trainop-example@@"
 
 
-def _run_separately(block: Block, before: list[Block], ranks: int) -> tuple[str, str | None]:
-    """The block, after the page's earlier blocks of its kind, as a program of its own in the
-    page's directory: in ``ranks`` gloo processes, or (0) in one process (TensorFlow's graph:
-    TF and torch's LLVM-based parts cannot share a process)."""
-    script = Path(tempfile.mkdtemp(prefix="trainop-block-")) / "block.py"
-    script.write_text("\n".join(b.code for b in [*before, block]))
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
-           "WORLD_SIZE": str(ranks)} if ranks else dict(os.environ)
-    procs = [subprocess.Popen([sys.executable, "-c", _SEPARATE, str(script),
-                               f"{block.page}:{block.line}"],
-                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)} if ranks else env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for r in range(max(ranks, 1))]
-    outs = [p.communicate(timeout=240) for p in procs]
-    failed = [f"process {r}: {err[-3000:]}"
-              for r, (p, (_, err)) in enumerate(zip(procs, outs, strict=True)) if p.returncode]
-    return outs[0][0], ("\n".join(failed) or None)
+class Worker:
+    """The page's blocks of one kind, run in processes of their own that keep their namespace
+    from block to block (a continuation sees what the earlier blocks of its kind defined): one
+    process for TensorFlow's graph (TF and torch's LLVM-based parts cannot share a process),
+    ``ranks`` gloo processes for a distributed block. They run in the page's directory."""
+
+    def __init__(self, ranks: int) -> None:
+        env = dict(os.environ)
+        if ranks:
+            env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
+                       WORLD_SIZE=str(ranks))
+        self.logs = [tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed by close()
+                     for _ in range(max(ranks, 1))]
+        code = f"MARK = {_MARK!r}\n" + _WORKER
+        self.procs = [subprocess.Popen([sys.executable, "-c", code],
+                                       env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=log, text=True)
+                      for r, log in enumerate(self.logs)]
+
+    def run(self, block: Block) -> tuple[str, str | None]:
+        request = json.dumps({"code": block.code, "name": f"{block.page}:{block.line}"})
+        for proc in self.procs:
+            proc.stdin.write(request + "\n")
+            proc.stdin.flush()
+        replies = [self._reply(k) for k in range(len(self.procs))]
+        failed = [f"process {k}: {error}" for k, (_, error) in enumerate(replies) if error]
+        return replies[0][0], ("\n".join(failed) or None)
+
+    def _reply(self, k: int) -> tuple[str, str | None]:
+        for line in self.procs[k].stdout:
+            if line.startswith(_MARK):
+                found = json.loads(line[len(_MARK):])
+                return found["printed"], found["error"]
+        self.logs[k].seek(0)
+        return "", f"the process ended: {self.logs[k].read()[-3000:]}"
+
+    def close(self) -> None:
+        for proc in self.procs:
+            proc.stdin.close()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for log in self.logs:
+            log.close()
 
 
 def run_page(page: str, text: str) -> list[dict]:
     """Run the page's blocks in one namespace, in order; stop at the first failure."""
-    records, namespace = [], {"__name__": "__main__"}
-    separate: dict[str, list[Block]] = {"ranks": [], "tensorflow": []}
+    records, namespace, workers = [], {"__name__": "__main__"}, {}
+    try:
+        _run_blocks(page, text, records, namespace, workers)
+    finally:
+        for worker in workers.values():
+            worker.close()
+    return records
+
+
+def _run_blocks(page, text, records, namespace, workers) -> None:
     for block in blocks(page, text):
         record = {**asdict(block), "status": "run", "printed": "", "error": None}
         records.append(record)
@@ -158,11 +211,12 @@ def run_page(page: str, text: str) -> list[dict]:
             if not torch.cuda.is_available():
                 record["status"] = "not run: needs CUDA (none here)"
                 continue
-        kind = next((k for k in separate if k in block.marks), None)
+        kind = next((k for k in ("ranks", "tensorflow") if k in block.marks), None)
         if kind:
             ranks = int(block.marks["ranks"]) if kind == "ranks" else 0
-            record["printed"], record["error"] = _run_separately(block, separate[kind], ranks)
-            separate[kind].append(block)
+            if (kind, ranks) not in workers:
+                workers[kind, ranks] = Worker(ranks)
+            record["printed"], record["error"] = workers[kind, ranks].run(block)
         else:
             printed = io.StringIO()
             try:
@@ -175,7 +229,6 @@ def run_page(page: str, text: str) -> list[dict]:
         if record["error"]:
             record["status"] = "failed"
             break
-    return records
 
 
 def main(argv: list[str]) -> int:

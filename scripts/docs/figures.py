@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 #: The run drawn on the training pages: the main job's OpenSeq2Seq recipe, kept short.
 TRAIN_RECIPE = ROOT / "examples" / "openseq2seq_transformer.py"
-TRAIN_STEPS = 30
+TRAIN_STEPS = 12
 
 
 def _figure(width: float, height: float):
