@@ -54,12 +54,12 @@ def records(tmp_path_factory, request):
     ran = sum(r["status"] == "run" and not r["error"] for r in found)
     not_run = [f"{r['page']}:{r['line']} {r['status']}" for r in found
                if r["status"].startswith("not run")]
-    reporter = request.config.pluginmanager.getplugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"\ndocs examples: {ran} of {len(found)} python blocks run on "
-                            f"{len(PAGES)} pages; not run here: {len(not_run)}")
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():  # shown however pytest captures output
+        print(f"\ndocs examples: {ran} of {len(found)} python blocks run on {len(PAGES)} pages;"
+              f" not run here: {len(not_run)}")
         for line in not_run:
-            reporter.write_line(f"  {line}")
+            print(f"  {line}")
     return found
 
 
