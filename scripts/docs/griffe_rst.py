@@ -33,7 +33,7 @@ def markdown(text: str) -> str:
     return "\n".join(out)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _lines(path: str) -> tuple[str, ...]:
     return tuple(Path(path).read_text(encoding="utf-8").splitlines())
 
