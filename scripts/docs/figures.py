@@ -146,6 +146,8 @@ def _bars(out: Path, name: str, title: str, labels: list[str], series: dict[str,
 def bench_headline(out: Path, text: str) -> Path:
     """The headline workloads: trainop's step time against the best peer's (CPU)."""
     rows = headline_rows(text)
+    if not rows:
+        raise ValueError("BENCHMARKS.md: no rows in the Headline table to chart")
     return _bars(out, "bench-headline.png",
                  "Optimizer step, CPU (2-vCPU AMD EPYC), float32: lower is faster",
                  [f"{w[:56]}\n{o} / {p}" for w, o, _, p, _ in rows],
@@ -156,6 +158,8 @@ def bench_headline(out: Path, text: str) -> Path:
 def bench_train_step(out: Path, text: str) -> Path:
     """The training step through ``optimize_loss`` against torch's recipe (CPU)."""
     rows = train_step_rows(text)
+    if not rows:
+        raise ValueError("BENCHMARKS.md: no rows in the Training step table to chart")
     return _bars(out, "bench-train-step.png",
                  "Training step, CPU (2 cores), float32: torch recipe vs trainop",
                  [label.replace("`", "")[:48] for label, _, _ in rows],
