@@ -8,8 +8,9 @@ import sys
 from collections.abc import Sequence
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``trainop`` console script; returns the exit status."""
+def build_parser() -> argparse.ArgumentParser:
+    """The ``trainop`` command's argument parser, with every subcommand (the docs' CLI page is
+    generated from it)."""
     from trainop import __version__
     from trainop.bench import cli as bench_cli
 
@@ -24,6 +25,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     doctor.add_parser(subparsers)
     train_cli.add_parser(subparsers)
     check_config.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``trainop`` console script; returns the exit status."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -29,8 +29,8 @@ class FtrlOptimizer(Optimizer):
         learning_rate: float >= 0, tensor, callable or policy (0: a step that changes nothing).
         learning_rate_power: float <= 0, default -0.5.
         initial_accumulator_value: float >= 0, default 0.1.
-        l1_regularization_strength, l2_regularization_strength,
-        l2_shrinkage_regularization_strength: floats >= 0, default 0.
+        l1_regularization_strength, l2_regularization_strength: floats >= 0, default 0.
+        l2_shrinkage_regularization_strength: float >= 0, default 0.
         use_locking: no effect. name: default ``"Ftrl"``.
         accum_name, linear_name: accepted for TF compatibility (TF names the slot *variables*
             with them); the slot names stay ``accum``/``linear``.

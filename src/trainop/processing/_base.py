@@ -45,6 +45,7 @@ SKIP_NONFINITE = 2
 SKIP_NO_GRADIENTS = 4
 SKIP_ACCUMULATING = 8
 SKIP_HYPERPARAMETER = 16
+#: Why a step was skipped: each bit of ``StepResult.skip_reason`` and what it means.
 SKIP_REASONS: dict[int, str] = {
     SKIP_OVERFLOW: "loss-scale overflow (non-finite gradients with an automatic loss scale)",
     SKIP_NONFINITE: "non-finite gradients (SkipNonFinite)",

@@ -23,7 +23,9 @@ __all__ = ["DEFAULT_SUMMARIES", "OPTIMIZER_SUMMARIES", "SummaryLog", "check_summ
 
 OPTIMIZER_SUMMARIES = ["learning_rate", "gradients", "gradient_norm", "global_gradient_norm",
                        "variables", "variable_norm", "larc_summaries", "loss_scale"]
+"""The summaries ``optimize_loss(summaries=...)`` can write (OpenSeq2Seq's names)."""
 DEFAULT_SUMMARIES = ["learning_rate", "global_gradient_norm", "loss_scale"]
+"""OpenSeq2Seq's default summaries (``summaries=None``)."""
 
 
 def check_summaries(summaries: Any) -> list[str]:

@@ -27,7 +27,10 @@ from trainop.interfaces.checkpoints.torch_optim import from_torch_optim, to_torc
 from trainop.interfaces.checkpoints.wire import CorruptCheckpoint
 
 read_tf = read_bundle
+"""``read_tf(path)``: a TF1 checkpoint's tensors, ``{name: tensor}`` (no TensorFlow needed);
+names it cannot read are in ``.unsupported`` with the reason."""
 write_tf = write_bundle
+"""``write_tf(path, tensors)``: write ``{name: tensor}`` as a TF1 checkpoint ``Saver`` restores."""
 
 __all__ = ["TF1_NON_SLOT", "TF1_SLOTS", "CorruptCheckpoint", "Layout", "LoadReport",
            "TFCheckpoint", "conv1d", "conv2d", "from_torch_optim", "identity", "layout",

@@ -58,11 +58,15 @@ def _same(t, shape=None):
 
 
 identity = Layout("identity", _same, _same)
+"""The same tensor on both sides (the default of a plain name in ``names``)."""
 transpose = Layout("transpose", lambda t, shape=None: t.t(), lambda t: t.t())
+"""A dense kernel: TF ``[in, out]`` <-> torch ``nn.Linear.weight`` ``[out, in]``."""
 conv1d = Layout("conv1d", lambda t, shape=None: t.permute(2, 1, 0),
                 lambda t: t.permute(2, 1, 0))
+"""A 1-D convolution kernel: TF ``[width, in, out]`` <-> torch ``[out, in, width]``."""
 conv2d = Layout("conv2d", lambda t, shape=None: t.permute(3, 2, 0, 1),
                 lambda t: t.permute(2, 3, 1, 0))
+"""A 2-D convolution kernel: TF ``[h, w, in, out]`` <-> torch ``[out, in, h, w]``."""
 
 # TF (i, j, f, o) <-> torch (i, f, g, o): swap the 2nd and 3rd of the four gate blocks (its own
 # inverse).
@@ -88,11 +92,15 @@ def _kernel_rows(t: torch.Tensor, shape: tuple[int, ...], first: bool) -> torch.
 lstm_kernel_ih = Layout(
     "lstm_kernel_ih", lambda t, shape: _swap_gates(_kernel_rows(t, shape, True), 1).t(),
     lambda t: _swap_gates(t, 0).t(), part=0)
+"""TF's LSTM kernel ``[input + hidden, 4h]`` (gates i, j, f, o), its input rows <-> torch's
+``weight_ih_l0`` ``[4h, input]`` (gates i, f, g, o)."""
 lstm_kernel_hh = Layout(
     "lstm_kernel_hh", lambda t, shape: _swap_gates(_kernel_rows(t, shape, False), 1).t(),
     lambda t: _swap_gates(t, 0).t(), part=1)
+"""TF's LSTM kernel, its hidden rows <-> torch's ``weight_hh_l0`` ``[4h, hidden]``."""
 lstm_bias = Layout("lstm_bias", lambda t, shape=None: _swap_gates(t, 0),
                    lambda t: _swap_gates(t, 0))
+"""TF's LSTM bias ``[4h]`` (gates i, j, f, o) <-> torch's ``bias_ih_l0`` (gates i, f, g, o)."""
 
 
 def lstm_bias_forget(forget_bias: float) -> Layout:

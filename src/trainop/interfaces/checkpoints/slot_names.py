@@ -46,9 +46,11 @@ TF1_SLOTS: dict[str, tuple[str, ...]] = {
     "AdagradDAOptimizer": ("gradient_accumulator", "gradient_squared_accumulator"),
     "GradientDescentOptimizer": (), "ProximalGradientDescentOptimizer": (),
 }
+"""TF1's slot names per optimizer class (a checkpoint's ``<variable>/<Class>[_1]`` suffixes)."""
 TF1_NON_SLOT: dict[str, tuple[str, ...]] = {
     name: ("beta1_power", "beta2_power") for name in
     ("AdamOptimizer", "LazyAdamOptimizer", "NadamOptimizer", "AdamWOptimizer")}
+"""TF1's non-slot variables per optimizer class (Adam's ``beta1_power``, ``beta2_power``)."""
 
 
 def _suffix(name: str, place: int) -> str:

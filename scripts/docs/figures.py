@@ -1,0 +1,167 @@
+"""The site's pictures, drawn at build time from the code and the recorded data (no pasted
+images): the learning-rate policies (``trainop.schedules.plot``), a ``trainop train`` run's
+dashboard and its ``--compare-tf`` deviation per step, and the speed figures of BENCHMARKS.md.
+
+Each function writes one file into ``out`` and returns its path; ``gen_figures.py`` copies
+them into the site."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The run drawn on the training pages: the main job's OpenSeq2Seq recipe, kept short.
+TRAIN_RECIPE = ROOT / "examples" / "openseq2seq_transformer.py"
+TRAIN_STEPS = 12
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def policies(out: Path) -> Path:
+    """OpenSeq2Seq's and TF1's policies on one axis, drawn by ``trainop.schedules.plot``."""
+    from trainop import schedules
+    from trainop.schedules import openseq2seq, tf1
+
+    drawn = [
+        schedules.TransformerPolicy(learning_rate=0.4, d_model=512, warmup_steps=400),
+        schedules.PolyDecay(0.001, decay_steps=1500, power=2.0, warmup_steps=200),
+        openseq2seq.CosineDecay(0.001, decay_steps=1500, warmup_steps=200),
+        schedules.ExponentialDecay(0.001, decay_steps=300, decay_rate=0.5, staircase=True),
+        tf1.PiecewiseConstant([500, 1000], [0.001, 0.0005, 0.0001]),
+    ]
+    return Path(schedules.plot(drawn, 2000, out / "policies.png",
+                               title="trainop.schedules: learning rate per step"))
+
+
+def train_run(out: Path) -> tuple[Path, Path, str]:
+    """``trainop train RECIPE --compare-tf`` (the CLI itself): its dashboard, and the largest
+    relative deviation from TensorFlow's replay at every step drawn from the run's own numbers.
+    Returns the two PNGs and what the command printed."""
+    from trainop.__main__ import main
+    from trainop.interfaces.train import compare_tf
+
+    seen: list[float] = []
+    original = compare_tf.deviations
+
+    def recording(ours, theirs):
+        seen[:] = original(ours, theirs)
+        return seen
+
+    run = Path(tempfile.mkdtemp(prefix="trainop-docs-run-"))
+    printed = io.StringIO()
+    compare_tf.deviations = recording
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(io.StringIO()):
+            main(["train", str(TRAIN_RECIPE), "--steps", str(TRAIN_STEPS), "--compare-tf",
+                  "--out", str(run), "--no-progress"])
+    finally:
+        compare_tf.deviations = original
+    dashboard = out / "dashboard.png"
+    dashboard.write_bytes((run / "dashboard.png").read_bytes())
+    fig = _figure(7, 3)
+    ax = fig.subplots()
+    if seen:
+        ax.semilogy(range(1, len(seen) + 1), [max(v, 1e-12) for v in seen], marker=".")
+        ax.axhline(1e-5, color="firebrick", linestyle="--", linewidth=1)
+        ax.text(1, 1.3e-5, "tolerance 1e-5", color="firebrick", fontsize=8)
+        ax.set_xlabel("step")
+        ax.set_ylabel("largest relative deviation")
+    else:
+        ax.text(0.5, 0.5, "no TensorFlow here: pip install -e '.[docs]' draws this plot",
+                ha="center", va="center")
+        ax.set_axis_off()
+    ax.set_title(f"trainop train {TRAIN_RECIPE.name} --compare-tf: trainop vs TensorFlow",
+                 fontsize=10)
+    fig.tight_layout()
+    deviation = out / "deviation.png"
+    fig.savefig(deviation, dpi=90)
+    return dashboard, deviation, printed.getvalue()
+
+
+_MS = re.compile(r"`([^`]+)`[^|]*?([\d.]+) ms")
+
+
+def headline_rows(text: str) -> list[tuple[str, str, float, str, float]]:
+    """BENCHMARKS.md's headline table: (workload, trainop, ms, best peer, ms) per row."""
+    section = text.split("## Headline", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].startswith("("):
+            continue
+        ours, peer = _MS.search(cells[1]), _MS.search(cells[2])
+        if ours and peer:
+            rows.append((cells[0], ours.group(1), float(ours.group(2)),
+                         peer.group(1), float(peer.group(2))))
+    return rows
+
+
+def train_step_rows(text: str) -> list[tuple[str, float, float]]:
+    """BENCHMARKS.md's training-step table: (comparison, torch ms, trainop ms) per row."""
+    section = text.split("## Training step", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and re.fullmatch(r"[\d.]+", cells[1]) and \
+                re.fullmatch(r"[\d.]+", cells[2]):
+            rows.append((cells[0], float(cells[1]), float(cells[2])))
+    return rows
+
+
+def _bars(out: Path, name: str, title: str, labels: list[str], series: dict[str, list[float]],
+          xlabel: str, log: bool = False) -> Path:
+    fig = _figure(8, 0.9 + 0.75 * len(labels))
+    ax = fig.subplots()
+    height = 0.8 / len(series)
+    for i, (legend, values) in enumerate(series.items()):
+        ys = [k + i * height for k in range(len(labels))]
+        bars = ax.barh(ys, values, height=height, label=legend)
+        ax.bar_label(bars, labels=[f"{v:g} ms" for v in values], fontsize=7, padding=2)
+    ax.set_yticks([k + height * (len(series) - 1) / 2 for k in range(len(labels))], labels,
+                  fontsize=8)
+    ax.invert_yaxis()
+    if log:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.margins(x=0.15)
+    ax.legend(fontsize=8, loc="center right")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    path = out / name
+    fig.savefig(path, dpi=90)
+    return path
+
+
+def bench_headline(out: Path, text: str) -> Path:
+    """The headline workloads: trainop's step time against the best peer's (CPU)."""
+    rows = headline_rows(text)
+    if not rows:
+        raise ValueError("BENCHMARKS.md: no rows in the Headline table to chart")
+    return _bars(out, "bench-headline.png",
+                 "Optimizer step, CPU (2-vCPU AMD EPYC), float32: lower is faster",
+                 [f"{w[:56]}\n{o} / {p}" for w, o, _, p, _ in rows],
+                 {"trainop": [r[2] for r in rows], "best peer": [r[4] for r in rows]},
+                 "step time (ms)")
+
+
+def bench_train_step(out: Path, text: str) -> Path:
+    """The training step through ``optimize_loss`` against torch's recipe (CPU)."""
+    rows = train_step_rows(text)
+    if not rows:
+        raise ValueError("BENCHMARKS.md: no rows in the Training step table to chart")
+    return _bars(out, "bench-train-step.png",
+                 "Training step, CPU (2 cores), float32: torch recipe vs trainop",
+                 [label.replace("`", "")[:48] for label, _, _ in rows],
+                 {"torch (GradScaler + clip + fused Adam)": [r[1] for r in rows],
+                  "trainop.optimize_loss": [r[2] for r in rows]}, "time (ms, log scale)", log=True)
