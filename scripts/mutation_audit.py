@@ -21,9 +21,12 @@ Exit status 0 always; the table and the counts go to stdout.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,15 +55,51 @@ GROUPS = {
            "tests/test_property_checkpoints.py"],
     "NU": ["tests/test_pin_numerics.py", "tests/test_numerics.py", "tests/test_errors_numerics.py",
            "tests/test_numerics_replay.py"],
+    # ---- round 5 (scripts/mutants_round5.py): the test files of each layer; "-k" leaves out
+    # slow tests that cannot see the layer's decisions (docs/mutation_audit.md, round 5)
+    "TL": ["tests/test_triton_interpreter.py", "tests/test_native.py",
+           "tests/test_native_metadata.py", "tests/test_errors_hardening.py", "tests/test_flat.py",
+           "tests/test_step_reads.py",
+           "-k", "not dense_matches_reference and not zero_nan_inf and not traffic_floor and not "
+                 "compiles_for_the_gpu and not no_host_read and not reads_nothing_on_the_host and "
+                 "not mixed_precision_update_reads and not in_a_subprocess and not build_into "
+                 "and not switched_off and not failed_build"],
+    "BT": ["tests/test_torch_schedulers_momentum.py",
+           "tests/test_torch_schedulers_over_schedules.py", "tests/test_errors_torch_style.py",
+           "tests/test_errors_checkpoints.py", "tests/test_errors_torch_optim.py",
+           "tests/test_torch_optim_checkpoints.py", "tests/test_property_checkpoints.py",
+           "tests/test_contract_lr.py",
+           "-k", "not fork_after and not lr_zero_leaves and not one_element_tensor_lr"],
+    "HB": ["tests/test_torch_habits.py", "tests/test_policy_learning_rate.py",
+           "tests/test_errors_torch_optim.py", "tests/test_torch_schedulers_over_schedules.py",
+           "tests/test_torch_schedulers_momentum.py", "tests/test_errors_torch_style.py",
+           "-k", "not step_without_parameters"],
+    "RV": ["tests/test_recipe_values.py", "tests/test_errors_recipes.py", "tests/test_recipes.py"],
+    "OR": ["tests/test_replay_oracle.py", "tests/test_train_replay.py", "tests/test_novograd.py",
+           "tests/test_recipes_upstream_modes.py"],
+    "EG": ["tests/test_returnn_engine_amp.py", "tests/test_errors_returnn_engine.py",
+           "tests/test_pin_returnn.py", "tests/test_errors_updater.py"],
+    "CR": ["tests/test_tf_checkpoint_reading.py", "tests/test_errors_tf_files.py",
+           "tests/test_errors_tf_checkpoints.py", "tests/test_pin_tf_checkpoints.py",
+           "tests/test_tf_checkpoints.py"],
+    "EB": ["tests/test_pin_configs.py", "tests/test_errors_configs.py",
+           "tests/test_configs_idioms.py", "tests/test_configs_inputs.py",
+           "tests/test_recipe_values.py"],
 }
 _IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc", ".pytest_cache",
                                  ".hypothesis", "build", "dist")
 
 
 def _tests(selection: str) -> list[str]:
+    """The pytest arguments of a selection: its groups' files that exist (a group may also hold
+    options, ``-k`` and its expression, kept as they are) and any other part as it is."""
     args = []
     for part in selection.split():
-        args += [f for f in GROUPS[part] if (ROOT / f).exists()] if part in GROUPS else [part]
+        if part not in GROUPS:
+            args.append(part)
+            continue
+        args += [f for f in GROUPS[part]
+                 if not f.startswith("tests/") or (ROOT / f.split("::")[0]).exists()]
     return args
 
 
@@ -71,11 +110,58 @@ def _pytest(copy: Path, selection: str, env: dict, timeout: float, first_only: b
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=long",
            f"--junitxml={xml}", *(["-x"] if first_only else []), *_tests(selection)]
     start = time.monotonic()
+    if _PRELOADED:
+        if not _forked_pytest(copy, cmd[3:], env, timeout):
+            return None, time.monotonic() - start
+        return read_junit(xml), time.monotonic() - start
     try:
         subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None, time.monotonic() - start
     return read_junit(xml), time.monotonic() - start
+
+
+#: ``--fork``: modules imported once in this process (none of them trainop's), so that each
+#: run is a fork that imports only the mutated copy's trainop and the tests.
+_PRELOADED: list[str] = []
+
+
+def preload(names: list[str]) -> None:
+    """Import ``names`` here (Triton before TensorFlow, as the tests' conftest orders them)."""
+    for name in names:
+        importlib.import_module(name)
+        _PRELOADED.append(name)
+
+
+def _forked_pytest(copy: Path, args: list[str], env: dict, timeout: float) -> bool:
+    """``pytest args`` in a forked child (its own session, output to a file) in ``copy`` with
+    ``env``; False when it ran past ``timeout`` (the child's process group is killed)."""
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 1
+        try:
+            os.setsid()
+            fd = os.open(copy / "mutant-pytest.log", os.O_WRONLY | os.O_CREAT, 0o644)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.chdir(copy)
+            os.environ.clear()
+            os.environ.update(env)
+            sys.path[:] = [str(copy / "src"), *[q for q in sys.path if q != str(ROOT / "scripts")]]
+            import pytest
+            code = int(pytest.main(args))
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return True
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return False
 
 
 def run_one(mutant: tuple, timeout: float, tests: str | None = None) -> tuple[str, float, str]:
@@ -115,7 +201,15 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
     parser.add_argument("--round", type=int, choices=(4, 5), default=4,
                         help="4: scripts/mutants.py (issue #34); 5: scripts/mutants_round5.py")
+    parser.add_argument("--fork", action="store_true",
+                        help="import torch, numpy, pytest, hypothesis and triton once here and "
+                             "fork each run from this process instead of starting a new "
+                             "interpreter: the same tests on the same mutated copy, without "
+                             "importing torch again for every run")
     args = parser.parse_args()
+    if args.fork:
+        preload([m for m in ("torch", "numpy", "pytest", "hypothesis", "triton")
+                 if importlib.util.find_spec(m) is not None])
     module = importlib.import_module("mutants" if args.round == 4 else "mutants_round5")
     equivalent = getattr(module, "EQUIVALENT", {})
     chosen = [m for m in module.MUTANTS if not args.ids or m[0] in args.ids]
