@@ -11,6 +11,7 @@ import math
 
 import pytest
 import torch
+from admitted import admitted
 
 import trainop
 
@@ -65,7 +66,7 @@ def test_a_group_spelling_a_beta_twice_with_equal_values_is_one_value():
     _, opt = _adam()
     u = torch.nn.Parameter(torch.ones(1, dtype=torch.float32))
     beta1 = float("0.8")  # equal to the literal below, another object
-    opt.add_param_group({"params": [u], "beta1": beta1, "betas": (0.4 * 2, 0.99)})
+    admitted(opt.add_param_group, {"params": [u], "beta1": beta1, "betas": (0.4 * 2, 0.99)})
     assert opt.param_groups[1]["beta1"] == 0.8 and opt.param_groups[1]["beta2"] == 0.99
     v = torch.nn.Parameter(torch.ones(1, dtype=torch.float32))
     with pytest.raises(ValueError, match=r"`beta1`"):
@@ -101,6 +102,15 @@ def test_a_checkpoint_without_betas_rewrites_them_at_the_load():
     sd = _saved_with_betas(None)
     del sd["param_groups"][0]["betas"]
     _, other = _adam()
-    other.load_state_dict(sd)
+    admitted(other.load_state_dict, sd)
     group = other.param_groups[0]
     assert (group["beta1"], group["beta2"], group["betas"]) == (0.8, 0.9, (0.8, 0.9))
+
+
+@pytest.mark.parametrize("betas", [(1.5, 0.9), (0.9, 1.0), (-0.1, 0.9)])
+def test_a_group_giving_betas_out_of_range_is_refused_and_changes_nothing(betas):
+    _, opt = _adam()
+    u = torch.nn.Parameter(torch.ones(1))
+    with pytest.raises(ValueError, match=r"^Expected `beta[12]` in \[0, 1\)"):
+        opt.add_param_group({"params": [u], "betas": betas})
+    assert len(opt.param_groups) == 1
