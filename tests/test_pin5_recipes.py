@@ -111,3 +111,15 @@ def test_dotted_overrides_of_build_keep_the_rest_of_the_option(tmp_path):
     assert options["optimizer_params"] == {"beta1": 0.8, "beta2": 0.99, "epsilon": 1e-06}
     with pytest.raises(ValueError, match=r"Unknown option 'optimizer_parms.beta1'"):
         recipe._with({"optimizer_parms.beta1": 0.8})
+
+
+@pytest.mark.parametrize("value", [0, -5, 2.5, True])
+def test_openseq2seq_run_lengths_must_be_positive_ints(tmp_path, capsys, value):
+    # OpenSeq2Seq's Model.check_params: max_steps, num_epochs, save_summaries_steps are ints
+    text = OS2S.format(steps="40").replace('"max_steps": 10,',
+                                           f'"max_steps": 10, "save_summaries_steps": {value!r},')
+    status, out, err = _check_config(tmp_path, capsys, text)
+    assert status != 0 and "save_summaries_steps" in err, out + err
+    ok = OS2S.format(steps="40").replace('"max_steps": 10,',
+                                         '"max_steps": 10, "save_summaries_steps": 50,')
+    assert _check_config(tmp_path, capsys, ok)[0] == 0
