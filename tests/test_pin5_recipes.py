@@ -123,3 +123,13 @@ def test_openseq2seq_run_lengths_must_be_positive_ints(tmp_path, capsys, value):
     ok = OS2S.format(steps="40").replace('"max_steps": 10,',
                                          '"max_steps": 10, "save_summaries_steps": 50,')
     assert _check_config(tmp_path, capsys, ok)[0] == 0
+
+
+def test_set_supplies_a_whole_option_the_file_computes_with_code(tmp_path, capsys):
+    text = "#!rnn.py\nlearning_rate = 0.01\noptimizer = make_optimizer()\n"
+    status, _, err = _check_config(tmp_path, capsys, text)
+    assert status != 0 and "optimizer" in err
+    status, out, err = _check_config(tmp_path, capsys, text,
+                                     "optimizer={'class': 'adam', 'epsilon': 0.5}")
+    assert status == 0, out + err
+    assert "epsilon=0.5" in out
