@@ -138,3 +138,14 @@ def test_an_optimizer_file_of_another_model_or_semantics_is_refused(tmp_path):
     with pytest.raises(ValueError, match="semantics='tf'"):
         _engine(semantics="tf").load_optimizer(path)
     admitted(_engine().load_optimizer, path)
+
+
+def test_a_scaler_that_is_not_a_grad_scaler_is_refused_and_changes_nothing():
+    updater = _engine()
+    start = _weights(updater)
+    updater.set_current_train_step(global_train_step=0, epoch=1)
+    for p in updater.network.parameters():
+        p.grad = torch.ones_like(p)
+    with pytest.raises(TypeError, match=r"GradScaler"):
+        updater.step(grad_scaler=object())  # no is_enabled: taken as enabled, then refused
+    assert all(torch.equal(w, w0) for w, w0 in zip(_weights(updater), start, strict=True))
