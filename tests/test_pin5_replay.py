@@ -133,3 +133,52 @@ def test_update_micro_steps_of_each_front(front, updates):
     # OpenSeq2Seq: k % iter_size == 0 (quirk Q5); RETURNN: k % N == N - 1
     plan = ReplayPlan(front, "GradientDescentOptimizer", {}, accumulate=3)
     assert [k for k in range(9) if compare_tf._updates(plan, k)] == updates
+
+
+def _replay(plan, batches, rates):
+    from trainop.interfaces.train.model import LSTMCellModel
+
+    return compare_tf.replay_in_tf(LSTMCellModel(hidden=2, seed=0), plan, batches, rates)
+
+
+def _batch(bad: float | None = None):
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 1, 4, generator=g)
+    if bad is not None:
+        x[0, 0, 0] = bad
+    return x, torch.randn(2, 1, 2, generator=g)
+
+
+def _finite(step) -> bool:
+    return all(np.isfinite(w).all() for w in step.values())
+
+
+BACKOFF = ("backoff", {"scale_min": 1.0, "scale_max": 2.0 ** 14, "step_factor": 2.0,
+                       "step_window": 4})
+
+
+@pytest.mark.parametrize("half, scaler, skipped", [
+    ("float16", BACKOFF, True),                             # an automatic scaler skips it
+    ("float16", ("static", {"loss_scale": 8.0}), False),    # OpenSeq2Seq's static scale: applied
+    (None, None, False),                                    # float32: TF applies it
+], ids=["backoff", "static", "float32"])
+def test_a_nan_step_is_skipped_only_under_an_automatic_loss_scaler(half, scaler, skipped):
+    plan = ReplayPlan("openseq2seq", "GradientDescentOptimizer", {}, half=half, scaler=scaler)
+    steps = _replay(plan, [_batch(), _batch(np.nan)], [0.1, 0.1])
+    assert _finite(steps[0])
+    assert _finite(steps[1]) == skipped
+    if skipped:
+        for name, w in steps[1].items():
+            np.testing.assert_array_equal(w, steps[0][name])
+
+
+def test_returnn_sums_its_accumulated_micro_steps():
+    # RETURNN's TF updater sums a window's gradients: one batch twice in a window of 2 is
+    # that batch's gradient with twice the rate
+    batch = _batch()
+    window = _replay(ReplayPlan("returnn", "GradientDescentOptimizer", {}, accumulate=2),
+                     [batch, batch], [0.1, 0.1])[-1]
+    doubled = _replay(ReplayPlan("returnn", "GradientDescentOptimizer", {}), [batch], [0.2])[0]
+    for name, w in doubled.items():
+        np.testing.assert_allclose(window[name], w, rtol=1e-5, atol=1e-7)
