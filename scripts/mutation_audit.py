@@ -83,8 +83,7 @@ GROUPS = {
            "tests/test_errors_tf_checkpoints.py", "tests/test_pin_tf_checkpoints.py",
            "tests/test_tf_checkpoints.py"],
     "EB": ["tests/test_pin_configs.py", "tests/test_errors_configs.py",
-           "tests/test_configs_idioms.py", "tests/test_configs_inputs.py",
-           "tests/test_recipe_values.py"],
+           "tests/test_configs_idioms.py"],
 }
 _IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.pyc", ".pytest_cache",
                                  ".hypothesis", "build", "dist")
