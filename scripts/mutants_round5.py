@@ -1,0 +1,672 @@
+# ruff: noqa: E501  (exact source snippets)
+"""Round-5 mutants (issue #40, "Tests that pin the newest layers"): plausible one-spot bugs in
+the layers changed since the last release, for ``scripts/mutation_audit.py``.
+
+Written from the SOURCE ONLY of trainop at commit bdc9936592d9eef48a26112fcc3583a173695784
+(``/work/main``), by a helper that read no test file (nothing under ``tests/``), not
+``docs/mutation_audit.md`` and not the existing mutants' ideas (``scripts/mutants.py`` was
+opened only for its tuple format). Each is
+
+    (id, layer, file under src/trainop/, original snippet, replacement, group, description)
+
+the shape ``scripts/mutation_audit.py``'s ``run_one`` unpacks (``mid, _layer, rel, original,
+replacement, selection, _what``). ``group`` is a NEW group key per layer, to be mapped to the
+test files of that layer by the lead (this helper chose no tests):
+
+    TL  Triton launch / dispatch / boundary     (kernels/triton/launch.py, kernels/triton/__init__.py,
+                                                 kernels/dispatch.py, kernels/boundary.py)
+    BT  betas                                   (contract/betas.py and its users)
+    HB  PyTorch habits + torch-scheduler refusal (contract/torch_style.py, contract/scheduled_lr.py,
+                                                 Optimizer.__setattr__, schedules/_base.py)
+    RV  recipe values and --set                 (interfaces/recipes/, configs/returnn_lookups.py,
+                                                 configs/pyconfig.py's config_values)
+    OR  OpenSeq2Seq NovoGrad mode + TF replay   (interfaces/recipes/openseq2seq.py,
+                                                 interfaces/train/replay_plan.py, compare_tf.py)
+    EG  RETURNN engine with a GradScaler        (interfaces/returnn_engine/updater.py,
+                                                 training/returnn/torch_step.py, updater.py)
+    CR  TF checkpoint reader: reads and limits  (interfaces/checkpoints/bundle.py, sstable.py, wire.py,
+                                                 load.py, configs/reading.py)
+    EB  evaluator size bounds                   (configs/bounds.py, percent.py, pure.py, pyconfig.py,
+                                                 returnn_lookups.py's join)
+
+``MUTANTS_ROUND5`` is the audit list; ``MUTANTS_ROUND5_EXTRA`` holds further candidates of the
+same layers (narrower, or observable only through a message or a rare input) for a second
+pass. Every original snippet occurs exactly once in its file at the commit above and every
+mutated file compiles (``/work/check_mutants_round5.py <repo root>`` checks both). Mutants
+in ``compare_tf.py`` are observable only where TensorFlow is installed (the replay), mutants
+in the Triton launch only where Triton (or its interpreter) is.
+"""
+
+TT = "kernels/triton/"
+KD = "kernels/"
+CT = "contract/"
+RC = "interfaces/recipes/"
+TR = "interfaces/train/"
+EN = "interfaces/returnn_engine/"
+RT = "training/returnn/"
+CK = "interfaces/checkpoints/"
+CF = "configs/"
+
+MUTANTS_ROUND5 = [
+    # ====================================================== TL: Triton launch / dispatch / boundary
+    ("T01", "triton", TT + "launch.py",
+     "return [[t[:head] for t in unit], [t[head:] for t in unit]]",
+     "return [[t[:head] for t in unit], [t[head + 1:] for t in unit]]",
+     "TL", "a unit of >= SPLIT_AT (2**20) elements whose count is not a multiple of 16 is split "
+           "head/tail with the tail's first element skipped: one element of a large flat buffer "
+           "(and its slots) never updated"),
+    ("T02", "triton", TT + "launch.py",
+     "total = sum(t.numel() for t in tensors)",
+     "total = first.numel() * len(tensors)",
+     "TL", "the one-launch span over a flat buffer sized as len(tensors) x the first tensor: "
+           "a flat buffer of tensors of different sizes (weight + bias) is updated short or past "
+           "its end"),
+    ("T03", "triton", TT + "launch.py",
+     "per = (counts + BLOCK - 1) // BLOCK",
+     "per = counts // BLOCK",
+     "TL", "block_table rounds the blocks per tensor down: a tensor under 1024 elements gets no "
+           "block and the last partial block of any other is dropped (Triton l2_norms / norm "
+           "pass too small)"),
+    ("T04", "triton", TT + "launch.py",
+     "np.minimum(counts[owner] - start, BLOCK)",
+     "np.minimum(counts[owner], BLOCK)",
+     "TL", "block_table's element count of a tensor's last partial block is a full BLOCK: the "
+           "norm pass reads past the end of a tensor of e.g. 1500 elements"),
+    ("T05", "triton", TT + "launch.py",
+     "n = unit[0 if where is not None else 1].numel()",
+     "n = unit[0].numel()",
+     "TL", "the rows launch (a sparse gradient's distinct rows, ROW_RULES) runs over the whole "
+           "table's element count instead of the rows' values: out-of-range rows read/written"),
+    ("T06", "triton", TT + "__init__.py",
+     "if lists[1] and lists[1][0].dtype in HALF_DTYPES:",
+     "if lists[1] and lists[1][0].dtype == torch.float16:",
+     "TL", "a mixed-precision master's bfloat16 model gradient is not admitted as it is: "
+           "full_check expects float32 gradients and raises ValueError for bf16 ones"),
+    ("T07", "triton", TT + "__init__.py",
+     "if not all(x.is_contiguous() for tensors in lists for x in tensors):",
+     "if not all(x.is_contiguous() for x in lists[0]):",
+     "TL", "only the variables are checked for contiguity: a non-contiguous gradient or slot "
+           "(a transposed .grad) goes to the kernel, which reads its storage as contiguous "
+           "(wrong update instead of the foreach fallback)"),
+    ("T08", "triton", KD + "boundary.py",
+     "if len(w_start) > 1 and bool(np.any(w_end[:-1] > w_start[1:])):",
+     "if len(w_start) > 1 and bool(np.any(w_end[:-1] >= w_start[1:])):",
+     "TL", "written tensors that merely touch (back to back in one flat buffer) are reported "
+           "as sharing memory: every flattened bucket raises ValueError on the native and "
+           "Triton paths"),
+    ("T09", "triton", KD + "boundary.py",
+     "hit = (idx >= 0) & (w_end[np.maximum(idx, 0)] > start)",
+     "hit = (idx > 0) & (w_end[np.maximum(idx, 0)] > start)",
+     "TL", "a gradient overlapping the lowest-addressed written tensor is not seen "
+           "(p.grad = p, or a gradient aliasing the first variable): the kernel reads it after "
+           "writing instead of the list path"),
+    ("T10", "triton", KD + "dispatch.py",
+     "if implementation == \"triton\" and gate.widen and len({g.dtype for g in gs}) > 1:",
+     "if implementation == \"triton\" and gate.widen and len({g.dtype for g in gs}) > 2:",
+     "TL", "a widened Triton bucket with half and float32 gradients (a regularized master) is "
+           "no longer split per dtype: the kernel call gets mixed gradient dtypes "
+           "(ValueError from the boundary, or a wrong read)"),
+    ("T11", "triton", KD + "dispatch.py",
+     "rows = row_slices(gate.scale([grad])[0])",
+     "rows = row_slices(grad)",
+     "TL", "the Triton sparse path forgets the gate's multiplier (loss-scale 1/S, clip factor): "
+           "sparse gradients under a loss scale or clipping are applied unscaled"),
+    # ====================================================================== BT: betas
+    ("B01", "betas", CT + "betas.py",
+     "if betas is not None and len(betas) == 2 and betas[0] is beta1 and betas[1] is beta2:",
+     "if betas is not None and len(betas) == 2 and betas[0] is beta1:",
+     "BT", "sync's fast path checks beta1 only: after group['beta2'] = x the group's betas "
+           "keep the old beta2 (state_dict then saves betas != (beta1, beta2); a scheduler "
+           "reading betas sees the stale value)"),
+    ("B02", "betas", CT + "betas.py",
+     "    validate(dict(zip(_PAIR, pair, strict=True)))\n    _record(seen, group, pair)",
+     "    _record(seen, group, pair)",
+     "BT", "betas written into a group (a scheduler, a user: group['betas'] = (1.5, 0.9)) are "
+           "taken into beta1/beta2 without the constructor's range checks"),
+    ("B03", "betas", CT + "betas.py",
+     "    _record(seen, group, pair)\n    group[\"beta1\"], group[\"beta2\"] = pair",
+     "    _record(seen, group, pair)\n    group[\"beta1\"] = pair[0]",
+     "BT", "a replaced betas pair updates beta1 only: group['betas'] = (0.8, 0.99) leaves the "
+           "rule's beta2 at its old value"),
+    ("B04", "betas", CT + "betas.py",
+     "betas = tuple(group[KEY]) if given else (group[\"beta1\"], group[\"beta2\"])",
+     "betas = (group[\"beta1\"], group[\"beta2\"])",
+     "BT", "add_param_group({'params': ..., 'betas': (0.8, 0.9)}) ignores the given betas: the "
+           "group runs the defaults' beta1/beta2 and its betas key is overwritten"),
+    ("B05", "betas", CT + "betas.py",
+     "    validate(dict(zip(_PAIR, betas, strict=True)))\n\n\ndef sync",
+     "\n\ndef sync",
+     "BT", "a param group giving betas out of range (betas=(1.5, 0.9)) is added unchecked "
+           "(_validate_group_values skips the betas key)"),
+    ("B06", "betas", CT + "betas.py",
+     "if name in group and group[name] is not value and group[name] != value:",
+     "if name in group and group[name] is not value and group[name] == value:",
+     "BT", "check_given's conflict test inverted: beta1=0.5 with betas=(0.9, ...) accepted, "
+           "equal-but-not-identical spellings refused"),
+    ("B07", "betas", CT + "checkpoint.py",
+     "and k != \"betas\"]  # optional: made from beta1/beta2 when missing (betas.py)",
+     "]  # optional: made from beta1/beta2 when missing (betas.py)",
+     "BT", "betas becomes a required group key of a checkpoint: a checkpoint saved before "
+           "betas existed (or by TF-style code) is refused as missing a key"),
+    ("B08", "betas", CT + "optimizer.py",
+     "        if self._has_betas:  # saved reconciled (contract/betas.py)",
+     "        if False:  # saved reconciled (contract/betas.py)",
+     "BT", "state_dict saves unreconciled groups: after group['beta1'] = 0.8 and before a step, "
+           "the checkpoint holds betas=(0.9, ...) beside beta1=0.8 (and its load refuses it), "
+           "or a scheduler's betas not taken into beta1"),
+    ("B09", "betas", CT + "optimizer.py",
+     "            defaults[betas.KEY] = (defaults[\"beta1\"], defaults[\"beta2\"])",
+     "            pass",
+     "BT", "optimizer.defaults has no betas: OneCycleLR/CyclicLR(cycle_momentum) do not find "
+           "the Adam family's momentum, and a param group giving betas is refused as a torch "
+           "spelling (check_group_keys accepts the defaults' keys)"),
+    # ============================================ HB: PyTorch habits + torch-scheduler refusal
+    ("H01", "habits", CT + "optimizer.py",
+     "if name == \"step\" and getattr(value, \"_wrapped_by_lr_sched\", False):",
+     "if name == \"step\" and getattr(self, \"_wrapped_by_lr_sched\", False):",
+     "HB", "the scheduler attach is detected on the optimizer instead of the wrapped step: a "
+           "torch LR scheduler over a trainop schedule is never refused"),
+    ("H02", "habits", CT + "scheduled_lr.py",
+     "if is_policy(group.get(\"lr\")) or (id(group) in seen and seen[id(group)][0] is group)]",
+     "if is_policy(group.get(\"lr\"))]",
+     "HB", "a group whose schedule CyclicLR already overwrote with its base rate is not "
+           "refused: CyclicLR silently replaces the trainop schedule"),
+    ("H03", "habits", CT + "scheduled_lr.py",
+     "            group[\"lr\"] = seen[id(group)][1]  # CyclicLR wrote its base rate over it",
+     "            pass  # CyclicLR wrote its base rate over it",
+     "HB", "after the refusal the group keeps CyclicLR's number as lr (the schedule is lost)"),
+    ("H04", "habits", CT + "scheduled_lr.py",
+     "        for key in SCHEDULER_KEYS:\n            group.pop(key, None)",
+     "        for key in SCHEDULER_KEYS[1:]:\n            group.pop(key, None)",
+     "HB", "the refused scheduler's initial_lr stays in the group"),
+    ("H05", "habits", CT + "scheduled_lr.py",
+     "            group[betas.KEY] = record[1]",
+     "            pass",
+     "HB", "the refusal does not put betas back: OneCycleLR's first momentum (0.95) written into "
+           "betas becomes Adam's beta1 at the next step although the scheduler was refused"),
+    ("H06", "habits", CT + "torch_style.py",
+     "if torch_shaped and _SCALED_DECAY in names and _SCALED_DECAY not in kwargs:",
+     "if _SCALED_DECAY in names and _SCALED_DECAY not in kwargs:",
+     "HB", "TF-style AdamW/MomentumW calls get decay_scaled_by_lr=True too: contrib's "
+           "var -= wd * var becomes torch's var -= lr * wd * var"),
+    ("H07", "habits", CT + "torch_style.py",
+     "if len(args) > 1 and first_arg != \"learning_rate\" and \"learning_rate\" in names:",
+     "if len(args) > 2 and first_arg != \"learning_rate\" and \"learning_rate\" in names:",
+     "HB", "AdamWOptimizer(params, 0.01) is no longer refused: 0.01 binds to weight_decay where "
+           "torch reads lr"),
+    ("H08", "habits", CT + "torch_style.py",
+     "        isinstance(item, torch.Tensor | Mapping)\n",
+     "        isinstance(item, torch.Tensor)\n",
+     "HB", "param-group dicts given positionally are not recognised as parameters: "
+           "AdamOptimizer([{'params': ...}], lr=...) fails"),
+    ("H09", "habits", CT + "torch_style.py",
+     "and all(keys.get(name, name) in g for g in groups)):",
+     "and any(keys.get(name, name) in g for g in groups)):",
+     "HB", "a required argument given by only some param groups is filled with torch's "
+           "required marker: the constructor's TypeError becomes a group ValueError"),
+    # ============================================================= RV: recipe values, --set
+    ("V01", "recipe values", RC + "settings.py",
+     "if not sep or not all(part.isidentifier() for part in name.split(\".\")):",
+     "if not all(part.isidentifier() for part in name.split(\".\")):",
+     "RV", "--set NAME without '=' is accepted (as NAME='') instead of refused naming the item"),
+    ("V02", "recipe values", RC + "settings.py",
+     "name, sep, value = item.partition(\"=\")",
+     "name, sep, value = item.rpartition(\"=\")",
+     "RV", "--set splits at the last '=': a value holding '=' (x=a=b, a dict text) is refused "
+           "or mis-named"),
+    ("V03", "recipe values", RC + "settings.py",
+     "names = {k: v for k, v in settings.items() if \".\" not in k}",
+     "names = dict(settings)",
+     "RV", "dotted --set options (lr_policy_params.decay_steps=...) are passed to the config as "
+           "names: load_recipe refuses them as non-identifiers"),
+    ("V04", "recipe values", RC + "settings.py",
+     "if k in pending or \".\" in k}",
+     "if k in pending}",
+     "RV", "a dotted --set of an option the file gives as data (optimizer_params.beta1=0.8) is "
+           "silently dropped; only pending ones are set"),
+    ("V05", "recipe values", RC + "recipe.py",
+     "options[head] = {**(nested if isinstance(nested, Mapping) else {}), sub: value}",
+     "options[head] = {sub: value}",
+     "RV", "a dotted override replaces the whole dict: optimizer_params.beta1=0.8 drops the "
+           "recipe's other optimizer_params"),
+    ("V06", "recipe values", RC + "recipe.py",
+     "            if head not in keys:",
+     "            if key not in keys:",
+     "RV", "every dotted override (key.sub) is an 'Unknown option'"),
+    ("V07", "recipe values", CF + "returnn_lookups.py",
+     "return text.split(\",\") if text.find(\",\") > 0 else [text]",
+     "return text.split(\",\") if text.find(\",\") >= 0 else [text]",
+     "RV", "command-line text with a LEADING comma is split (RETURNN's Config keeps it whole): "
+           "config.list/value/int of ',a' differ"),
+    ("V08", "recipe values", CF + "returnn_lookups.py",
+     "    if isinstance(assigned, str):\n        return str(text)",
+     "    if isinstance(assigned, Text):\n        return str(text)",
+     "RV", "--set of a name the file assigned a str is read as a Python literal (setup=123 "
+           "becomes int 123) where RETURNN keeps the file's type (text)"),
+    ("V09", "recipe values", CF + "returnn_lookups.py",
+     "return _indexed(default if value is _MISSING or text else value, index)",
+     "return _indexed(default if value is _MISSING else value, index)",
+     "RV", "config.typed_value sees command-line text (RETURNN's typed_value does not: "
+           "it returns the default)"),
+    ("V10", "recipe values", RC + "openseq2seq.py",
+     "    for key in (\"max_steps\", \"num_epochs\", \"save_summaries_steps\"):",
+     "    for key in (\"max_steps\", \"num_epochs\"):",
+     "RV", "save_summaries_steps is not checked: 0, -5 or 2.5 accepted (summary frequency "
+           "0 -> 100 silently, negative or float frequency)"),
+    # ==================================================== OR: NovoGrad mode + TF replay
+    ("O01", "novograd/replay", RC + "openseq2seq.py",
+     "if issubclass(cls, base) for arg, choice in choices.items() if arg not in given}",
+     "if issubclass(cls, base) for arg, choice in choices.items()}",
+     "OR", "an OpenSeq2Seq recipe's own optimizer_params second_moment='persistent' is "
+           "overridden by the upstream choice 'openseq2seq'"),
+    ("O02", "novograd/replay", RC + "openseq2seq.py",
+     "**{arg: value for arg, (value, _) in upstream_choices(options).items()}}",
+     "}",
+     "OR", "build passes only the recipe's optimizer_params: an OpenSeq2Seq NovoGrad recipe "
+           "trains trainop's default second_moment='persistent' instead of OpenSeq2Seq's code"),
+    ("O03", "novograd/replay", TR + "replay_plan.py",
+     "if name == \"NovoGrad\" and mode != \"openseq2seq\":",
+     "if name == \"NovoGrad\" and mode == \"openseq2seq\":",
+     "OR", "the replay's note about trainop's NovoGrad mode is inverted: missing for "
+           "'persistent', given for 'openseq2seq'"),
+    ("O04", "novograd/replay", TR + "compare_tf.py",
+     "tf.equal(tf.math.floormod(i - last, a[\"step_window\"]), 0))",
+     "tf.equal(tf.math.floormod(i + 1 - last, a[\"step_window\"]), 0))",
+     "OR", "Backoff replay: the counter read after its increment (quirk Q2 lost): the scale "
+           "doubles one call early"),
+    ("O05", "novograd/replay", TR + "compare_tf.py",
+     "new = tf.where(overflow, self.scale / a[\"step_factor\"],",
+     "new = tf.where(overflow, self.scale,",
+     "OR", "Backoff replay on an overflow step does not lower the scale"),
+    ("O06", "novograd/replay", TR + "compare_tf.py",
+     "last.assign(tf.where(overflow, i, last))",
+     "last.assign(tf.where(overflow, i + 1, last))",
+     "OR", "Backoff replay records the overflow one call late: growth after an overflow is "
+           "shifted by one step"),
+    ("O07", "novograd/replay", TR + "compare_tf.py",
+     "x = tf.where(overflow, tf.constant(2.0 ** a[\"log_max\"], tf.float32), tf.math.log(amax)",
+     "x = tf.where(overflow, tf.constant(float(a[\"log_max\"]), tf.float32), tf.math.log(amax)",
+     "OR", "LogMax replay samples log_max on overflow instead of OpenSeq2Seq's 2**log_max "
+           "(quirk Q3): the scale after an overflow differs"),
+    ("O08", "novograd/replay", TR + "compare_tf.py",
+     "        mu = x_hat / (1 - c1)",
+     "        mu = x_hat",
+     "OR", "LogMax replay without beta1's bias correction: the scale of the first steps differs"),
+    ("O09", "novograd/replay", TR + "compare_tf.py",
+     "skips = plan.scaler is not None and plan.scaler[0] != \"static\" and plan.half is not None",
+     "skips = plan.scaler is not None and plan.half is not None",
+     "OR", "static loss scale in mixed precision: the replay skips a non-finite step "
+           "(OpenSeq2Seq's static scale applies it)"),
+    ("O10", "novograd/replay", TR + "compare_tf.py",
+     "overflow = tf.logical_or(has_nan, tf.math.is_inf(amax))",
+     "overflow = tf.math.is_inf(amax)",
+     "OR", "a NaN gradient (amax masks NaNs to 0) is not an overflow in the replay: the NaN "
+           "step is applied and the scaler sees no overflow"),
+    ("O11", "novograd/replay", TR + "compare_tf.py",
+     "                if not (skips and skipped):",
+     "                if not skipped:",
+     "OR", "without an automatic scaler (float32, or static) the replay skips a non-finite "
+           "step, where TF applies it"),
+    ("O12", "novograd/replay", TR + "compare_tf.py",
+     "return k % n == n - 1 if plan.front == \"returnn\" else k % n == 0",
+     "return k % n == n - 1",
+     "OR", "OpenSeq2Seq's update micro-steps k % iter_size == 0 (quirk Q5) replayed as "
+           "RETURNN's k % N == N - 1"),
+    ("O13", "novograd/replay", TR + "compare_tf.py",
+     "divisor = plan.accumulate if plan.front == \"openseq2seq\" else 1",
+     "divisor = plan.accumulate",
+     "OR", "the RETURNN replay averages its accumulated micro-steps (RETURNN sums them)"),
+    ("O14", "novograd/replay", TR + "compare_tf.py",
+     "            zero = tf.logical_or(tf.logical_not(tf.math.is_finite(raw_norm)),\n"
+     "                                 raw_norm > args[\"threshold\"])",
+     "            zero = raw_norm > args[\"threshold\"]",
+     "OR", "RETURNN's grad_norm_to_clip_to_zero replay: a non-finite G no longer zeroes the "
+           "gradients (NaN > threshold is False)"),
+    ("O15", "novograd/replay", TR + "compare_tf.py",
+     "args[\"clip_norm\"] * tf.cast(tf.size(g), tf.float32)",
+     "args[\"clip_norm\"]",
+     "OR", "gradient_clip_avg_norm replayed as clip_by_norm (the norm not scaled by the "
+           "tensor's size)"),
+    ("O16", "novograd/replay", TR + "compare_tf.py",
+     "grads = [tf.where(tf.math.is_finite(g), g, tf.zeros_like(g)) for g in grads]",
+     "grads = [tf.where(tf.math.is_nan(g), tf.zeros_like(g), g) for g in grads]",
+     "OR", "the NaN/Inf filter replay lets +-Inf through"),
+    ("O17", "novograd/replay", TR + "compare_tf.py",
+     "grads = [tf.clip_by_norm(g, args[\"clip_norm\"]) for g in grads]",
+     "grads, _ = tf.clip_by_global_norm(grads, args[\"clip_norm\"])",
+     "OR", "gradient_clip_norm replayed as a global-norm clip (per-tensor clip lost)"),
+    ("O18", "novograd/replay", TR + "compare_tf.py",
+     "grads, _ = tf.clip_by_global_norm(grads, args[\"clip_norm\"], use_norm=raw_norm)",
+     "grads, _ = tf.clip_by_global_norm(grads, args[\"clip_norm\"])",
+     "OR", "gradient_clip_global_norm replayed with the processed gradients' norm instead of "
+           "RETURNN's G (the raw micro-step's norm)"),
+    ("O19", "novograd/replay", TR + "compare_tf.py",
+     "tf.clip_by_value(g, args[\"clip_value_min\"], args[\"clip_value_max\"])",
+     "tf.clip_by_value(g, -args[\"clip_value_max\"], args[\"clip_value_max\"])",
+     "OR", "gradient_clip replay assumes symmetric bounds (clip_value_min ignored)"),
+    ("O20", "novograd/replay", TR + "compare_tf.py",
+     "/ (lr * (g_norm + larc[\"epsilon\"])), larc[\"min_update\"]),",
+     "/ (g_norm + larc[\"epsilon\"]), larc[\"min_update\"]),",
+     "OR", "LARC clip mode replayed without the learning rate in the denominator (scale "
+           "mode's formula)"),
+    # ================================================= EG: RETURNN engine with a GradScaler
+    ("E01", "engine", EN + "updater.py",
+     "if enabled and self.semantics == \"tf\":",
+     "if grad_scaler is not None and self.semantics == \"tf\":",
+     "EG", "under semantics='tf' a DISABLED GradScaler (RETURNN's default one without CUDA) is "
+           "refused; it is the identity and must be accepted"),
+    ("E02", "engine", EN + "updater.py",
+     "                and not self._stepped):",
+     "                ):",
+     "EG", "set_current_train_step hands the Updater a micro-step that step() already handed: "
+           "each update step counted twice (accumulation windows, counters)"),
+    ("E03", "engine", EN + "updater.py",
+     "        self._stepped = True\n",
+     "",
+     "EG", "step() does not record that it took the micro-step: the next "
+           "set_current_train_step hands it to the Updater again"),
+    ("E04", "engine", EN + "updater.py",
+     "opts = amp.get(\"grad_scaler\", opts)",
+     "opts = amp.get(\"grad_scaler\")",
+     "EG", "a torch_amp dict without grad_scaler (RETURNN makes the default scaler) or with a "
+           "top-level grad_scaler is read as 'no scaler': the semantics='tf' refusal is missed "
+           "(observable where torch.cuda.amp.GradScaler is enabled: CUDA, or a patched one)"),
+    ("E05", "engine", EN + "updater.py",
+     "if state.get(\"trainop_semantics\") != self.semantics:",
+     "if state.get(\"trainop_semantics\") not in (\"torch\", \"tf\"):",
+     "EG", "an .opt.pt written with semantics='tf' loads into a torch-semantics updater (and "
+           "the other way round)"),
+    ("E06", "engine", EN + "updater.py",
+     "if names is not None and names != self._param_names():",
+     "if names is not None and len(names) != len(self._param_names()):",
+     "EG", "an optimizer file of another model with as many parameters (or the same ones in "
+           "another order) is loaded"),
+    ("E07", "engine", RT + "torch_step.py",
+     "invalid = _scaler_found_inf(grad_scaler, self.optimizer)",
+     "invalid = False",
+     "EG", "a GradScaler's skipped step (Inf/NaN found by unscale_) counts as applied: "
+           "global_step advances, skipped_steps/applied wrong"),
+    ("E08", "engine", RT + "torch_step.py",
+     "        if grad_scaler is not None:\n            grad_scaler.update()",
+     "        if grad_scaler is not None and not invalid:\n            grad_scaler.update()",
+     "EG", "the GradScaler is not updated after a skipped step: its scale is never lowered "
+           "after an overflow (RETURNN calls update() valid or not)"),
+    ("E09", "engine", RT + "torch_step.py",
+     "        if grad_scaler is not None:\n            grad_scaler.unscale_(self.optimizer)\n",
+     "",
+     "EG", "the accumulated gradients are not unscaled before the norm and clipping: "
+           "last_grad_norm and gradient_clip_global_norm see S-times the gradients "
+           "(GradScaler.step unscales only afterwards)"),
+    ("E10", "engine", RT + "updater.py",
+     "results.append(g.core.update(self._host_lr(), t, grad_scaler=grad_scaler))",
+     "results.append(g.core.update(self._host_lr(), t))",
+     "EG", "the Updater drops the engine's GradScaler: the scaled gradients are applied as they "
+           "are (S times too large), the scaler never stepped or updated"),
+    # ====================================== CR: TF checkpoint reader: positioned reads, limits
+    ("K01", "checkpoint reader", CK + "bundle.py",
+     "if offset + size > self.size:",
+     "if offset + size >= self.size:",
+     "CR", "off by one at the data file's end: an entry ending exactly at the end of its shard "
+           "(the last variable) is refused as truncated"),
+    ("K02", "checkpoint reader", CK + "bundle.py",
+     "if not 0 <= shard < num_shards:",
+     "if not 0 <= shard <= num_shards:",
+     "CR", "off by one at the shard bound: shard_id == num_shards passes (a missing "
+           "data-0000N-of-0000N file is reported instead of the bad shard id)"),
+    ("K03", "checkpoint reader", CK + "bundle.py",
+     "if len(fields.get(2, [])) > MAX_RANK:",
+     "if len(fields.get(2, [])) >= MAX_RANK:",
+     "CR", "off by one at MAX_RANK: a shape of exactly 254 dimensions (TF's maximum) refused"),
+    ("K04", "checkpoint reader", CK + "bundle.py",
+     "if math.prod(shape) >= 1 << 63:",
+     "if math.prod(shape) > 1 << 63:",
+     "CR", "off by one at 2**63 elements: a shape of exactly 2**63 elements passes the "
+           "element check (then fails elsewhere with another message)"),
+    ("K05", "checkpoint reader", CF + "reading.py",
+     "if info.st_size > limit:",
+     "if info.st_size >= limit:",
+     "CR", "open_regular off by one: a file of exactly `limit` bytes (a 4 MiB recipe, a 256 MiB "
+           "index) is refused (shared with the recipe reader's MAX_FILE_BYTES)"),
+    ("K06", "checkpoint reader", CK + "sstable.py",
+     "if offset + size + 5 > len(data):",
+     "if offset + size + 4 > len(data):",
+     "CR", "off by one at a table block's trailer: a block whose CRC runs one byte past the "
+           "file's end is not refused as truncated (struct.error instead)"),
+    ("K07", "checkpoint reader", CK + "sstable.py",
+     "if shared > len(key) or pos + unshared + size > end:",
+     "if shared > len(key) or pos + unshared + size >= end:",
+     "CR", "off by one at a block entry's end: an entry ending exactly at the restart array "
+           "(every block's last entry) is refused"),
+    ("K08", "checkpoint reader", CK + "sstable.py",
+     "key_bytes += len(key)",
+     "key_bytes += unshared",
+     "CR", "the quadratic shared-prefix guard counts only the stored key bytes: a hostile "
+           "chain of shared prefixes is never refused"),
+    ("K09", "checkpoint reader", CK + "sstable.py",
+     "if handle[0] < end:",
+     "if handle[0] <= end:",
+     "CR", "off by one at the data-block order check: a data block starting right after the "
+           "previous one's trailer (every multi-block index) is refused as overlapping"),
+    ("K10", "checkpoint reader", CK + "wire.py",
+     "            if pos + size > end:\n                raise CorruptCheckpoint(f\"{what}: field {number} runs past the end\")",
+     "            if pos + size >= end:\n                raise CorruptCheckpoint(f\"{what}: field {number} runs past the end\")",
+     "CR", "off by one at a fixed-size field's end: a fixed32/64 as a message's last field "
+           "(the entry's masked CRC) is refused"),
+    ("K11", "checkpoint reader", CK + "wire.py",
+     "if shift > 63:",
+     "if shift > 70:",
+     "CR", "an 11-byte varint is accepted (the limit is 10 bytes)"),
+    ("K12", "checkpoint reader", CK + "load.py",
+     "if not 0 <= value <= STEP_LIMIT:",
+     "if not 0 <= value < STEP_LIMIT:",
+     "CR", "off by one at STEP_LIMIT: a global step of exactly 2**62 refused by load_tf"),
+    ("K13", "checkpoint reader", CK + "bundle.py",
+     "    return values[-1]",
+     "    return values[0]",
+     "CR", "a repeated field of an index message takes its FIRST value (protobuf: the last "
+           "wins): a repeated dtype/offset/size/crc read differently from TF"),
+    ("K14", "checkpoint reader", CK + "bundle.py",
+     "if verify and crc32c(raw) != unmask(_first(fields, 6, where)):",
+     "if verify and fields.get(6) and crc32c(raw) != unmask(_first(fields, 6, where)):",
+     "CR", "an entry without a crc32c field is not checked (TF compares it as 0 and refuses)"),
+    # ====================================================== EB: evaluator size bounds
+    ("Z01", "evaluator bounds", CF + "bounds.py",
+     "if self.work > MAX_WORK:",
+     "if self.work >= MAX_WORK:",
+     "EB", "off by one at MAX_WORK: exactly 2,000,000 steps refused"),
+    ("Z02", "evaluator bounds", CF + "bounds.py",
+     "        if depth > MAX_DEPTH:",
+     "        if depth > MAX_DEPTH + 1:",
+     "EB", "one past MAX_DEPTH: a value nested 101 levels accepted"),
+    ("Z03", "evaluator bounds", CF + "bounds.py",
+     "return 1 + len(value), 0",
+     "return 1, 0",
+     "EB", "strings weigh 1 whatever their length: 'x' * 10**9 (and the join/percent checks "
+           "that use weights) pass MAX_WEIGHT"),
+    ("Z04", "evaluator bounds", CF + "bounds.py",
+     "    if weight > MAX_WEIGHT:\n        raise BoundExceeded(",
+     "    if weight >= MAX_WEIGHT:\n        raise BoundExceeded(",
+     "EB", "off by one at MAX_WEIGHT: a value of exactly 1,100,000 refused"),
+    ("Z05", "evaluator bounds", CF + "bounds.py",
+     "if bits > MAX_INT_BITS:",
+     "if bits >= MAX_INT_BITS:",
+     "EB", "off by one at MAX_INT_BITS: a 4,096-bit integer (2**4095) refused"),
+    ("Z06", "evaluator bounds", CF + "bounds.py",
+     "if len(group) > MAX_SAME_HASH:",
+     "if len(group) >= MAX_SAME_HASH:",
+     "EB", "off by one at MAX_SAME_HASH: exactly 16 distinct keys of one hash refused"),
+    ("Z07", "evaluator bounds", CF + "bounds.py",
+     "size = 2 + value.bit_length() * 302 // 1000 + 1",
+     "size = 2 + value.bit_length() // 1000 + 1",
+     "EB", "printed_size of an int ~300x too small: str()/'%s' %/config.value of "
+           "[2**4000] * 10**3.. pass their size checks and build the text"),
+    ("Z08", "evaluator bounds", CF + "percent.py",
+     "if field and (len(field) > 4 or int(field) > MAX_FIELD):",
+     "if field and (len(field) > 4 or int(field) >= MAX_FIELD):",
+     "EB", "off by one at MAX_FIELD: a width or precision of exactly 1000 refused"),
+    ("Z09", "evaluator bounds", CF + "percent.py",
+     "depth += (text[j] == \"(\") - (text[j] == \")\")",
+     "depth -= text[j] == \")\"",
+     "EB", "a %(key) ends at its first ')' (unbalanced): '%((x)s)0999999999d' hides its width "
+           "from the check"),
+    ("Z10", "evaluator bounds", CF + "percent.py",
+     "size = conversions * (per + largest)",
+     "size = conversions * per + largest",
+     "EB", "keyed conversions count the dict's largest value once: '%(a)s%(a)s' % {'a': 600k "
+           "chars} builds 1.2M characters"),
+    ("Z11", "evaluator bounds", CF + "pure.py",
+     "check_weight(value + 1, f\"{what}={value}\")",
+     "check_weight(value, f\"{what}={value}\")",
+     "EB", "off by one at numpy.linspace/geomspace/logspace's num: num = MAX_WEIGHT accepted"),
+    ("Z12", "evaluator bounds", CF + "pure.py",
+     "check_weight(count + 1, f\"range{tuple(args)}\")",
+     "check_weight(count, f\"range{tuple(args)}\")",
+     "EB", "off by one at range's count: range(1_100_000) accepted"),
+    ("Z13", "evaluator bounds", CF + "pyconfig.py",
+     "check_weight(1 + n * (self.meter.weight(seq) - 1), \"the repeated sequence\")",
+     "check_weight(n * (self.meter.weight(seq) - 1), \"the repeated sequence\")",
+     "EB", "off by one at a repeated sequence's weight: [0] * 1_100_000 accepted"),
+    ("Z14", "evaluator bounds", CF + "pyconfig.py",
+     "        if depth > MAX_SYNTAX_DEPTH:",
+     "        if depth >= MAX_SYNTAX_DEPTH:",
+     "EB", "off by one at MAX_SYNTAX_DEPTH: a syntax tree exactly 200 deep refused"),
+]
+
+MUTANTS_ROUND5_EXTRA = [
+    # TL
+    ("T12", "triton", KD + "boundary.py",
+     "elif x.numel() != v.numel() or (k > 0 and x.dim() != 0 and x.shape != v.shape):",
+     "elif x.numel() != v.numel():",
+     "TL", "a gradient/slot with its variable's element count but another shape is accepted "
+           "by the kernels' boundary (ValueError expected)"),
+    ("T13", "triton", KD + "dispatch.py",
+     "if any(c is None for c in found) or len({c.dtype for c in found}) != 1:",
+     "if any(c is None for c in found):",
+     "TL", "a bucket of masters whose model copies mix float16 and bfloat16 is handed to one "
+           "Triton call with half=...: the boundary raises for the copies of the other dtype"),
+    ("T14", "triton", TT + "__init__.py",
+     "if device.type != \"cuda\" and not (device.type == \"cpu\" and interpreted()):",
+     "if device.type not in (\"cuda\", \"cpu\"):",
+     "TL", "CPU tensors are offered to Triton without its interpreter (supports() true on the "
+           "CPU): a compile error where the foreach path should run"),
+    # BT
+    ("B10", "betas", CT + "checkpoint.py",
+     "or tuple(betas) != (values.get(\"beta1\"), values.get(\"beta2\"))):",
+     "or tuple(betas)[0] != values.get(\"beta1\")):",
+     "BT", "a checkpoint whose betas' second element disagrees with beta2 is accepted"),
+    ("B11", "betas", CT + "betas.py",
+     "        _record(seen, group, (group[\"beta1\"], group[\"beta2\"]))",
+     "        seen[id(group)] = (group, (group[\"beta1\"], group[\"beta2\"]))",
+     "BT", "after a load the groups' betas key is not rewritten: a checkpoint without betas "
+           "leaves groups without it until the next step"),
+    # HB
+    ("H10", "habits", CT + "scheduled_lr.py",
+     "SCHEDULER_KEYS = (\"initial_lr\", \"max_lr\", \"min_lr\", \"base_lr\", \"max_momentum\", \"base_momentum\")",
+     "SCHEDULER_KEYS = (\"initial_lr\", \"max_lr\", \"min_lr\", \"base_lr\")",
+     "HB", "OneCycleLR's max_momentum/base_momentum stay in the groups after the refusal"),
+    ("H11", "habits", "schedules/_base.py",
+     "__float__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _not_a_number",
+     "__mul__ = __rmul__ = __truediv__ = __rtruediv__ = _not_a_number",
+     "HB", "float(policy) (ReduceLROnPlateau's first reduction) gives Python's bare TypeError "
+           "without the advice (message-level)"),
+    # RV
+    ("V11", "recipe values", RC + "recipe.py",
+     "        if sub and isinstance(value, Mapping):",
+     "        if isinstance(value, Mapping):",
+     "RV", "an unresolved whole option supplied as a dict by an override stays pending "
+           "(value.get('') is absent)"),
+    # OR
+    ("O21", "novograd/replay", TR + "compare_tf.py",
+     "d = d * (1.0 - kwargs[\"beta1\"])",
+     "d = d * (1.0 - kwargs[\"beta2\"])",
+     "OR", "NovoGrad replay's grad_averaging uses beta2 (OpenSeq2Seq: 1 - beta1)"),
+    ("O22", "novograd/replay", TR + "replay_plan.py",
+     "\"weight_decay\",\n                                   \"grad_averaging\")}",
+     "\"weight_decay\")}",
+     "OR", "the NovoGrad replay plan lacks grad_averaging: _novograd raises KeyError"),
+    ("O23", "novograd/replay", TR + "compare_tf.py",
+     "tf.pow(2.0, 16.0 - (mu + a[\"overflow_std_dev\"] * sigma))",
+     "tf.pow(2.0, a[\"log_max\"] - (mu + a[\"overflow_std_dev\"] * sigma))",
+     "OR", "LogMax replay uses log_max in the exponent (trainop's fixed rule) instead of "
+           "OpenSeq2Seq's literal 16; equal at the default log_max=16, differs for any other"),
+    ("O24", "novograd/replay", TR + "replay_plan.py",
+     "lr_multiplier=rate / base if base else 1.0",
+     "lr_multiplier=base / rate if rate else 1.0",
+     "OR", "RETURNN learning_rate_multiplier inverted in the replay plan"),
+    # EG
+    ("E11", "engine", EN + "updater.py",
+     "return bool(is_enabled()) if callable(is_enabled) else True",
+     "return bool(is_enabled()) if callable(is_enabled) else False",
+     "EG", "a grad scaler without is_enabled is taken as disabled: its scaled gradients are "
+           "applied as they are"),
+    ("E12", "engine", EN + "updater.py",
+     "        opts = {} if amp is not None else None",
+     "        opts = {}",
+     "EG", "without torch_amp and grad_scaler the config is read as having RETURNN's default "
+           "scaler: fp32 configs refused under semantics='tf' (observable on CUDA, or with a "
+           "patched GradScaler)"),
+    ("E13", "engine", RT + "updater.py",
+     "            if not self._torch:\n                raise ValueError(f\"Expected no `grad_scaler` with backend 'tf'",
+     "            if self._torch is None:\n                raise ValueError(f\"Expected no `grad_scaler` with backend 'tf'",
+     "EG", "Updater.step(grad_scaler=) is not refused with backend 'tf'"),
+    # CR
+    ("K15", "checkpoint reader", CK + "bundle.py",
+     "MAX_RANK = 254",
+     "MAX_RANK = 255",
+     "CR", "one past MAX_RANK: a 255-dimension shape accepted"),
+    ("K16", "checkpoint reader", CK + "bundle.py",
+     "if _first(version, 2, what) > _PRODUCER:",
+     "if _first(version, 2, what) >= _PRODUCER:",
+     "CR", "off by one at the bundle version: min_consumer == 1 refused"),
+    ("K17", "checkpoint reader", CK + "bundle.py",
+     "data = read_regular(index, MAX_INDEX_BYTES, lambda",
+     "data = read_regular(index, MAX_INDEX_BYTES - 1, lambda",
+     "CR", "off by one at MAX_INDEX_BYTES: an index of exactly 256 MiB refused"),
+    ("K18", "checkpoint reader", CK + "bundle.py",
+     "if size != expected:",
+     "if size < expected:",
+     "CR", "an entry storing more bytes than its shape needs is read (then fails to reshape "
+           "with torch's RuntimeError instead of CorruptCheckpoint)"),
+    # EB
+    ("Z15", "evaluator bounds", CF + "bounds.py",
+     "if not any(k is key or k == key for k in group):",
+     "if not any(k is key for k in group):",
+     "EB", "equal keys that are not the same object (1, 1.0, True; equal strings built "
+           "separately) count as distinct hash collisions: a dict comprehension with many "
+           "repeated equal keys is refused"),
+    ("Z16", "evaluator bounds", CF + "bounds.py",
+     "else 10 * len(value))",
+     "else len(value))",
+     "EB", "printed_size of a non-ASCII/unprintable string is its length: '%r' % of such a "
+           "string can build up to 10x MAX_WEIGHT characters"),
+    ("Z17", "evaluator bounds", CF + "pure.py",
+     "count = max(0, math.ceil((stop - start) / step))",
+     "count = max(0, int((stop - start) / step))",
+     "EB", "numpy.arange's count rounded down: one element more than checked (off by one at "
+           "the bound for a non-integer span)"),
+    ("Z18", "evaluator bounds", CF + "pure.py",
+     "if any(isinstance(v, int) and not -2**63 <= v < 2**63 for v in values):",
+     "if any(isinstance(v, int) and not -2**63 <= v <= 2**63 for v in values):",
+     "EB", "off by one at arange's 64-bit bound: 2**63 accepted"),
+    ("Z19", "evaluator bounds", CF + "pyconfig.py",
+     "if \"f\" in prefix and token.string.count(\"{\") > MAX_FSTRING_FIELDS:",
+     "if \"f\" in prefix and token.string.count(\"{\") >= MAX_FSTRING_FIELDS:",
+     "EB", "off by one at MAX_FSTRING_FIELDS: an f-string of exactly 10,000 fields refused "
+           "(also needs > 10,000 '{' in the file to be tokenized)"),
+    ("Z20", "evaluator bounds", CF + "returnn_lookups.py",
+     "+ len(separator) * max(len(parts) - 1, 0), \"config.value(...) joined\")",
+     "+ len(separator), \"config.value(...) joined\")",
+     "EB", "config.value's join counts the list_join_str once: a long separator between many "
+           "parts passes the size check"),
+    ("Z21", "evaluator bounds", CF + "percent.py",
+     "if field and (len(field) > 4 or int(field) > MAX_FIELD):",
+     "if field and int(field) > MAX_FIELD:",
+     "EB", "a width of thousands of digits is parsed by int() (ValueError past Python's digit "
+           "limit, not NotFormattable); also '%.00005f' then accepted"),
+]
+
+#: every round-5 mutant, the driver's list (``--round 5``)
+MUTANTS = MUTANTS_ROUND5 + MUTANTS_ROUND5_EXTRA
+
+#: mutants shown equivalent, with the reason (filled in by the audit, never by guess)
+EQUIVALENT: dict[str, str] = {}

@@ -1,0 +1,56 @@
+"""Pins of the torch-style construction (issue #40, round-5 audit): which call shape gets torch's
+``weight_decay`` (``w -= lr * wd * w``, torch's ``AdamW``) and which contrib's (``w -= wd * w``,
+``tf.contrib.opt.DecoupledWeightDecayExtension``), a learning rate given positionally where
+the TF signature starts with ``weight_decay``, and a required argument only some groups give.
+With a zero gradient Adam's and Momentum's own steps are 0, so the decay alone moves ``w``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from admitted import admitted
+
+import trainop
+
+WD, LR = 0.1, 0.5
+
+
+def _tf_style_step(cls, **kwargs):
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    opt = admitted(cls, WD, learning_rate=LR, **kwargs)  # TF's signature: weight_decay first
+    opt.apply_gradients([(torch.zeros(2), w)])
+    return w.detach()
+
+
+def _torch_style_step(cls, **kwargs):
+    w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    opt = admitted(cls, [w], lr=LR, weight_decay=WD, **kwargs)
+    w.grad = torch.zeros(2)
+    opt.step()
+    return w.detach()
+
+
+@pytest.mark.parametrize("cls, kwargs", [(trainop.AdamWOptimizer, {}),
+                                         (trainop.MomentumWOptimizer, {"momentum": 0.9})],
+                         ids=["AdamW", "MomentumW"])
+def test_the_call_shape_decides_what_weight_decay_means(cls, kwargs):
+    contrib = torch.tensor([1.0, 2.0]) * (1 - WD)        # var -= wd * var
+    torchs = torch.tensor([1.0, 2.0]) * (1 - LR * WD)    # var -= lr * wd * var
+    torch.testing.assert_close(_tf_style_step(cls, **kwargs), contrib, rtol=1e-6, atol=0)
+    torch.testing.assert_close(_torch_style_step(cls, **kwargs), torchs, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("cls", [trainop.AdamWOptimizer, trainop.MomentumWOptimizer])
+def test_a_positional_rate_after_the_parameters_of_a_weight_decay_class_is_refused(cls):
+    w = torch.nn.Parameter(torch.ones(2))
+    with pytest.raises(TypeError):
+        cls([w], 0.01)
+
+
+def test_a_required_argument_only_some_groups_give_is_the_constructors_type_error():
+    a, b = (torch.nn.Parameter(torch.ones(2)) for _ in range(2))
+    with pytest.raises(TypeError, match="momentum"):
+        trainop.MomentumOptimizer([{"params": [a], "momentum": 0.9}, {"params": [b]}], lr=0.1)
+    opt = admitted(trainop.MomentumOptimizer, [{"params": [a], "momentum": 0.9},
+                                               {"params": [b], "momentum": 0.5}], lr=0.1)
+    assert [g["momentum"] for g in opt.param_groups] == [0.9, 0.5]
