@@ -13,6 +13,7 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] \
     >/dev/null) || echo "scripts/test.sh: chromium not installed; its test will be skipped"
 fi
 .venv/bin/ruff check .
-# --cov: branch coverage of the layers in pyproject.toml's [tool.coverage.run] (issue #40);
-# the table of their missed branches is printed after the tests
+# --cov: branch coverage of the layers in pyproject.toml's [tool.coverage.run] (issue #40), traced
+# only while those layers' own test files run (tests/layer_coverage.py: tracing the whole suite
+# would slow it by half); the table of their missed branches is printed after the tests
 .venv/bin/python -m pytest -p no:cacheprovider --cov --cov-report=term-missing:skip-covered "$@"

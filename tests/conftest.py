@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from layer_coverage import layer_test_files, traced_only_in_layers
 from triton_numpy_shim import patch_triton_interpreter
 
 from trainop.interfaces.tensorflow_import import load_triton_first
@@ -99,3 +100,13 @@ def pytest_collection_modifyitems(config, items):
                 or any(isinstance(v, str) and v == "native" for v in params.values())
                 or (callspec is not None and "native" in callspec.id.split("-"))):
             item.add_marker(skip)
+
+
+_LAYER_FILES = layer_test_files()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With --cov, trace only the audited layers' own tests (tests/layer_coverage.py)."""
+    with traced_only_in_layers(item, _LAYER_FILES):
+        yield
