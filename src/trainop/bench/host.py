@@ -17,7 +17,9 @@ any number of tensors, at most 3 us of host time per added tensor):
   ``step()``, 292 tensors (a 355M transformer's count) and 2,000.
 
 The marginal cost is (time per step at N tensors - time at ``BASE`` tensors) / (N - ``BASE``),
-the per-step time the median over ``rounds`` rounds of ``steps`` steps each.
+the per-step time the process's CPU time in the step alone (a shared machine's waits for a core
+are not counted; the gradients are set before the step, untimed), the median over ``rounds``
+rounds of ``steps`` steps each.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -81,8 +84,8 @@ def _model(count: int) -> tuple[list[torch.nn.Parameter], list[list[torch.Tensor
     return params, grads
 
 
-def _stepper(workload: str, count: int) -> Callable[[int], None]:
-    """Step ``k`` of ``workload`` over ``count`` tensors (its gradients set first)."""
+def _stepper(workload: str, count: int) -> tuple[Callable[[int], None], Callable[[], Any]]:
+    """(set the gradients of step ``k``, the step) of ``workload`` over ``count`` tensors."""
     import trainop
     from trainop.processing import (
         BackoffLossScaler,
@@ -98,33 +101,39 @@ def _stepper(workload: str, count: int) -> Callable[[int], None]:
         step = GradientPipeline(opt, [LossScale(BackoffLossScaler(scale_max=2.0 ** 14)),
                                       ClipByGlobalNorm(1.0)]).step
 
-    def one(k: int) -> None:
+    def prepare(k: int) -> None:
         for p, g in zip(params, grads[k % 2], strict=True):
             p.grad = g
-        step()
 
-    return one
+    return prepare, step
 
 
 def _measure(workload: str, count: int, *, rounds: int, steps: int, warmup: int
              ) -> tuple[float, int]:
-    """(median seconds per step, launches per step) of ``workload`` over ``count`` tensors."""
+    """(median host CPU seconds per step, launches per step) of ``workload`` over ``count``
+    tensors: the step alone (the gradients are set before it, untimed), in this process's CPU
+    time (a shared machine's waits for a core are not the host's work)."""
     with counted_launches() as names:
-        one = _stepper(workload, count)
+        prepare, step = _stepper(workload, count)
         for k in range(warmup):
-            one(k)
+            prepare(k)
+            step()
+        prepare(warmup)
         names.clear()
-        one(warmup)
+        step()
         launches = len(names)
         per_round = []
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
             for _ in range(rounds):
-                start = time.perf_counter()
+                spent = 0.0
                 for k in range(steps):
-                    one(k)
-                per_round.append((time.perf_counter() - start) / steps)
+                    prepare(k)
+                    start = time.process_time()
+                    step()
+                    spent += time.process_time() - start
+                per_round.append(spent / steps)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -164,8 +173,9 @@ def render_host(result: dict) -> str:
     if "error" in result:
         return f"trainop bench --host: {result['error']}\n"
     lines = [f"torch {result['torch']}, {result['threads']} threads; Triton's interpreter with "
-             f"no-op launches; median of {result['rounds']} rounds x {result['steps']} steps "
-             f"after {result['warmup']} warm-up steps; gradients at new addresses every step"]
+             f"no-op launches; host CPU time per step, median of {result['rounds']} rounds x "
+             f"{result['steps']} steps after {result['warmup']} warm-up steps; gradients at new "
+             "addresses every step"]
     header = (f"{'workload':<14} {'tensors':>7} {'launches':>9} {'step ms':>8} "
               f"{'us/tensor':>10} {'met':>4}")
     lines += [header, "-" * len(header)]

@@ -52,7 +52,6 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from itertools import chain
 from operator import attrgetter, methodcaller
 from typing import Any
 
@@ -181,10 +180,17 @@ def _tables() -> Any:
     return importlib.import_module("trainop.kernels.triton.tables")
 
 
+def _pointers(lists: Sequence[Sequence[torch.Tensor]]) -> Any:
+    """The data pointers of every tensor (uint64, list after list; read in C where the native
+    metadata reader is built), or ``None`` where one is not contiguous."""
+    return importlib.import_module("trainop.kernels.native._binding").pointers(lists)
+
+
 def _plain_gradients(layout: Any, grads: Sequence[torch.Tensor], dtype: torch.dtype) -> bool:
     """Whether this step's gradients pass the boundary as those of the layout's first step
     did: exact tensors, one dtype (the variables', or one half dtype for float32 variables),
-    the variables' shapes, strided, contiguous, on the device (a few C-level passes)."""
+    the variables' shapes, strided, on the device (a few C-level passes; contiguity is
+    checked with their addresses)."""
     dtypes = set(map(_DTYPE, grads))
     if len(dtypes) != 1:
         return False
@@ -192,7 +198,7 @@ def _plain_gradients(layout: Any, grads: Sequence[torch.Tensor], dtype: torch.dt
     return ((found == dtype or (found in HALF_DTYPES and dtype == torch.float32))
             and is_plain(grads) and set(map(_DEVICE, grads)) == {layout.device}
             and set(map(_LAYOUT, grads)) == {torch.strided}
-            and list(map(_SHAPE, grads)) == layout.shapes and all(map(_CONTIGUOUS, grads)))
+            and list(map(_SHAPE, grads)) == layout.shapes)
 
 
 def _layout(rule: str, lists: Sequence[Sequence[torch.Tensor]],
@@ -200,27 +206,34 @@ def _layout(rule: str, lists: Sequence[Sequence[torch.Tensor]],
             list_dtypes: dict[int, torch.dtype]) -> Any:
     """The layout of a dense call (variables, gradients, slots, half copies), its gradients'
     addresses on the device this step; ``None`` where the caller takes its safe path. The
-    boundary (``checked``) runs in full for a new layout or gradients that are not as the
+    boundary (``checked``) runs in full for a new layout or tensors that are not as the
     layout's were; otherwise only the gradients are checked."""
     tables = _tables()
     variables, grads = every[0], every[1]
     fixed = [variables, *every[2:]]
     # the table lists what the kernels take: the half copies last, the variables standing in
     listed = every if len(every) > len(lists) else [*every, variables]
-    if not all(map(is_plain, fixed)):
-        return None
-    dtype = variables[0].dtype
-    key = ("update", rule, variables[0].device, len(every) > len(lists),
-           tuple(t[0].dtype for t in fixed), tuple(map(_PTR, chain.from_iterable(fixed))),
-           tuple(map(_NUMEL, variables)))
-    layout = tables.layouts().get(key)
-    if (layout is None or not _plain_gradients(layout, grads, dtype)) and not checked(
-            every, dtype=dtype, list_dtypes=list_dtypes, scalar_lists=scalar, rule=rule):
-        return None
+    fixed_at = _pointers(fixed) if all(map(is_plain, fixed)) else None
+    layout = grads_at = None
+    if fixed_at is not None:
+        key = ("update", rule, variables[0].device, len(every) > len(lists),
+               tuple(t[0].dtype for t in fixed), fixed_at.tobytes(),
+               tuple(map(_NUMEL, variables)))
+        layout = tables.layouts().get(key)
+        if layout is not None and _plain_gradients(layout, grads, variables[0].dtype):
+            grads_at = _pointers([grads])
+    if grads_at is None:
+        if not checked(every, dtype=variables[0].dtype, list_dtypes=list_dtypes,
+                       scalar_lists=scalar, rule=rule):
+            return None
+        key = ("update", rule, variables[0].device, len(every) > len(lists),
+               tuple(t[0].dtype for t in fixed), _pointers(fixed).tobytes(),
+               tuple(map(_NUMEL, variables)))
+        grads_at = _pointers([grads])
     layout = tables.cached(key, lambda: tables.Layout(
         listed, variables[0].device, moving=1, scalar_lists=scalar,
         written=[k for k in range(len(every)) if k != 1]))
-    return layout if layout.refresh(grads) else None
+    return layout if layout.refresh(grads, grads_at) else None
 
 
 @torch._disable_dynamo  # under torch.compile: a graph break, the launches run eagerly

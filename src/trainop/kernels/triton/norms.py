@@ -21,6 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
+from trainop.kernels.native._binding import pointers
 from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import tensor, total
 from trainop.kernels.triton.launch import BLOCK, OPTIONS
@@ -103,19 +104,22 @@ def run_sums(layout: Layout, like: torch.Tensor, k: int,
     return sums
 
 
-def _read_layout(tensors: Sequence[torch.Tensor]) -> Layout:
+def _read_layout(tensors: Sequence[torch.Tensor], at: object) -> Layout:
     """The read pass's layout of ``tensors`` (by device, dtype and sizes: another list of the
-    same sizes shares it), their addresses on the device this step."""
+    same sizes shares it), their addresses ``at`` on the device this step."""
     first = tensors[0]
     key = ("reads", first.device, first.dtype, tuple(map(_NUMEL, tensors)))
     layout = cached(key, lambda: Layout([tensors], first.device, moving=0))
-    layout.refresh(tensors)
+    layout.refresh(tensors, at)
     return layout
 
 
 def _sums(tensors: Sequence[torch.Tensor], multiplier: torch.Tensor | None, *,
           sqrt: bool) -> torch.Tensor:
-    layout = _read_layout(tensors)
+    at = pointers([tensors])
+    if at is None:  # (the caller made them contiguous)
+        raise ValueError("trainop's triton read pass: the tensors must be contiguous")
+    layout = _read_layout(tensors, at)
     first = tensors[0]
     out = torch.zeros(len(tensors), dtype=torch.float32 if sqrt else torch.float64,
                       device=first.device)

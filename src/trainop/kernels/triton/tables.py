@@ -164,7 +164,8 @@ class Layout:
                              dtype=np.int64).reshape(len(lists), self.tensors)
         self.written = self._ranges(lists, addresses, written)
         self.staging = staging.Staging(self.tensors, torch.int64, device)
-        self.staging.last = tuple(addresses[moving].tolist())
+        self.staging.last = addresses[moving].tobytes()
+        self._moving = addresses[moving]
         self.moving_aligned = not (addresses[moving] & 15).any()
         self.table: torch.Tensor | None = None
         self._work: tuple[torch.Tensor, ...] | None = None
@@ -194,7 +195,7 @@ class Layout:
         if staging.capturing(self.device):
             raise staging.warm_up_error("a new layout")
         addresses = self._addresses
-        addresses[self.moving] = self.staging.last
+        addresses[self.moving] = self._moving
         fixed = addresses[self._fixed]
         aligned = ((fixed & 15) == 0).all(axis=0) if len(self._fixed) else np.ones(
             self.tensors, dtype=bool)
@@ -234,15 +235,15 @@ class Layout:
                                           device=self.device)
         return self._identity
 
-    def refresh(self, tensors: Sequence[torch.Tensor]) -> bool:
-        """Give the device this step's addresses of the moving list ``tensors`` (checked by
-        the caller for dtype, shape, device and contiguity): copied where they changed.
-        False (nothing done) where one overlaps memory a kernel writes (the caller's list
-        path, which reads before it writes)."""
-        ptrs = tuple(map(_PTR, tensors))
-        if not self.staging.changed(ptrs):
+    def refresh(self, tensors: Sequence[torch.Tensor], at: np.ndarray) -> bool:
+        """Give the device this step's addresses ``at`` (uint64, read by the caller) of the
+        moving list ``tensors`` (checked by the caller for dtype, shape, device and
+        contiguity): copied where they changed. False (nothing done) where one overlaps memory
+        a kernel writes (the caller's list path, which reads before it writes)."""
+        at = at.view(np.int64)
+        key = at.tobytes()
+        if not self.staging.changed(key):
             return True
-        at = np.array(ptrs, dtype=np.int64)
         if self.written is not None and len(self.written[0]):
             end = at + self.counts * tensors[0].element_size()
             w_start, w_end = self.written
@@ -251,7 +252,8 @@ class Layout:
                 return False
         self.moving_aligned = not (at & 15).any()
         if self.table is None:
-            self.staging.last = ptrs  # no table yet: build() takes them
+            self.staging.last = key  # no table yet: build() takes them
+            self._moving = at
         else:
-            self.staging.send(ptrs, self.moving_view)
+            self.staging.send(at, self.moving_view, key=key)
         return True
