@@ -7,7 +7,7 @@ device), each used for one copy at a time: a row is written again only once its 
 finished (its event; on the CPU copies are synchronous). A copy made while a CUDA graph is
 being captured is recorded in the graph, which at every replay reads its host row again: that
 row is frozen (never written again) and, from then on, every ``send`` copies even an unchanged
-value, since a replay may have written the device tensor in between. A capture takes a free
+value, since a replay may have written the device tensor in between; a capture always copies. A capture takes a free
 row without asking the device (no event query is allowed while capturing; ``torch.cuda.graph``
 synchronizes before it captures); with every row frozen it raises.
 """
@@ -93,9 +93,12 @@ class Staging:
                 "fewer graphs of one model, or step once eagerly between captures")
         return self._grow()
 
-    def changed(self, values: tuple) -> bool:
-        """Whether ``send(values, ...)`` would copy."""
-        return self.replayed or values != self.last
+    def changed(self, key: object) -> bool:
+        """Whether ``send(..., key=key)`` would copy: the values differ from the last sent, a
+        capture recorded a copy (a replay may have written the device tensor since), or a
+        capture is under way (the graph must write them at every replay: another model of the
+        same sizes may share a read pass's table between replays)."""
+        return self.replayed or key != self.last or capturing(self.device)
 
     def send(self, values: Sequence, dest: torch.Tensor, *, key: tuple | None = None) -> None:
         """Copy ``values`` into ``dest`` (a device tensor of ``len(values)`` elements) through
