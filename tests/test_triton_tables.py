@@ -190,7 +190,7 @@ def test_a_captured_step_after_warm_up_creates_nothing(entry, monkeypatch):
         x, y = torch.randn(4, 6, generator=gen), torch.randn(4, 2, generator=gen)
         lr = [0.01]
         if entry == "pipeline":
-            opt = trainop.AdamOptimizer(lambda: lr[0], params=model.parameters(),
+            opt = trainop.AdamOptimizer(lambda lr=lr: lr[0], params=model.parameters(),
                                         implementation=implementation)
             pipe = GradientPipeline(opt, [LossScale(BackoffLossScaler(scale_max=2.0 ** 8)),
                                           ClipByGlobalNorm(1.0)])
@@ -203,7 +203,7 @@ def test_a_captured_step_after_warm_up_creates_nothing(entry, monkeypatch):
         else:
             step = trainop.optimize_loss(
                 lambda model=model, x=x, y=y: torch.nn.functional.mse_loss(model(x), y),
-                "Adam", {"implementation": implementation}, lambda step: lr[0], model=model,
+                "Adam", {"implementation": implementation}, lambda _, lr=lr: lr[0], model=model,
                 clip_gradients=1.0, loss_scaling="Backoff", apply_loss_scaling=True)
         seen: list[torch.Tensor] = []  # every gradient made (kept: no address reused)
         for p in model.parameters():

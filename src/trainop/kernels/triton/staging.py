@@ -7,9 +7,10 @@ device), each used for one copy at a time: a row is written again only once its 
 finished (its event; on the CPU copies are synchronous). A copy made while a CUDA graph is
 being captured is recorded in the graph, which at every replay reads its host row again: that
 row is frozen (never written again) and, from then on, every ``send`` copies even an unchanged
-value, since a replay may have written the device tensor in between; a capture always copies. A capture takes a free
-row without asking the device (no event query is allowed while capturing; ``torch.cuda.graph``
-synchronizes before it captures); with every row frozen it raises.
+value, since a replay may have written the device tensor in between; a capture always copies.
+A capture takes a free row without asking the device (no event query is allowed while
+capturing; ``torch.cuda.graph`` synchronizes before it captures); with every row frozen it
+raises.
 """
 
 from __future__ import annotations
