@@ -270,3 +270,29 @@ def test_eviction_never_frees_what_a_captured_graph_reads(monkeypatch):
                                     [torch.ones(2), torch.ones(5)]], [0.5])
     assert pinned in tables.layouts() and len(tables.layouts()) <= 3
     assert torch.equal(held[0], torch.full((3,), -1.0))
+
+
+def test_table_launches_over_aligned_blocks_vectorize_in_the_compiled_kernels():
+    """From the PTX real Triton compiles for an H100 (no GPU needed): an Adam step and the
+    pipeline's read pass over a list of tensors whose addresses and block ends are 16-byte
+    aligned launch their table kernels with ``ALIGNED``, whose accesses are 128 bits wide;
+    the launches over the other blocks (an odd tail) stay correct at 32 bits."""
+    from test_triton_interpreter import COMPILE_CHECK
+
+    gen = torch.Generator().manual_seed(3)
+    params = [torch.nn.Parameter(torch.randn(n, generator=gen)) for n in (4096, 2048, 1027)]
+    opt = trainop.AdamOptimizer(0.01, params=params, implementation="triton")
+    pipe = GradientPipeline(opt, [ClipByGlobalNorm(1.0)])
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen)
+    with COMPILE_CHECK.recording() as launched:
+        pipe.step()
+    table = [s for s in launched if s["constants"].get("ALIGNED") is not None]
+    assert {(s["kernel"], s["constants"]["ALIGNED"]) for s in table} == {
+        ("_adam", True), ("_adam", False), ("_block_squares", True), ("_block_squares", False)}
+    result, compiled = COMPILE_CHECK.compile_in_subprocess(table, targets="90")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for spec in compiled:
+        widest = spec["traffic"]["widest_bits"]
+        assert widest == (128 if spec["constants"]["ALIGNED"] else 64 if
+                          spec["kernel"] == "_block_squares" else 32), (spec["kernel"], widest)

@@ -80,10 +80,10 @@ def tensor(ptr, k: tl.constexpr, t, idx, n, TABLE: tl.constexpr, ALIGNED: tl.con
     """List ``k``'s tensor ``t``: with ``TABLE`` its address from the table (typed as
     ``ptr``), else ``ptr`` itself."""
     if TABLE:
-        address = tl.load(idx + k * n + t)
-        if ALIGNED:
-            address = tl.multiple_of(address, 16)
-        return address.to(tl.pointer_type(ptr.dtype.element_ty))
+        found = tl.load(idx + k * n + t).to(tl.pointer_type(ptr.dtype.element_ty))
+        if ALIGNED:  # (on the pointer: a hint on the integer does not survive the cast)
+            found = tl.multiple_of(found, 16)
+        return found
     else:
         return ptr
 
