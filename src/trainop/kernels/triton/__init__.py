@@ -99,8 +99,7 @@ WHOLE_NORM_RULES = frozenset({"novograd"})
 _SCALAR_F32 = {"novograd": frozenset({3})}
 _available: bool | None = None
 _PTR, _NUMEL, _CONTIGUOUS = (methodcaller(m) for m in ("data_ptr", "numel", "is_contiguous"))
-_DTYPE, _DEVICE, _SHAPE, _LAYOUT = (attrgetter(a) for a in ("dtype", "device", "shape",
-                                                           "layout"))
+_DTYPE, _DEVICE, _LAYOUT = (attrgetter(a) for a in ("dtype", "device", "layout"))
 
 
 def available() -> bool:
@@ -189,16 +188,18 @@ def _pointers(lists: Sequence[Sequence[torch.Tensor]]) -> Any:
 def _plain_gradients(layout: Any, grads: Sequence[torch.Tensor], dtype: torch.dtype) -> bool:
     """Whether this step's gradients pass the boundary as those of the layout's first step
     did: exact tensors, one dtype (the variables', or one half dtype for float32 variables),
-    the variables' shapes, strided, on the device (a few C-level passes; contiguity is
-    checked with their addresses)."""
+    strided, on the device, each of its variable's element count (a few C-level passes;
+    contiguity is checked with their addresses; a gradient of the right count in another
+    shape is the optimizer's to refuse, as the step plan does)."""
     dtypes = set(map(_DTYPE, grads))
     if len(dtypes) != 1:
         return False
     (found,) = dtypes
+    binding = importlib.import_module("trainop.kernels.native._binding")
     return ((found == dtype or (found in HALF_DTYPES and dtype == torch.float32))
             and is_plain(grads) and set(map(_DEVICE, grads)) == {layout.device}
             and set(map(_LAYOUT, grads)) == {torch.strided}
-            and list(map(_SHAPE, grads)) == layout.shapes)
+            and bool((binding.sizes(grads) == layout.counts).all()))
 
 
 def _layout(rule: str, lists: Sequence[Sequence[torch.Tensor]],

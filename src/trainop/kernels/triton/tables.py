@@ -159,7 +159,6 @@ class Layout:
         self.counts = np.fromiter(map(_NUMEL, lists[base]), dtype=np.int64,
                                   count=self.tensors)
         self.count_list = self.counts.tolist()
-        self.shapes = [t.shape for t in lists[base]]
         addresses = np.array([list(map(_PTR, tensors)) for tensors in lists],
                              dtype=np.int64).reshape(len(lists), self.tensors)
         self.written = self._ranges(lists, addresses, written)
