@@ -312,3 +312,22 @@ def test_table_launches_over_aligned_blocks_vectorize_in_the_compiled_kernels():
         widest = spec["traffic"]["widest_bits"]
         assert widest == (128 if spec["constants"]["ALIGNED"] else 64 if
                           spec["kernel"] == "_block_squares" else 32), (spec["kernel"], widest)
+
+
+def test_bench_host_is_a_bench_mode():
+    """``trainop bench --host`` runs the host benchmark and renders its table (a result as
+    ``run_host_benchmark`` returns it)."""
+    import argparse
+
+    from trainop.bench import cli
+    from trainop.bench.host import render_host
+
+    parser = argparse.ArgumentParser()
+    cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["bench", "--host", "--repeats", "2"])
+    assert args.host and "host" in cli._MODES
+    row = {"workload": "adam", "tensors": 400, "launches": 2, "launch_target": 8,
+           "step_ms": 1.5, "marginal_us_per_tensor": 2.5, "met": True}
+    text = render_host({"torch": "x", "threads": 2, "rounds": 5, "steps": 2, "warmup": 1,
+                        "base_tensors": 8, "per_tensor_target_us": 3.0, "rows": [row]})
+    assert "adam" in text and "2 <= 8" in text and "2.50" in text
