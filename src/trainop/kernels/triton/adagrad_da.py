@@ -26,9 +26,9 @@ INTERPRETED = interpreted()
 @triton.jit
 def _adagrad_da(var, grad, ga, gga, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
                 HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr,
-        TABLE: tl.constexpr, ALIGNED: tl.constexpr):
+                TABLE: tl.constexpr, ALIGNED: tl.constexpr):
     mask, at, g, t = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS,
-                                     TABLE, ALIGNED)
+                              TABLE, ALIGNED)
     var = tensor(var, 0, t, idx, n, TABLE, ALIGNED)
     ga = tensor(ga, 2, t, idx, n, TABLE, ALIGNED)
     gga = tensor(gga, 3, t, idx, n, TABLE, ALIGNED)

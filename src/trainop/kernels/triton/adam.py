@@ -50,9 +50,9 @@ def _alpha(h):
 def _adam(var, grad, m, v, half, h, mult, inf, n, idx, width,
           HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
           BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr,
-        TABLE: tl.constexpr, ALIGNED: tl.constexpr, LAZY: tl.constexpr):
+          TABLE: tl.constexpr, ALIGNED: tl.constexpr, LAZY: tl.constexpr):
     mask, at, g, t = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS,
-                                     TABLE, ALIGNED)
+                              TABLE, ALIGNED)
     var = tensor(var, 0, t, idx, n, TABLE, ALIGNED)
     m = tensor(m, 2, t, idx, n, TABLE, ALIGNED)
     v = tensor(v, 3, t, idx, n, TABLE, ALIGNED)

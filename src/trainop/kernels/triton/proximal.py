@@ -35,9 +35,9 @@ def _proximal(v, g, s, s_l1, s_l2_plus_one, l1):
 def _proximal_gd(var, grad, half, h, mult, inf, n, idx, width,
                  HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
                  BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr,
-        TABLE: tl.constexpr, ALIGNED: tl.constexpr):
+                 TABLE: tl.constexpr, ALIGNED: tl.constexpr):
     mask, at, g, t = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS,
-                                     TABLE, ALIGNED)
+                              TABLE, ALIGNED)
     var = tensor(var, 0, t, idx, n, TABLE, ALIGNED)
     half = tensor(half, 2, t, idx, n, TABLE, ALIGNED)
     v = tl.load(var + at, mask=mask)
@@ -49,9 +49,9 @@ def _proximal_gd(var, grad, half, h, mult, inf, n, idx, width,
 def _proximal_adagrad(var, grad, accum, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
                       HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr,
                       HALF: tl.constexpr,
-        TABLE: tl.constexpr, ALIGNED: tl.constexpr):
+                      TABLE: tl.constexpr, ALIGNED: tl.constexpr):
     mask, at, g, t = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS,
-                                     TABLE, ALIGNED)
+                              TABLE, ALIGNED)
     var = tensor(var, 0, t, idx, n, TABLE, ALIGNED)
     accum = tensor(accum, 2, t, idx, n, TABLE, ALIGNED)
     half = tensor(half, 3, t, idx, n, TABLE, ALIGNED)

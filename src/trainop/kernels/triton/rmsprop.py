@@ -29,10 +29,10 @@ INTERPRETED = interpreted()
 @triton.jit
 def _rmsprop(var, grad, ms, mg, mom, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
              HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr,
-        TABLE: tl.constexpr, ALIGNED: tl.constexpr,
+             TABLE: tl.constexpr, ALIGNED: tl.constexpr,
              CENTERED: tl.constexpr, BLEND: tl.constexpr):
     mask, at, g, t = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS,
-                                     TABLE, ALIGNED)
+                              TABLE, ALIGNED)
     var = tensor(var, 0, t, idx, n, TABLE, ALIGNED)
     ms = tensor(ms, 2, t, idx, n, TABLE, ALIGNED)
     if CENTERED:  # the table lists the rule's own lists: mg only where it is one
