@@ -75,6 +75,22 @@ def test_a_set_is_refused_alike_by_check_config_and_train(files, capsys, setting
     assert not (files / "run").exists()
 
 
+@pytest.mark.parametrize("setting", ["max_steps=50", "num_epochs=2"])
+def test_a_set_run_length_beside_num_steps_is_refused(files, capsys, setting):
+    """--num-steps replaces max_steps/num_epochs: a --set of either beside it would change
+    nothing, unseen; both commands refuse the pair in one line and train writes nothing."""
+    for command in ("check-config", "train"):
+        extra = ["--out", str(files / "run"), "--steps", "1", "--no-progress"] \
+            if command == "train" else []
+        status, out, err = _run(capsys, command, str(files / "o.py"), "--set", setting,
+                                "--num-steps", "20", *extra)
+        assert (status, out) == (1, ""), (command, out, err)
+        assert err == (f"trainop {command}: --set {setting} and --num-steps 20 both give the "
+                       f"run length, and --num-steps would replace the config's max_steps and "
+                       f"num_epochs: give one\n"), (command, err)
+    assert not (files / "run").exists()
+
+
 def test_a_set_says_where_it_took_effect(files, capsys):
     status, out, err = _run(capsys, "check-config", str(files / "r.config"), "--set",
                             "lr=0.5", "--set", "learning_rate=0.2", "--set",

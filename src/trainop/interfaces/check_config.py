@@ -47,8 +47,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     from trainop.interfaces.recipes.settings import load_with_settings, parse_settings
-    from trainop.interfaces.train.cli import is_recipe_error
+    from trainop.interfaces.train.cli import is_recipe_error, length_set_twice
 
+    twice = length_set_twice(getattr(args, "set", None), args.num_steps)
+    if twice:
+        sys.stderr.write(f"trainop check-config: {twice}\n")
+        return 1
     try:
         recipe = load_with_settings(args.file, parse_settings(getattr(args, "set", None)))
         pending = recipe.pending()

@@ -157,7 +157,26 @@ def is_recipe_error(error: BaseException) -> bool:
 MAX_STEPS = 1_000_000
 
 
+#: Config names that give an OpenSeq2Seq run's length, which ``--num-steps`` replaces.
+LENGTH_NAMES = ("max_steps", "num_epochs")
+
+
+def length_set_twice(settings: list[str] | None, num_steps: int | None) -> str | None:
+    """The problem when ``--set`` gives the run length and ``--num-steps`` does too (the flag
+    would win and the ``--set`` change nothing, unseen); ``None`` otherwise."""
+    if num_steps is None:
+        return None
+    named = [item for item in settings or () if item.partition("=")[0] in LENGTH_NAMES]
+    if not named:
+        return None
+    return (f"--set {named[0]} and --num-steps {num_steps} both give the run length, and "
+            f"--num-steps would replace the config's max_steps and num_epochs: give one")
+
+
 def _check_args(args: argparse.Namespace) -> str | None:
+    twice = length_set_twice(getattr(args, "set", None), args.num_steps)
+    if twice:
+        return twice
     for name in ("steps", "steps_per_epoch", "num_steps"):
         value = getattr(args, name)
         if value is not None and value < 1:
