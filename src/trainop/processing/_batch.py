@@ -197,7 +197,8 @@ class Gradients(Sequence):
         each gradient's layout, shape, dtype and device: where every gradient is a dense
         float32 tensor of its parameter's shape on one device, a few C-level passes (no Python
         loop body per tensor), else one cheap loop."""
-        batch = cls._uniform_grads(params, loss_scale)
+        # (under torch.compile the C passes never see fake tensors: the plain loop below)
+        batch = None if torch.compiler.is_compiling() else cls._uniform_grads(params, loss_scale)
         if batch is not None:
             return batch
         strided, sparse = torch.strided, torch.sparse_coo
