@@ -172,8 +172,8 @@ def _drive(updater, model, steps):
 
 def test_engine_updater_loads_returnns_own_opt_pt_and_its_own(tmp_path):
     """RETURNN's own updater writes an ``.opt.pt``; the engine updater (torch semantics) loads
-    it and continues bit-identically to RETURNN's own; its own file round-trips (with the
-    accumulators of a partial window)."""
+    it and continues bit-identically to RETURNN's own; its own file round-trips (without the
+    gradients of a partial window, which RETURNN drops at the next epoch)."""
     config = {"optimizer": {"class": "adam"}, "accum_grad_multiple_step": 2}
     theirs_model, ours_model = _model(), _model()
     theirs = returnn_updater.Updater(config=returnn_config.Config(dict(config)),
@@ -194,13 +194,14 @@ def test_engine_updater_loads_returnns_own_opt_pt_and_its_own(tmp_path):
     ours.updater.step(ours_model(torch.ones(3, 2)).pow(2).sum())  # a partial window
     ours.save_optimizer(str(tmp_path / "ours.opt.pt"))
     saved = torch.load(tmp_path / "ours.opt.pt", weights_only=True)
-    assert saved["trainop"]["groups"][0]["step"]["accumulator"]["micro_steps"] == 1
+    # torch semantics: the partial window is not saved (RETURNN drops it at the next epoch)
+    assert saved["trainop"]["groups"][0]["step"]["accumulator"]["micro_steps"] == 0
     assert saved["param_names"] == ["0.weight", "0.bias", "1.weight", "1.bias", "2.weight",
                                     "2.bias"]
     again = _engine(config, model=ours_model)
     again.create_optimizer()
     again.load_optimizer(str(tmp_path / "ours.opt.pt"))
-    _equal(again.updater.state_dict(), ours.updater.state_dict())
+    _equal(again.updater.state_dict(), saved["trainop"])
     tf = _engine(config, "tf")
     tf.create_optimizer()
     with pytest.raises(ValueError, match=r"to be written with semantics='tf', got 'torch'"):
