@@ -242,6 +242,11 @@ def _as_loaded(saved, given):
         keys = set(given)
         if {"state", "param_groups"} <= set(saved):  # torch ignores other top-level keys of an
             keys &= set(saved)                        # optimizer checkpoint (its hook tests)
+        betas = given.get("betas")
+        if "beta1" in given and isinstance(betas, list | tuple) and len(betas) == 2:
+            # a checkpoint whose betas differ from beta1/beta2 takes betas at the load, as its
+            # next update would have (contract/betas.py, docs/dropin.md)
+            given = {**given, "beta1": betas[0], "beta2": betas[1]}
         if "betas" in saved and "betas" not in given and "beta1" in given:
             # torch's spelling, derived from beta1/beta2 when a checkpoint has none
             # (contract/betas.py: checkpoints saved before it existed load)

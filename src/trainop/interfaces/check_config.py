@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from trainop.interfaces.recipes.settings import load_with_settings, parse_settings
     from trainop.interfaces.train.cli import is_recipe_error, length_set_twice
 
-    twice = length_set_twice(getattr(args, "set", None), args.num_steps)
+    twice = length_set_twice(getattr(args, "set", None), getattr(args, "num_steps", None))
     if twice:
         sys.stderr.write(f"trainop check-config: {twice}\n")
         return 1
