@@ -9,6 +9,7 @@ when first used, so nothing here changes how other modules' tests run.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import subprocess
@@ -271,13 +272,13 @@ def test_no_host_read_in_a_step(monkeypatch):
     pending = []
     real = tk._family
 
+    @contextlib.contextmanager
     def deferred(name):
-        module = real(name)
-
-        class Rules:
-            RULES = {rule: (lambda *a, f=f, **k: pending.append((f, a, k))) for rule, f in
-                     module.RULES.items()}
-        return Rules
+        with real(name) as module:
+            class Rules:
+                RULES = {rule: (lambda *a, f=f, **k: pending.append((f, a, k))) for rule, f in
+                         module.RULES.items()}
+        yield Rules
 
     monkeypatch.setattr(tk, "_family", deferred)
     for name in sorted(BASE):
@@ -411,12 +412,16 @@ def test_without_triton_nothing_changes():
 def test_kernels_follow_the_interpreter_switch(monkeypatch):
     """A family decorated with the interpreter on is decorated again once it is off (and back),
     its shared helpers first."""
-    assert tk._family("adam").INTERPRETED
+    def interpreted(name):
+        with tk._family(name) as module:
+            return module.INTERPRETED
+
+    assert interpreted("adam")
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    assert not tk._family("adam").INTERPRETED
-    assert not tk._family("norms").INTERPRETED
+    assert not interpreted("adam")
+    assert not interpreted("norms")
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert tk._family("adam").INTERPRETED
+    assert interpreted("adam")
     assert tk.run("gradient_descent", [[torch.zeros(3)], [torch.ones(3)]], [0.5])
 
 
