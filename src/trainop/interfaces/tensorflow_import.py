@@ -60,5 +60,9 @@ def load_triton_before_tensorflow() -> None:
         return
     if any(isinstance(finder, _TritonFirst) for finder in sys.meta_path):
         return
-    if importlib.util.find_spec("triton") is not None:
+    try:  # a blocked or broken Triton (sys.modules["triton"] = None) counts as absent
+        present = importlib.util.find_spec("triton") is not None
+    except (ImportError, ValueError):
+        present = False
+    if present:
         sys.meta_path.insert(0, _TritonFirst())
