@@ -69,12 +69,16 @@ def traffic(ptx: str, block: int, num_warps: int) -> dict[str, float]:
     accesses of global memory per thread (every array it streams; a load whose mask also
     depends on a value, e.g. read only at a zero learning rate, counts as in the code, though
     it moves no memory while predicated off), over the elements one thread handles
-    (``block / (32 * num_warps)``)."""
+    (``block / (32 * num_warps)``); and the widest masked access in bits (128: vectorized)."""
     moved = {"ld": 0, "st": 0}
+    widest = 0
     for match in _MASKED_ACCESS.finditer(ptx):
-        moved[match.group(1)] += int(match.group(2) or 1) * int(match.group(3)) // 8
+        bits = int(match.group(2) or 1) * int(match.group(3))
+        moved[match.group(1)] += bits // 8
+        widest = max(widest, bits)
     per_thread = block / (32 * num_warps)
-    return {"read": moved["ld"] / per_thread, "write": moved["st"] / per_thread}
+    return {"read": moved["ld"] / per_thread, "write": moved["st"] / per_thread,
+            "widest_bits": widest}
 
 
 def _type_of(value) -> str | None:

@@ -9,7 +9,15 @@ the Triton read pass and one all_reduce per step. (The FSDP2 tests ran on the CP
 and the interpreter in place of NCCL and CUDA, all passing; CPU tests with 2 ranks:
 ``tests/test_triton_fsdp2.py``.)
 
-Not yet run on a GPU: no device was lent to the session that wrote it.
+Issue #38: the whole-step captures set the gradients to None before each step, so the captured
+backward puts them at new addresses (the graph's pool); the Triton path's tables are made at the
+warm-up steps and the captured step only copies the new addresses into them from host rows the
+capture keeps (``kernels/triton/tables.py``, ``staging.py``), so the capture records no
+allocation and no cache miss (before, the read pass's table, keyed by the gradients' addresses,
+missed inside the capture and raised). ``test_a_captured_step_makes_no_new_table`` checks that
+directly; the CPU simulation of the same steps is ``tests/test_triton_tables.py``.
+
+Not yet run on a GPU: no device was lent to the sessions that wrote it.
 """
 
 from __future__ import annotations
@@ -88,6 +96,51 @@ def test_optimize_loss_train_op_replays_equal_to_eager():
         graph.replay()
     torch.cuda.synchronize()
     for a, b in zip(eager_model.parameters(), graph_model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_captured_step_makes_no_new_table():
+    """After warm-up on a side stream, a captured step (gradients set to None first: new
+    addresses) makes no layout, table or constant, keeps the layouts it copied into from
+    eviction, and its replays equal the same steps run eagerly on a copy of the model."""
+    from trainop.kernels.triton import tables
+
+    x, y = _batch()
+    base = _model()
+    models = [copy.deepcopy(base), copy.deepcopy(base)]
+    steps = []
+    for model in models:
+        opt = trainop.AdamOptimizer(1e-3, params=model.parameters(), implementation=TRITON)
+        pipe = GradientPipeline(opt, [LossScale(BackoffLossScaler()), ClipByGlobalNorm(1.0)])
+
+        def step(pipe=pipe, model=model):
+            pipe.zero_grad(set_to_none=True)
+            pipe.scale_loss(nn.functional.mse_loss(model(x), y)).backward()
+            pipe.step()
+
+        steps.append(step)
+    eager, graphed = steps
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            graphed()
+    torch.cuda.current_stream().wait_stream(side)
+    for _ in range(3):
+        eager()
+    made = list(tables.layouts())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        graphed()
+    assert list(tables.layouts()) == made
+    assert any(layout.pinned for layout in tables.layouts().values())
+    for _ in range(4):  # (the capture itself ran nothing: replay it once more)
+        eager()
+        graph.replay()
+    graph.replay()
+    eager()
+    torch.cuda.synchronize()
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
         assert torch.equal(a, b)
 
 

@@ -15,6 +15,7 @@ from trainop.bench.candidates import AUTO, FLAT
 from trainop.bench.fsdp2 import render_fsdp2, run_fsdp2_benchmark
 from trainop.bench.gpu_stream import run_gpu_suite_command
 from trainop.bench.gpu_suite import WORKLOAD_KEYS
+from trainop.bench.host import render_host, run_host_benchmark
 from trainop.bench.numerics import render_numerics, run_numerics_benchmark
 from trainop.bench.pipeline import render_pipeline, run_pipeline_benchmark
 from trainop.bench.report import render_markdown, write_json
@@ -297,6 +298,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "flushed as each workload finishes (a run stopped by a time limit "
                         "keeps what it measured; on SIGINT it also prints the table so far "
                         "and exits with status 130)")
+    p.add_argument("--host", action="store_true",
+                   help="instead of the optimizer workloads, the Triton path's host cost: "
+                        "launches per step and host microseconds per added tensor of Adam "
+                        "(400, 2,000 tensors) and the post-backward pipeline (292, 2,000) under "
+                        "Triton's interpreter with no-op launches (uses --repeats as steps per "
+                        "round, --warmup, --json); exit status 1 if a target is missed")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
     return p
@@ -306,6 +313,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 #: suite's is ``gpu_stream.run_gpu_suite_command`` (results streamed, kept on SIGINT). A
 #: result's ``passed`` (absent: informational) gives the exit status.
 _MODES = {
+    "host": (lambda a: run_host_benchmark(steps=a.repeats, warmup=a.warmup), render_host),
     "fsdp2": (lambda a: run_fsdp2_benchmark(steps=a.repeats, warmup=a.warmup), render_fsdp2),
     "boundary": (lambda a: run_boundary_benchmark(scale=a.scale, steps=a.repeats,
                                                   warmup=a.warmup), render_boundary),

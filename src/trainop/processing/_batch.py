@@ -27,18 +27,26 @@ first access, without changing the batch), so code written for TF lists keeps wo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from operator import attrgetter
 from typing import Any
 
+import numpy as np
 import torch
 
 from trainop.contract.arguments import WIDENED_DTYPES
 from trainop.contract.validation import Interval, check_int, check_real, describe
+from trainop.kernels.boundary import PLAIN, PLAIN_TYPES
+from trainop.kernels.native import metadata
 from trainop.kernels.norms import float32_l2_norms, read_pass_norms
 from trainop.processing._sharded import sharded, whole_tensor_statistic, whole_tensor_statistics
 
 __all__ = ["Gradients"]
 
 _F32 = torch.float32
+_GRAD, _LAYOUT, _SHAPE = attrgetter("grad"), attrgetter("layout"), attrgetter("shape")
+#: Parameter records (``metadata``'s ``record``) -> whether all are float32 on one device.
+_UNIFORM_PARAMS: dict[bytes, bool] = {}
+_DTYPE, _DEVICE = attrgetter("dtype"), attrgetter("device")
 
 
 def _as_pairs(grads_and_vars: Any) -> list[tuple[torch.Tensor | None, torch.Tensor]]:
@@ -186,7 +194,13 @@ class Gradients(Sequence):
     def from_grads(cls, params: list[torch.Tensor], *,
                    loss_scale: torch.Tensor | None = None) -> Gradients:
         """The ``(p.grad, p)`` pairs of ``params`` (already-validated parameters), checking
-        each gradient's layout, shape, dtype and device in one cheap loop."""
+        each gradient's layout, shape, dtype and device: where every gradient is a dense
+        float32 tensor of its parameter's shape on one device, a few C-level passes (no Python
+        loop body per tensor), else one cheap loop."""
+        # (under torch.compile the C passes never see fake tensors: the plain loop below)
+        batch = None if torch.compiler.is_compiling() else cls._uniform_grads(params, loss_scale)
+        if batch is not None:
+            return batch
         strided, sparse = torch.strided, torch.sparse_coo
         grads = []
         uniform = True  # every gradient present, dense float32, on one device
@@ -210,6 +224,49 @@ class Gradients(Sequence):
         batch = cls.__new__(cls)
         batch._init(list(zip(grads, params, strict=True)), loss_scale)
         batch._uniform = uniform and bool(grads)
+        return batch
+
+    @classmethod
+    def _uniform_grads(cls, params: list[torch.Tensor],
+                       loss_scale: torch.Tensor | None) -> Gradients | None:
+        """``from_grads`` where every gradient is present, dense, of its parameter's dtype,
+        shape and device, and the parameters all float32 on one device; else ``None``. With
+        the native metadata reader, one C pass over the parameters and gradients and a lookup
+        of the parameters' record (what they are: dtype, device, shape); else C-level
+        ``map`` passes."""
+        reader = metadata.load()
+        if reader is not None and PLAIN.issuperset(map(type, params)):
+            record = np.asarray(reader.record(params), dtype=np.int64)
+            key = record.tobytes()
+            uniform = _UNIFORM_PARAMS.get(key)
+            if uniform is None:
+                uniform = (bool(params) and set(map(_DTYPE, params)) == {_F32}
+                           and len(set(map(_DEVICE, params))) == 1)
+                if len(_UNIFORM_PARAMS) >= 16:
+                    _UNIFORM_PARAMS.clear()  # (a dict of booleans: nothing else holds them)
+                _UNIFORM_PARAMS[key] = uniform
+            reads = np.empty(3 * len(params), dtype=np.int64)
+            found = uniform and reader.gradients(params, record.ctypes.data, len(record),
+                                                 PLAIN_TYPES, reads.ctypes.data)
+            if not found:
+                return None
+            grads = found[0]
+        else:
+            try:
+                grads = list(map(_GRAD, params))
+                layouts = set(map(_LAYOUT, grads))
+            except AttributeError:  # a missing gradient
+                return None
+            if not grads or layouts != {torch.strided} or set(map(_DTYPE, grads)) != {_F32}:
+                return None
+            devices = set(map(_DEVICE, grads))
+            if (len(devices) != 1 or set(map(_DEVICE, params)) != devices
+                    or set(map(_DTYPE, params)) != {_F32}
+                    or list(map(_SHAPE, grads)) != list(map(_SHAPE, params))):
+                return None
+        batch = cls.__new__(cls)
+        batch._init(list(zip(grads, params, strict=True)), loss_scale)
+        batch._uniform = True
         return batch
 
     @classmethod

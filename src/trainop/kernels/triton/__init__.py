@@ -5,9 +5,18 @@ One file per rule family, each the rule of ``kernels/native/csrc/rules.h`` (and 
 reference in ``trainop.algorithms``) in the same order of operations in float32, one pass that
 reads the variable, the gradient and the slots once and writes the variable and slots once.
 Every kernel reads its hyperparameters, the gate's gradient multiplier and its skip flag from
-device tensors (``launch.device_scalars``, ``_common``): nothing is read on the host, so a step
-on this path needs no synchronisation. A bucket whose tensors lie back to back in one buffer
-(``trainop.flatten``) is one launch; other buckets one launch per tensor.
+device tensors (``tables.Scalars``, ``_common``): nothing is read on the host, so a step on
+this path needs no synchronisation. A bucket of one tensor per list (a flat buffer of
+``trainop.flatten``) is one launch over its elements; a bucket of any other number of tensors
+one launch over the blocks of all of them, through its device table (``tables.Layout``: made
+once per layout, the gradients' addresses refreshed on the device when they move,
+capturable).
+
+Host work per step does not grow with a Python loop over the tensors: the boundary checks
+(``checked``) run once per layout, keyed by the data pointers of every list but the gradients
+and the variables' sizes; a step then checks the gradients with a few C-level passes (type,
+dtype, device, shape, contiguity; their addresses against the written memory only where they
+moved) and sends their addresses where they changed.
 
 Triton is imported lazily: importing trainop never imports it, and without it ``available()``
 is False and every bucket takes the caller's safe path (``foreach``). The kernels are decorated
@@ -47,6 +56,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from operator import attrgetter, methodcaller
 from typing import Any
 
 import numpy as np
@@ -92,6 +102,8 @@ WHOLE_NORM_RULES = frozenset({"novograd"})
 #: Lists a rule reads as one float32 per tensor (NovoGrad's 0-dim second moments).
 _SCALAR_F32 = {"novograd": frozenset({3})}
 _available: bool | None = None
+_PTR, _NUMEL, _CONTIGUOUS = (methodcaller(m) for m in ("data_ptr", "numel", "is_contiguous"))
+_DTYPE, _DEVICE, _LAYOUT = (attrgetter(a) for a in ("dtype", "device", "layout"))
 
 
 def available() -> bool:
@@ -178,6 +190,68 @@ def _on(value: torch.Tensor | None, device: torch.device) -> torch.Tensor | None
     return None if value is None else value.detach().to(device=device).reshape(1)
 
 
+def _tables() -> Any:
+    return importlib.import_module("trainop.kernels.triton.tables")
+
+
+def _pointers(lists: Sequence[Sequence[torch.Tensor]]) -> Any:
+    """The data pointers of every tensor (uint64, list after list; read in C where the native
+    metadata reader is built), or ``None`` where one is not contiguous."""
+    return importlib.import_module("trainop.kernels.native._binding").pointers(lists)
+
+
+def _plain_gradients(layout: Any, grads: Sequence[torch.Tensor], dtype: torch.dtype) -> bool:
+    """Whether this step's gradients pass the boundary as those of the layout's first step
+    did: exact tensors, one dtype (the variables', or one half dtype for float32 variables),
+    strided, on the device, each of its variable's element count (a few C-level passes;
+    contiguity is checked with their addresses; a gradient of the right count in another
+    shape is the optimizer's to refuse, as the step plan does)."""
+    dtypes = set(map(_DTYPE, grads))
+    if len(dtypes) != 1:
+        return False
+    (found,) = dtypes
+    binding = importlib.import_module("trainop.kernels.native._binding")
+    return ((found == dtype or (found in HALF_DTYPES and dtype == torch.float32))
+            and is_plain(grads) and set(map(_DEVICE, grads)) == {layout.device}
+            and set(map(_LAYOUT, grads)) == {torch.strided}
+            and bool((binding.sizes(grads) == layout.counts).all()))
+
+
+def _layout(rule: str, lists: Sequence[Sequence[torch.Tensor]],
+            every: list[Sequence[torch.Tensor]], scalar: frozenset[int],
+            list_dtypes: dict[int, torch.dtype]) -> Any:
+    """The layout of a dense call (variables, gradients, slots, half copies), its gradients'
+    addresses on the device this step; ``None`` where the caller takes its safe path. The
+    boundary (``checked``) runs in full for a new layout or tensors that are not as the
+    layout's were; otherwise only the gradients are checked."""
+    tables = _tables()
+    variables, grads = every[0], every[1]
+    fixed = [variables, *every[2:]]
+    # the table lists what the kernels take: the half copies last, the variables standing in
+    listed = every if len(every) > len(lists) else [*every, variables]
+    fixed_at = _pointers(fixed) if all(map(is_plain, fixed)) else None
+    layout = grads_at = None
+    if fixed_at is not None:
+        key = ("update", rule, variables[0].device, len(every) > len(lists),
+               tuple(t[0].dtype for t in fixed), fixed_at.tobytes(),
+               tuple(map(_NUMEL, variables)))
+        layout = tables.layouts().get(key)
+        if layout is not None and _plain_gradients(layout, grads, variables[0].dtype):
+            grads_at = _pointers([grads])
+    if grads_at is None:
+        if not checked(every, dtype=variables[0].dtype, list_dtypes=list_dtypes,
+                       scalar_lists=scalar, rule=rule):
+            return None
+        key = ("update", rule, variables[0].device, len(every) > len(lists),
+               tuple(t[0].dtype for t in fixed), _pointers(fixed).tobytes(),
+               tuple(map(_NUMEL, variables)))
+        grads_at = _pointers([grads])
+    layout = tables.cached(key, lambda: tables.Layout(
+        listed, variables[0].device, moving=1, scalar_lists=scalar,
+        written=[k for k in range(len(every)) if k != 1]))
+    return layout if layout.refresh(grads, grads_at) else None
+
+
 @torch._disable_dynamo  # under torch.compile: a graph break, the launches run eagerly
 def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any], *,
         multiplier: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
@@ -223,12 +297,13 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
             return False
         list_dtypes[len(every)] = half[0].dtype
         every.append(half)
-    if not checked(every, dtype=dtype, list_dtypes=list_dtypes, scalar_lists=scalar, rule=rule):
+    layout = _layout(rule, lists, every, scalar, list_dtypes)
+    if layout is None:
         return False
     extra = {} if squares is None else {"squares": squares}
     with _family(family) as module:
         module.RULES[rule](lists, list(hyper), _on(multiplier, device),
-                           _on(found_inf, device), half=half, **extra)
+                           _on(found_inf, device), layout, half=half, **extra)
     return True
 
 
@@ -271,9 +346,26 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
     lists = [[var], [values], *[[s] for s in slots]]
     if not _apart(lists, frozenset({1}), rule):
         return False
+    tables = _tables()
+    key = ("rows", rule, device, tuple(map(_PTR, [var, *slots])))
+    holder = tables.cached(key, lambda: _RowsLayout(tables.Scalars(device)))
     with _family(_FAMILIES[rule]) as module:
-        module.RULES[rule](lists, list(hyper), None, _on(found_inf, device), rows=indices)
+        module.RULES[rule](lists, list(hyper), None, _on(found_inf, device), holder,
+                           rows=indices)
     return True
+
+
+class _RowsLayout:
+    """What a sparse update keeps per table: its hyperparameters' device tensor."""
+
+    __slots__ = ("scalars",)
+
+    def __init__(self, scalars: Any) -> None:
+        self.scalars = scalars
+
+    @property
+    def pinned(self) -> bool:
+        return self.scalars.pinned
 
 
 def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
@@ -285,27 +377,35 @@ def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
         return None
     first = tensors[0]
     if not (first.dtype in (*DTYPES, *HALF_DTYPES) and supports(torch.float32, first.device)
-            and all(is_plain([t]) and t.layout == torch.strided and t.dtype == first.dtype
-                    and t.device == first.device for t in tensors)):
+            and _alike(tensors)):
         return None
+    if not all(map(_CONTIGUOUS, tensors)):
+        tensors = [t.contiguous() for t in tensors]
     with _family("norms") as module:
-        return module.l2_norms([t.contiguous() for t in tensors])
+        return module.l2_norms(tensors)
+
+
+def _alike(tensors: Sequence[torch.Tensor]) -> bool:
+    """Exact tensors, strided, of the first's dtype and device (C-level passes)."""
+    first = tensors[0]
+    return (is_plain(tensors) and set(map(_DTYPE, tensors)) == {first.dtype}
+            and set(map(_DEVICE, tensors)) == {first.device}
+            and set(map(_LAYOUT, tensors)) == {torch.strided})
 
 
 def square_sums(tensors: Sequence[torch.Tensor],
                 multiplier: torch.Tensor | None = None) -> torch.Tensor | None:
     """Per tensor the float64 sum of the squares of ``float32(t * multiplier)``, as the
-    rules of ``WHOLE_NORM_RULES`` sum them (``norms.square_partials``, then the partial sums
-    added on the device), a 1-D float64 tensor on their device; ``None`` where the Triton
-    kernels cannot read them (another dtype or device, a subclass, a non-contiguous tensor).
+    rules of ``WHOLE_NORM_RULES`` sum them (``norms.square_sums``: the blocks' partial sums,
+    then their sums added on the device), a 1-D float64 tensor on their device; ``None`` where
+    the Triton kernels cannot read them (another dtype or device, a subclass, a non-contiguous
+    tensor).
     The local part of a sharded tensor's squared norm, before the ranks add theirs."""
     if not tensors:
         return None
     first = tensors[0]
-    if not (supports(first.dtype, first.device) and is_plain(tensors) and all(
-            t.layout == torch.strided and t.dtype == first.dtype and t.device == first.device
-            and t.is_contiguous() for t in tensors)):
+    if not (supports(first.dtype, first.device) and _alike(tensors)
+            and all(map(_CONTIGUOUS, tensors))):
         return None
-    mult = _on(multiplier, first.device)
     with _family("norms") as module:
-        return torch.stack([module.square_partials(t, mult).sum() for t in tensors])
+        return module.square_sums(tensors, _on(multiplier, first.device))

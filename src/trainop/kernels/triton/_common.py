@@ -7,7 +7,7 @@ need it before their own family is first used.
 
 Each elementwise kernel runs one block of ``BLOCK`` elements per program and reads:
 
-- ``h``: the rule's hyperparameters as one float32 device tensor (``launch.device_scalars``),
+- ``h``: the rule's hyperparameters as one float32 device tensor (``tables.Scalars``),
   so values that change per step (learning rate, beta powers, step counters) are read on the
   device and no step reads a value on the host;
 - ``mult``: the gate's gradient multiplier (loss-scale inverse times the clip coefficient), a
@@ -15,6 +15,14 @@ Each elementwise kernel runs one block of ``BLOCK`` elements per program and rea
   kernels (multiplying by 1 is exact, so no multiplier is the same as 1);
 - ``inf``: the gate's skip flag (``found_inf``), when ``HAS_INF``: nonzero masks every store,
   so a skipped step writes nothing.
+
+A kernel covers one tensor of each list (its pointer arguments, ``n`` elements: a single
+tensor, a flat buffer) or, with ``TABLE``, any number of tensors of any sizes in one launch
+(``tables.Layout``): then ``n`` is the tensor count ``T``, ``idx`` the table's addresses (list
+``k``'s tensor ``t`` at ``idx[k * T + t]``) and ``width`` the block records this launch takes
+(tensor, first element, end element, partial index), and the pointer arguments only give each
+list's dtype. ``ALIGNED`` (a launch over blocks whose addresses the host found 16-byte aligned
+and whose ends are multiples of 16 elements) tells the compiler so: 128-bit accesses.
 """
 
 from __future__ import annotations
@@ -24,7 +32,8 @@ import triton.language as tl
 
 from trainop.kernels.triton import interpreted
 
-__all__ = ["gathered", "gradient", "hyper", "live", "prologue", "put", "rows", "sign", "total"]
+__all__ = ["gathered", "gradient", "hyper", "live", "place", "prologue", "put", "rows", "sign",
+           "tensor", "total"]
 
 #: Whether this module's kernels were decorated for Triton's interpreter.
 INTERPRETED = interpreted()
@@ -43,6 +52,43 @@ def live(n, inf, HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def place(n, inf, width, HAS_INF: tl.constexpr, BLOCK: tl.constexpr, TABLE: tl.constexpr,
+          ALIGNED: tl.constexpr):
+    """This program's element offsets in its tensor, the mask of those it updates, and the
+    tensor's index (0 without ``TABLE``: the one tensor of the pointer arguments)."""
+    if TABLE:
+        b = tl.program_id(0).to(tl.int64) * 4
+        t = tl.load(width + b)
+        start = tl.load(width + b + 1)
+        stop = tl.load(width + b + 2)
+        if ALIGNED:
+            start = tl.multiple_of(start, 16)
+            stop = tl.multiple_of(stop, 16)
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < stop
+        if HAS_INF:
+            flag = tl.full((BLOCK,), 0.0, tl.float32) + tl.load(inf).to(tl.float32)
+            mask = mask & (flag == 0.0)
+    else:
+        t = tl.program_id(0).to(tl.int64) * 0
+        offs, mask = live(n, inf, HAS_INF, BLOCK)
+    return offs, mask, t
+
+
+@triton.jit
+def tensor(ptr, k: tl.constexpr, t, idx, n, TABLE: tl.constexpr, ALIGNED: tl.constexpr):
+    """List ``k``'s tensor ``t``: with ``TABLE`` its address from the table (typed as
+    ``ptr``), else ``ptr`` itself."""
+    if TABLE:
+        found = tl.load(idx + k * n + t).to(tl.pointer_type(ptr.dtype.element_ty))
+        if ALIGNED:  # (on the pointer: a hint on the integer does not survive the cast)
+            found = tl.multiple_of(found, 16)
+        return found
+    else:
+        return ptr
+
+
+@triton.jit
 def rows(offs, mask, idx, width, ROWS: tl.constexpr):
     """Where element ``offs`` of the update lies in the variable and slots: the same offset
     for a dense update; with ``ROWS`` (a sparse gradient's distinct rows, ``idx`` their int64
@@ -56,12 +102,16 @@ def rows(offs, mask, idx, width, ROWS: tl.constexpr):
 
 @triton.jit
 def prologue(grad, mult, n, inf, idx, width, HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
-             BLOCK: tl.constexpr, ROWS: tl.constexpr):
+             BLOCK: tl.constexpr, ROWS: tl.constexpr, TABLE: tl.constexpr,
+             ALIGNED: tl.constexpr):
     """What an elementwise update kernel starts with: the mask of the elements this program
-    updates (``live``), where they lie in the variable and slots (``rows``) and their
-    gradient times the multiplier in float32 (``gradient``), as ``(mask, at, g)``."""
-    offs, mask = live(n, inf, HAS_INF, BLOCK)
-    return mask, rows(offs, mask, idx, width, ROWS), gradient(grad, offs, mask, mult, HAS_MULT)
+    updates (``place``), where they lie in the variable and slots (``rows``), their gradient
+    (list 1) times the multiplier in float32 (``gradient``) and the tensor's index (for
+    ``tensor``), as ``(mask, at, g, t)``."""
+    offs, mask, t = place(n, inf, width, HAS_INF, BLOCK, TABLE, ALIGNED)
+    grad = tensor(grad, 1, t, idx, n, TABLE, ALIGNED)
+    return (mask, rows(offs, mask, idx, width, ROWS), gradient(grad, offs, mask, mult, HAS_MULT),
+            t)
 
 
 @triton.jit

@@ -14,8 +14,8 @@ import triton
 import triton.language as tl
 
 from trainop.kernels.triton import interpreted
-from trainop.kernels.triton._common import hyper, prologue, put, sign
-from trainop.kernels.triton.launch import device_scalars, launch
+from trainop.kernels.triton._common import hyper, prologue, put, sign, tensor
+from trainop.kernels.triton.launch import launch
 
 __all__ = ["RULES"]
 
@@ -25,8 +25,14 @@ INTERPRETED = interpreted()
 
 @triton.jit
 def _adagrad_da(var, grad, ga, gga, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
-                HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
-    mask, at, g = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS)
+                HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr,
+                TABLE: tl.constexpr, ALIGNED: tl.constexpr):
+    mask, at, g, t = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS,
+                              TABLE, ALIGNED)
+    var = tensor(var, 0, t, idx, n, TABLE, ALIGNED)
+    ga = tensor(ga, 2, t, idx, n, TABLE, ALIGNED)
+    gga = tensor(gga, 3, t, idx, n, TABLE, ALIGNED)
+    half = tensor(half, 4, t, idx, n, TABLE, ALIGNED)
     lr, l1, l2, t = hyper(h, 0), hyper(h, 1), hyper(h, 2), hyper(h, 3)
     a = tl.load(ga + at, mask=mask) + g
     s = tl.load(gga + at, mask=mask) + g * g
@@ -43,8 +49,8 @@ def _adagrad_da(var, grad, ga, gga, half, h, mult, inf, n, idx, width, HAS_MULT:
     put(var, half, at, tl.where(lr != 0.0, out, kept), mask, HALF)
 
 
-def adagrad_da(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
-    launch(_adagrad_da, lists, device_scalars(values, lists[0][0].device), multiplier,
+def adagrad_da(lists, values, multiplier, found_inf, layout, rows=None, half=None) -> None:
+    launch(_adagrad_da, lists, layout, layout.scalars(values), multiplier,
            found_inf, rows=rows, half=half)
 
 

@@ -30,8 +30,8 @@ import triton
 import triton.language as tl
 
 from trainop.kernels.triton import interpreted
-from trainop.kernels.triton._common import gathered, hyper, live, prologue, put
-from trainop.kernels.triton.launch import BLOCK, OPTIONS, complement, device_scalars, launch
+from trainop.kernels.triton._common import gathered, hyper, live, prologue, put, tensor
+from trainop.kernels.triton.launch import BLOCK, OPTIONS, complement, launch
 
 __all__ = ["RULES"]
 
@@ -49,8 +49,14 @@ def _alpha(h):
 @triton.jit
 def _adam(var, grad, m, v, half, h, mult, inf, n, idx, width,
           HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
-          BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr, LAZY: tl.constexpr):
-    mask, at, g = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS)
+          BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr,
+          TABLE: tl.constexpr, ALIGNED: tl.constexpr, LAZY: tl.constexpr):
+    mask, at, g, t = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS,
+                              TABLE, ALIGNED)
+    var = tensor(var, 0, t, idx, n, TABLE, ALIGNED)
+    m = tensor(m, 2, t, idx, n, TABLE, ALIGNED)
+    v = tensor(v, 3, t, idx, n, TABLE, ALIGNED)
+    half = tensor(half, 4, t, idx, n, TABLE, ALIGNED)
     beta1, one_minus_beta1 = hyper(h, 1), hyper(h, 2)
     one_minus_beta2, eps, nesterov = hyper(h, 3), hyper(h, 4), hyper(h, 5)
     wd, beta2 = hyper(h, 6), hyper(h, 9)
@@ -116,29 +122,29 @@ def _row_map(var, rows) -> torch.Tensor:
     return where
 
 
-def _scalars(lists, values):
+def _scalars(layout, values):
     lr, beta1, beta2, eps, nesterov, wd, beta1_power, beta2_power = values
-    return device_scalars([lr, beta1, complement(beta1), complement(beta2), eps, nesterov, wd,
-                           beta1_power, beta2_power, beta2], lists[0][0].device)
+    return layout.scalars([lr, beta1, complement(beta1), complement(beta2), eps, nesterov, wd,
+                           beta1_power, beta2_power, beta2])
 
 
-def adam(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
-    launch(_adam, lists, _scalars(lists, values), multiplier, found_inf, rows=rows, half=half,
-           LAZY=False)
+def adam(lists, values, multiplier, found_inf, layout, rows=None, half=None) -> None:
+    launch(_adam, lists, layout, _scalars(layout, values), multiplier, found_inf, rows=rows,
+           half=half, LAZY=False)
 
 
-def lazy_adam(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
-    launch(_adam, lists, _scalars(lists, values), multiplier, found_inf, rows=rows, half=half,
-           LAZY=True)
+def lazy_adam(lists, values, multiplier, found_inf, layout, rows=None, half=None) -> None:
+    launch(_adam, lists, layout, _scalars(layout, values), multiplier, found_inf, rows=rows,
+           half=half, LAZY=True)
 
 
-def adam_sparse(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
-    launch(_adam_every_row, lists, _scalars(lists, values), multiplier, found_inf,
+def adam_sparse(lists, values, multiplier, found_inf, layout, rows=None, half=None) -> None:
+    launch(_adam_every_row, lists, layout, _scalars(layout, values), multiplier, found_inf,
            where=_row_map(lists[0][0], rows), half=half, NADAM=False)
 
 
-def nadam_sparse(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
-    launch(_adam_every_row, lists, _scalars(lists, values), multiplier, found_inf,
+def nadam_sparse(lists, values, multiplier, found_inf, layout, rows=None, half=None) -> None:
+    launch(_adam_every_row, lists, layout, _scalars(layout, values), multiplier, found_inf,
            where=_row_map(lists[0][0], rows), half=half, NADAM=True)
 
 

@@ -12,13 +12,14 @@ hyper: lr, lr_power, l1, l2, l2_shrinkage.
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
 from trainop.kernels.triton import interpreted
-from trainop.kernels.triton._common import gradient, hyper, live, put, rows, sign
-from trainop.kernels.triton.launch import device_scalars, launch, product
+from trainop.kernels.triton._common import gradient, hyper, place, put, rows, sign, tensor
+from trainop.kernels.triton.launch import launch, product
 
 __all__ = ["RULES"]
 
@@ -39,18 +40,28 @@ def _power64(x64, p64):
 
 
 @triton.jit
-def _power(x, neg_power):
-    """x^(neg_power): sqrt for 0.5, else float64 ``pow`` rounded to float32 (x^0 = 1)."""
-    general = _power64(x.to(tl.float64), neg_power.to(tl.float64)).to(tl.float32)
-    general = tl.where(neg_power == 0.0, 1.0, general)
-    return tl.where(neg_power == 0.5, tl.sqrt_rn(x), general)
+def _power(x, neg_power, SQRT: tl.constexpr):
+    """x^(neg_power): with ``SQRT`` (the host saw lr_power = -0.5) the square root alone;
+    else sqrt for 0.5, float64 ``pow`` rounded to float32 otherwise (x^0 = 1)."""
+    if SQRT:
+        return tl.sqrt_rn(x)
+    else:
+        general = _power64(x.to(tl.float64), neg_power.to(tl.float64)).to(tl.float32)
+        general = tl.where(neg_power == 0.0, 1.0, general)
+        return tl.where(neg_power == 0.5, tl.sqrt_rn(x), general)
 
 
 @triton.jit
 def _ftrl(var, grad, accum, linear, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
-          HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
-    offs, mask = live(n, inf, HAS_INF, BLOCK)
+          HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr,
+          TABLE: tl.constexpr, ALIGNED: tl.constexpr, SQRT: tl.constexpr):
+    offs, mask, t = place(n, inf, width, HAS_INF, BLOCK, TABLE, ALIGNED)
     at = rows(offs, mask, idx, width, ROWS)
+    var = tensor(var, 0, t, idx, n, TABLE, ALIGNED)
+    grad = tensor(grad, 1, t, idx, n, TABLE, ALIGNED)
+    accum = tensor(accum, 2, t, idx, n, TABLE, ALIGNED)
+    linear = tensor(linear, 3, t, idx, n, TABLE, ALIGNED)
+    half = tensor(half, 4, t, idx, n, TABLE, ALIGNED)
     lr, neg_power, l1 = hyper(h, 0), hyper(h, 1), hyper(h, 2)
     two_l2, shrink, two_shrink = hyper(h, 3), hyper(h, 4), hyper(h, 5)
     mask = mask & (tl.full((BLOCK,), 0.0, tl.float32) + lr != 0.0)  # lr = 0: nothing changes
@@ -59,8 +70,8 @@ def _ftrl(var, grad, accum, linear, half, h, mult, inf, n, idx, width, HAS_MULT:
     a = tl.load(accum + at, mask=mask)
     gs = tl.where(shrink > 0.0, g + v * two_shrink, g)
     na = a + g * g
-    p_new = _power(na, neg_power)
-    p_old = _power(a, neg_power)
+    p_new = _power(na, neg_power, SQRT)
+    p_old = _power(a, neg_power, SQRT)
     lin = tl.load(linear + at, mask=mask) + (gs - tl.div_rn(p_new - p_old, lr) * v)
     tl.store(linear + at, lin, mask=mask)
     quad = tl.div_rn(p_new, lr) + two_l2
@@ -69,11 +80,13 @@ def _ftrl(var, grad, accum, linear, half, h, mult, inf, n, idx, width, HAS_MULT:
     tl.store(accum + at, na, mask=mask)
 
 
-def ftrl(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
+def ftrl(lists, values, multiplier, found_inf, layout, rows=None, half=None) -> None:
     lr, lr_power, l1, l2, shrink = values
-    h = device_scalars([lr, product(-1.0, lr_power), l1, product(2.0, l2), shrink,
-                        product(2.0, shrink)], lists[0][0].device)
-    launch(_ftrl, lists, h, multiplier, found_inf, rows=rows, half=half)
+    h = layout.scalars([lr, product(-1.0, lr_power), l1, product(2.0, l2), shrink,
+                        product(2.0, shrink)])
+    # the power a compile-time case: the square root alone for TF's default lr_power = -0.5
+    sqrt = not isinstance(lr_power, torch.Tensor) and float(lr_power) == -0.5
+    launch(_ftrl, lists, layout, h, multiplier, found_inf, rows=rows, half=half, SQRT=sqrt)
 
 
 RULES = {"ftrl": ftrl}

@@ -1,15 +1,14 @@
-"""The host side of the Triton kernels: device-resident hyperparameters, the units a bucket is
-launched over, and the launch itself. Imports no Triton (the kernels are passed in).
+"""The host side of the Triton kernels: the units a bucket is launched over, and the launch
+itself. Imports no Triton (the kernels are passed in).
 
-- ``device_scalars``: a rule's hyperparameters as one float32 tensor on the bucket's device.
-  Python floats are constants of the call (cached per device and values, so a steady state
-  allocates nothing); 0-dim tensors (a learning-rate schedule, Adam's beta powers, a step
-  counter) are copied on the device, never read on the host.
-- ``units``: a bucket whose tensors lie back to back in one storage (a flat buffer,
-  ``trainop.flatten``) is one unit, launched once over all its elements; otherwise one unit
-  per non-empty tensor.
-- ``block_table``: the blocks of a list of tensors (each block inside one tensor) as device
-  addresses and element counts, so that one launch reads any number of tensors (the norm pass).
+- A bucket of one tensor per list (a single tensor, a flat buffer of ``trainop.flatten``) is
+  launched over its elements with the tensors as the kernel's arguments (``units``, ``parts``).
+- A bucket of any other number of tensors is ONE launch over the blocks of all of them (two
+  where some blocks can be vectorized and others not) through its device table
+  (``tables.Layout``, made once per layout; the gradients' addresses refreshed on the device
+  when they move).
+- The hyperparameters come as one float32 device tensor (``tables.Scalars``, written in place:
+  nothing made per step, nothing read on the host).
 """
 
 from __future__ import annotations
@@ -17,11 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
-__all__ = ["BLOCK", "OPTIONS", "block_table", "complement", "device_scalars", "launch",
-           "product", "units"]
+__all__ = ["BLOCK", "OPTIONS", "complement", "launch", "parts", "product", "units"]
 
 #: Elements per program.
 BLOCK = 1024
@@ -38,12 +35,6 @@ OPTIONS = {"enable_fp_fusion": False}
 #: model) is launched as its first ``n - n % ALIGN`` elements and then its last few.
 ALIGN = 16
 SPLIT_AT = 1 << 20
-_CACHE: dict[tuple, torch.Tensor] = {}
-_CACHE_LIMIT = 256
-#: Block tables (``block_table``), fewer: one is 16 bytes per block of a model's gradients, and
-#: gradients reallocated every step (``zero_grad(set_to_none=True)``) may move.
-_TABLES: dict[tuple, torch.Tensor] = {}
-_TABLES_LIMIT = 8
 
 
 def complement(x: Any) -> Any:
@@ -59,89 +50,9 @@ def product(*xs: Any) -> Any:
     return out
 
 
-def device_scalars(values: Sequence[Any], device: torch.device) -> torch.Tensor:
-    """``values`` (Python numbers or 0-dim tensors) as one 1-D float32 tensor on ``device``;
-    nothing is read on the host."""
-    if not any(isinstance(v, torch.Tensor) for v in values):
-        key = (device, tuple(float(v) for v in values))
-        return _cached(_CACHE, _CACHE_LIMIT, key,
-                       lambda: torch.tensor(key[1], dtype=torch.float32), device)
-    return torch.cat([
-        v.detach().to(device=device, dtype=torch.float32).reshape(1)
-        if isinstance(v, torch.Tensor)
-        else torch.full((1,), float(v), dtype=torch.float32, device=device) for v in values])
-
-
-def _cached(cache: dict[tuple, torch.Tensor], limit: int, key: tuple,
-            make: Callable[[], torch.Tensor], device: torch.device) -> torch.Tensor:
-    """The device copy of the host tensor ``make()``, made once per ``key`` in ``cache`` (at
-    most ``limit`` entries): staged in pinned memory and copied without blocking (a pageable
-    copy would wait for the device), and never written again (so a copy still in flight, or a
-    captured graph, reads what it was given). Made during a CUDA graph capture it cannot be
-    (a copy from the host is not capturable): a ``RuntimeError`` says to step once first."""
-    found = cache.get(key)
-    if found is None:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError(
-                "trainop's Triton kernels met new constants during a CUDA graph capture (a "
-                "Python-number hyperparameter whose value changed, or a new tensor layout); "
-                "they are copied to the device once, which a capture cannot record. Run the "
-                "same step once before capturing (torch's warm-up), and give values that "
-                "change between replays (a learning rate schedule) as device tensors")
-        if len(cache) >= limit:
-            cache.clear()
-        staged = make()
-        if device.type == "cuda":
-            staged = staged.pin_memory()
-        found = cache[key] = staged.to(device, non_blocking=True)
-    return found
-
-
-def block_table(tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """The blocks of ``tensors`` (contiguous, one dtype and device), ``BLOCK`` elements each
-    and none crossing a tensor's end: ``(table, first, blocks)`` with ``table`` the int64
-    pairs (start address, element count) of every block and ``first`` the int64 index of each
-    tensor's first block (one more entry: ``blocks``), both on the tensors' device. Built from
-    the addresses and sizes alone (nothing read on the device), once per layout."""
-    device = tensors[0].device
-    layout = tuple((t.data_ptr(), t.numel()) for t in tensors)
-    key = ("blocks", device, tensors[0].element_size(), layout)
-
-    def make() -> torch.Tensor:
-        counts = np.array([n for _, n in layout], dtype=np.int64)
-        per = (counts + BLOCK - 1) // BLOCK
-        first = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
-        owner = np.repeat(np.arange(len(layout)), per)
-        start = (np.arange(int(first[-1]), dtype=np.int64) - first[owner]) * BLOCK
-        base = np.array([a for a, _ in layout], dtype=np.uint64).view(np.int64)
-        table = np.stack([base[owner] + start * key[2],
-                          np.minimum(counts[owner] - start, BLOCK)], axis=1)
-        return torch.from_numpy(np.concatenate([table.reshape(-1), first]))
-
-    both = _cached(_TABLES, _TABLES_LIMIT, key, make, device)
-    blocks = (both.numel() - len(layout) - 1) // 2
-    return both[:2 * blocks], both[2 * blocks:], blocks
-
-
-def _span(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
-    """One 1-D view over ``tensors`` where they lie back to back in one storage, else None."""
-    first = tensors[0]
-    storage = first.untyped_storage().data_ptr()
-    end = first.data_ptr()
-    for t in tensors:
-        if t.data_ptr() != end or t.untyped_storage().data_ptr() != storage:
-            return None
-        end += t.numel() * t.element_size()
-    total = sum(t.numel() for t in tensors)
-    return first.new_empty(0).set_(first.untyped_storage(), first.storage_offset(), (total,))
-
-
 def units(lists: Sequence[Sequence[torch.Tensor]]) -> list[list[torch.Tensor]]:
-    """The launch units of a call: one unit (a tensor of each list) per launch."""
-    if len(lists[0]) > 1:
-        spans = [_span(tensors) for tensors in lists]
-        if all(s is not None for s in spans):
-            return [spans] if spans[0].numel() else []
+    """The launch units of a call of one tensor per list: that tensor of each list, 1-D (none
+    where it is empty)."""
     return [[t.reshape(-1) for t in unit] for unit in zip(*lists, strict=True)
             if unit[0].numel()]
 
@@ -158,42 +69,57 @@ def parts(unit: Sequence[torch.Tensor]) -> list[list[torch.Tensor]]:
     return [[t[:head] for t in unit], [t[head:] for t in unit]]
 
 
-def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], h: torch.Tensor,
-           multiplier: torch.Tensor | None, found_inf: torch.Tensor | None,
+def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], layout: Any,
+           h: torch.Tensor, multiplier: torch.Tensor | None, found_inf: torch.Tensor | None,
            **constexprs: Any) -> None:
-    """``kernel`` over every unit of ``lists``: arguments the unit's tensors, ``h``, the
-    multiplier, the skip flag, the element count, the row arguments (unused), then the
-    constexprs. With ``rows`` (a sparse gradient's distinct rows, int64, and their values as
-    ``lists[1]``'s one tensor) one launch over the rows' elements of the tables ``lists[0]``,
-    ``lists[2:]`` (one each). With ``where`` (an every-row rule: int64 per row of the
-    tables, the row's place among the gradient's rows ``lists[1]``, or -1) one launch over
-    every element of the tables, the row arguments ``where`` and the row width. ``half``:
-    the variables' float16/bfloat16 model copies, written in the same pass (a list as long
-    as ``lists[0]``), or None."""
+    """``kernel`` over ``lists``: arguments the tensors (or, with ``TABLE``, each list's first
+    tensor and ``layout``'s table), ``h``, the multiplier, the skip flag, the element count
+    (the tensor count), the row arguments (the table), then the constexprs. One tensor per
+    list: a launch over its elements (``units``, ``parts``); more: one launch over the blocks
+    of all of them (``layout``, a ``tables.Layout`` whose gradients the caller refreshed this
+    step), two where only some blocks can be vectorized. With ``rows`` (a sparse gradient's
+    distinct rows, int64, and their values as ``lists[1]``'s one tensor) one launch over the
+    rows' elements of the tables ``lists[0]``, ``lists[2:]`` (one each). With ``where`` (an
+    every-row rule: int64 per row of the tables, the row's place among the gradient's rows
+    ``lists[1]``, or -1) one launch over every element of the tables, the row arguments
+    ``where`` and the row width. ``half``: the variables' float16/bfloat16 model copies,
+    written in the same pass (a list as long as ``lists[0]``), or None."""
     rows = constexprs.pop("rows", None)
     where = constexprs.pop("where", None)
     half = constexprs.pop("half", None)
+    every = [*lists, lists[0] if half is None else half]  # no copy: the variable stands in
+    mult = h if multiplier is None else multiplier
+    inf = h if found_inf is None else found_inf
+    flags = {"HAS_MULT": multiplier is not None, "HAS_INF": found_inf is not None,
+             "BLOCK": BLOCK, "HALF": half is not None, **constexprs, **OPTIONS}
     if where is not None:  # every element of the tables, the gradient's rows gathered
-        var = lists[0][0]
-        n = var.numel()
-        found = [[t[0] for t in lists] + [var if half is None else half[0]]] if n else []
-        args = (where, n // where.numel() if where.numel() else 1)
-    elif rows is not None:
-        values = lists[1][0]
-        n = values.numel()
-        width = n // rows.numel() if rows.numel() else 1
-        found = [[t[0] for t in lists] + [lists[0][0] if half is None else half[0]]] if n else []
-        args: tuple = (rows, width)
-    else:
-        found = units(lists if half is None else [*lists, half])
-        if half is None:
-            found = [[*unit, unit[0]] for unit in found]  # no copy: the variable stands in
-        found = [part for unit in found for part in parts(unit)]
-        args = (h, 1)
-    for unit in found:
-        n = unit[0 if where is not None else 1].numel()
-        kernel[((n + BLOCK - 1) // BLOCK,)](
-            *unit, h, h if multiplier is None else multiplier,
-            h if found_inf is None else found_inf, n, *args,
-            HAS_MULT=multiplier is not None, HAS_INF=found_inf is not None, BLOCK=BLOCK,
-            ROWS=rows is not None, HALF=half is not None, **constexprs, **OPTIONS)
+        n = every[0][0].numel()
+        if n:
+            kernel[((n + BLOCK - 1) // BLOCK,)](
+                *[t[0] for t in every], h, mult, inf, n, where,
+                n // where.numel() if where.numel() else 1, ROWS=False, **flags)
+        return
+    if rows is not None:
+        n = every[1][0].numel()
+        if n:
+            kernel[((n + BLOCK - 1) // BLOCK,)](
+                *[t[0] for t in every], h, mult, inf, n, rows,
+                n // rows.numel() if rows.numel() else 1, ROWS=True, TABLE=False,
+                ALIGNED=False, **flags)
+        return
+    if len(every[0]) == 1:
+        for part in (p for unit in units(every) for p in parts(unit)):
+            n = part[0].numel()
+            kernel[((n + BLOCK - 1) // BLOCK,)](*part, h, mult, inf, n, h, 1, ROWS=False,
+                                               TABLE=False, ALIGNED=False, **flags)
+        return
+    layout.build()
+    firsts = [t[0] for t in every]
+    args = (h, mult, inf, layout.tensors, layout.table)
+    rest, count = layout.block_table, layout.blocks
+    if layout.moving_aligned and layout.aligned_blocks:
+        kernel[(layout.aligned_blocks,)](*firsts, *args, layout.block_table, ROWS=False,
+                                         TABLE=True, ALIGNED=True, **flags)
+        rest, count = layout.rest_table, layout.blocks - layout.aligned_blocks
+    if count:
+        kernel[(count,)](*firsts, *args, rest, ROWS=False, TABLE=True, ALIGNED=False, **flags)

@@ -13,8 +13,8 @@ import triton
 import triton.language as tl
 
 from trainop.kernels.triton import interpreted
-from trainop.kernels.triton._common import hyper, prologue, put
-from trainop.kernels.triton.launch import device_scalars, launch
+from trainop.kernels.triton._common import hyper, prologue, put, tensor
+from trainop.kernels.triton.launch import launch
 
 __all__ = ["RULES"]
 
@@ -25,8 +25,13 @@ INTERPRETED = interpreted()
 @triton.jit
 def _momentum(var, grad, accum, half, h, mult, inf, n, idx, width,
               HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
-              BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
-    mask, at, g = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS)
+              BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr,
+              TABLE: tl.constexpr, ALIGNED: tl.constexpr):
+    mask, at, g, t = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS,
+                              TABLE, ALIGNED)
+    var = tensor(var, 0, t, idx, n, TABLE, ALIGNED)
+    accum = tensor(accum, 2, t, idx, n, TABLE, ALIGNED)
+    half = tensor(half, 3, t, idx, n, TABLE, ALIGNED)
     lr, momentum = hyper(h, 0), hyper(h, 1)
     nesterov, wd = hyper(h, 2), hyper(h, 3)
     v = tl.load(var + at, mask=mask)
@@ -37,8 +42,8 @@ def _momentum(var, grad, accum, half, h, mult, inf, n, idx, width,
     put(var, half, at, out, mask, HALF)
 
 
-def momentum(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
-    launch(_momentum, lists, device_scalars(values, lists[0][0].device), multiplier, found_inf,
+def momentum(lists, values, multiplier, found_inf, layout, rows=None, half=None) -> None:
+    launch(_momentum, lists, layout, layout.scalars(values), multiplier, found_inf,
            rows=rows, half=half)
 
 

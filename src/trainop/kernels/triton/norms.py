@@ -3,90 +3,140 @@ from them, the non-finite flag: a norm is finite exactly when every element is) 
 layer norms. Each block sums the squares of ``float32(g * mult)`` in float64 (as the C kernels);
 the blocks' partial sums are added on the device in a fixed order.
 
-``l2_norms`` reads a whole list in one launch: every block of every tensor is a row of a table
-of (address, element count) (``launch.block_table``), so a flat buffer and a list of separate
-tensors alike take one pass over the gradients, then one small launch adds each tensor's
-partial sums (in block order) and takes the square root. float16/bfloat16 tensors are read as
-they are (each element widened to float32, exactly).
+A whole list is read in one launch (two where only some blocks can be vectorized): every block
+of every tensor is a record of the list's device table (``tables.Layout``), so a flat buffer
+and a list of separate tensors alike take one pass over the gradients. The partial sums are
+then added in two parallel levels: one program per run of at most ``BLOCK`` consecutive
+partial sums of a tensor, then one program per tensor adding its runs' sums in order (one run
+for a tensor below a million elements; 256 for a quarter-billion). float16/bfloat16 tensors
+are read as they are (each element widened to float32, exactly).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import methodcaller
 
 import torch
 import triton
 import triton.language as tl
 
+from trainop.kernels.native._binding import pointers
 from trainop.kernels.triton import interpreted
-from trainop.kernels.triton._common import total
-from trainop.kernels.triton.launch import BLOCK, OPTIONS, block_table
+from trainop.kernels.triton._common import tensor, total
+from trainop.kernels.triton.launch import BLOCK, OPTIONS
+from trainop.kernels.triton.tables import Layout, cached
 
-__all__ = ["l2_norms", "square_partials"]
+__all__ = ["l2_norms", "run_sums", "square_sums"]
 
 #: Whether this module's kernels were decorated for Triton's interpreter.
 INTERPRETED = interpreted()
+_NUMEL = methodcaller("numel")
 
 
 @triton.jit
-def _square_partials(grad, out, mult, n, HAS_MULT: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    g = tl.load(grad + offs, mask=offs < n, other=0.0).to(tl.float32)
+def _block_squares(like, mult, idx, count, blocks, out, K: tl.constexpr,
+                   HAS_MULT: tl.constexpr, BLOCK: tl.constexpr, ALIGNED: tl.constexpr):
+    """Block record ``b``: the float64 sum of the squares of ``float32(g * mult)`` over its
+    elements of list ``K``'s tensor (read in ``like``'s dtype, widened to float32 as the C
+    kernels read them), stored at the block's partial index."""
+    b = tl.program_id(0).to(tl.int64) * 4
+    t = tl.load(blocks + b)
+    start = tl.load(blocks + b + 1)
+    stop = tl.load(blocks + b + 2)
+    if ALIGNED:
+        start = tl.multiple_of(start, 16)
+        stop = tl.multiple_of(stop, 16)
+    grad = tensor(like, K, t, idx, count, True, ALIGNED)
+    offs = start + tl.arange(0, BLOCK)
+    g = tl.load(grad + offs, mask=offs < stop, other=0.0).to(tl.float32)
     if HAS_MULT:
         g = g * tl.load(mult).to(tl.float32)
     g64 = g.to(tl.float64)
-    tl.store(out + tl.program_id(0), total(g64 * g64))
-
-
-def square_partials(tensor: torch.Tensor, multiplier: torch.Tensor | None = None
-                    ) -> torch.Tensor:
-    """The per-block float64 sums of squares of ``float32(tensor * multiplier)`` (one element
-    for an empty tensor: 0)."""
-    flat = tensor.reshape(-1)
-    n = flat.numel()
-    blocks = max((n + BLOCK - 1) // BLOCK, 1)
-    out = torch.zeros(blocks, dtype=torch.float64, device=tensor.device)
-    if n:
-        _square_partials[(blocks,)](flat, out, out if multiplier is None else multiplier, n,
-                                    HAS_MULT=multiplier is not None, BLOCK=BLOCK, **OPTIONS)
-    return out
+    tl.store(out + tl.load(blocks + b + 3), total(g64 * g64))
 
 
 @triton.jit
-def _block_squares(table, out, like, BLOCK: tl.constexpr):
-    """Block ``b`` of the table: the float64 sum of the squares of its elements (read in
-    ``like``'s dtype, widened to float32 as the C kernels read them)."""
-    b = tl.program_id(0).to(tl.int64)
-    start = tl.load(table + 2 * b).to(tl.pointer_type(like.dtype.element_ty))
-    count = tl.load(table + 2 * b + 1)
-    offs = tl.arange(0, BLOCK)
-    g = tl.load(start + offs, mask=offs < count, other=0.0).to(tl.float32).to(tl.float64)
-    tl.store(out + b, total(g * g))
+def _run_sums(partials, runs, out, BLOCK: tl.constexpr):
+    """Run ``r`` (at most ``BLOCK`` consecutive partial sums of one tensor): their sum."""
+    r = tl.program_id(0).to(tl.int64)
+    lo = tl.load(runs + 2 * r)
+    hi = tl.load(runs + 2 * r + 1)
+    offs = lo + tl.arange(0, BLOCK)
+    tl.store(out + r, total(tl.load(partials + offs, mask=offs < hi, other=0.0)))
 
 
 @triton.jit
-def _tensor_norms(partials, first, out, BLOCK: tl.constexpr):
-    """Tensor ``t``: its blocks' partial sums added in block order (``BLOCK`` at a time), the
-    float64 square root, rounded to float32."""
+def _tensor_sums(sums, first, out, SQRT: tl.constexpr):
+    """Tensor ``t``: its runs' sums added in order; with ``SQRT`` the float64 square root
+    rounded to float32 (the norm), else the float64 sum."""
     t = tl.program_id(0)
     lo = tl.load(first + t)
     hi = tl.load(first + t + 1)
     acc = lo.to(tl.float64) * 0.0
-    for s in range(lo, hi, BLOCK):
-        offs = s + tl.arange(0, BLOCK)
-        acc += total(tl.load(partials + offs, mask=offs < hi, other=0.0))
-    tl.store(out + t, tl.sqrt(acc).to(tl.float32))
+    for r in range(lo, hi):
+        acc += tl.load(sums + r)
+    if SQRT:
+        tl.store(out + t, tl.sqrt(acc).to(tl.float32))
+    else:
+        tl.store(out + t, acc)
+
+
+def run_sums(layout: Layout, like: torch.Tensor, k: int,
+             multiplier: torch.Tensor | None) -> torch.Tensor:
+    """The float64 sums of squares of ``float32(g * multiplier)`` of every run of list ``k``'s
+    tensors of ``layout`` (its addresses on the device this step; ``like`` one of them),
+    in ``layout``'s work space: per tensor ``t`` the runs ``run_first[t]:run_first[t+1]``."""
+    layout.build()
+    partials, sums = layout.work_space()
+    flags = {"K": k, "HAS_MULT": multiplier is not None, "BLOCK": BLOCK, **OPTIONS}
+    args = (like, partials if multiplier is None else multiplier, layout.table,
+            layout.tensors)
+    rest, count = layout.block_table, layout.blocks
+    if layout.moving_aligned and layout.aligned_blocks:
+        _block_squares[(layout.aligned_blocks,)](*args, layout.block_table, partials,
+                                                 ALIGNED=True, **flags)
+        rest, count = layout.rest_table, layout.blocks - layout.aligned_blocks
+    if count:
+        _block_squares[(count,)](*args, rest, partials, ALIGNED=False, **flags)
+    if layout.runs:
+        _run_sums[(layout.runs,)](partials, layout.run_table, sums, BLOCK=BLOCK, **OPTIONS)
+    return sums
+
+
+def _read_layout(tensors: Sequence[torch.Tensor], at: object) -> Layout:
+    """The read pass's layout of ``tensors`` (by device, dtype and sizes: another list of the
+    same sizes shares it), their addresses ``at`` on the device this step."""
+    first = tensors[0]
+    key = ("reads", first.device, first.dtype, tuple(map(_NUMEL, tensors)))
+    layout = cached(key, lambda: Layout([tensors], first.device, moving=0))
+    layout.refresh(tensors, at)
+    return layout
+
+
+def _sums(tensors: Sequence[torch.Tensor], multiplier: torch.Tensor | None, *,
+          sqrt: bool) -> torch.Tensor:
+    at = pointers([tensors])
+    if at is None:  # (the caller made them contiguous)
+        raise ValueError("trainop's triton read pass: the tensors must be contiguous")
+    layout = _read_layout(tensors, at)
+    first = tensors[0]
+    out = torch.zeros(len(tensors), dtype=torch.float32 if sqrt else torch.float64,
+                      device=first.device)
+    sums = run_sums(layout, first, 0, multiplier)
+    _tensor_sums[(len(tensors),)](sums, layout.run_first, out, SQRT=sqrt, **OPTIONS)
+    return out
 
 
 def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     """The L2 norm of each tensor (contiguous, one float dtype and device; squares summed in
-    float64), a 1-D float32 tensor on their device: two launches for the whole list, nothing
-    read on the host."""
-    device = tensors[0].device
-    table, first, blocks = block_table(tensors)
-    out = torch.zeros(len(tensors), dtype=torch.float32, device=device)
-    if blocks:
-        partials = torch.empty(blocks, dtype=torch.float64, device=device)
-        _block_squares[(blocks,)](table, partials, tensors[0], BLOCK=BLOCK, **OPTIONS)
-        _tensor_norms[(len(tensors),)](partials, first, out, BLOCK=BLOCK, **OPTIONS)
-    return out
+    float64), a 1-D float32 tensor on their device: three or four launches for the whole
+    list, nothing read on the host."""
+    return _sums(tensors, None, sqrt=True)
+
+
+def square_sums(tensors: Sequence[torch.Tensor],
+                multiplier: torch.Tensor | None = None) -> torch.Tensor:
+    """Per tensor (contiguous float32, one device) the float64 sum of the squares of
+    ``float32(t * multiplier)``, a 1-D float64 tensor on their device."""
+    return _sums(tensors, multiplier, sqrt=False)

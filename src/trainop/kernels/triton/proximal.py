@@ -14,8 +14,8 @@ import triton
 import triton.language as tl
 
 from trainop.kernels.triton import interpreted
-from trainop.kernels.triton._common import hyper, prologue, put, sign
-from trainop.kernels.triton.launch import device_scalars, launch, product
+from trainop.kernels.triton._common import hyper, prologue, put, sign, tensor
+from trainop.kernels.triton.launch import launch, product
 
 __all__ = ["RULES"]
 
@@ -34,8 +34,12 @@ def _proximal(v, g, s, s_l1, s_l2_plus_one, l1):
 @triton.jit
 def _proximal_gd(var, grad, half, h, mult, inf, n, idx, width,
                  HAS_MULT: tl.constexpr, HAS_INF: tl.constexpr,
-                 BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr):
-    mask, at, g = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS)
+                 BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr,
+                 TABLE: tl.constexpr, ALIGNED: tl.constexpr):
+    mask, at, g, t = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS,
+                              TABLE, ALIGNED)
+    var = tensor(var, 0, t, idx, n, TABLE, ALIGNED)
+    half = tensor(half, 2, t, idx, n, TABLE, ALIGNED)
     v = tl.load(var + at, mask=mask)
     out = _proximal(v, g, hyper(h, 0), hyper(h, 1), hyper(h, 2), hyper(h, 3))
     put(var, half, at, out, mask, HALF)
@@ -44,8 +48,13 @@ def _proximal_gd(var, grad, half, h, mult, inf, n, idx, width,
 @triton.jit
 def _proximal_adagrad(var, grad, accum, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
                       HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr,
-                      HALF: tl.constexpr):
-    mask, at, g = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS)
+                      HALF: tl.constexpr,
+                      TABLE: tl.constexpr, ALIGNED: tl.constexpr):
+    mask, at, g, t = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS,
+                              TABLE, ALIGNED)
+    var = tensor(var, 0, t, idx, n, TABLE, ALIGNED)
+    accum = tensor(accum, 2, t, idx, n, TABLE, ALIGNED)
+    half = tensor(half, 3, t, idx, n, TABLE, ALIGNED)
     lr, l1, l2 = hyper(h, 0), hyper(h, 1), hyper(h, 2)
     a = tl.load(accum + at, mask=mask) + g * g
     tl.store(accum + at, a, mask=mask)
@@ -54,14 +63,14 @@ def _proximal_adagrad(var, grad, accum, half, h, mult, inf, n, idx, width, HAS_M
     put(var, half, at, _proximal(v, g, s, s * l1, s * l2 + 1.0, l1), mask, HALF)
 
 
-def proximal_gd(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
+def proximal_gd(lists, values, multiplier, found_inf, layout, rows=None, half=None) -> None:
     lr, l1, l2 = values
-    h = device_scalars([lr, product(lr, l1), product(lr, l2) + 1.0, l1], lists[0][0].device)
-    launch(_proximal_gd, lists, h, multiplier, found_inf, rows=rows, half=half)
+    h = layout.scalars([lr, product(lr, l1), product(lr, l2) + 1.0, l1])
+    launch(_proximal_gd, lists, layout, h, multiplier, found_inf, rows=rows, half=half)
 
 
-def proximal_adagrad(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
-    launch(_proximal_adagrad, lists, device_scalars(values, lists[0][0].device), multiplier,
+def proximal_adagrad(lists, values, multiplier, found_inf, layout, rows=None, half=None) -> None:
+    launch(_proximal_adagrad, lists, layout, layout.scalars(values), multiplier,
            found_inf, rows=rows, half=half)
 
 

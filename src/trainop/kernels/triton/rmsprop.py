@@ -17,8 +17,8 @@ import triton
 import triton.language as tl
 
 from trainop.kernels.triton import interpreted
-from trainop.kernels.triton._common import hyper, prologue, put
-from trainop.kernels.triton.launch import complement, device_scalars, launch
+from trainop.kernels.triton._common import hyper, prologue, put, tensor
+from trainop.kernels.triton.launch import complement, launch
 
 __all__ = ["RULES"]
 
@@ -29,8 +29,19 @@ INTERPRETED = interpreted()
 @triton.jit
 def _rmsprop(var, grad, ms, mg, mom, half, h, mult, inf, n, idx, width, HAS_MULT: tl.constexpr,
              HAS_INF: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HALF: tl.constexpr,
+             TABLE: tl.constexpr, ALIGNED: tl.constexpr,
              CENTERED: tl.constexpr, BLEND: tl.constexpr):
-    mask, at, g = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS)
+    mask, at, g, t = prologue(grad, mult, n, inf, idx, width, HAS_MULT, HAS_INF, BLOCK, ROWS,
+                              TABLE, ALIGNED)
+    var = tensor(var, 0, t, idx, n, TABLE, ALIGNED)
+    ms = tensor(ms, 2, t, idx, n, TABLE, ALIGNED)
+    if CENTERED:  # the table lists the rule's own lists: mg only where it is one
+        mg = tensor(mg, 3, t, idx, n, TABLE, ALIGNED)
+        mom = tensor(mom, 4, t, idx, n, TABLE, ALIGNED)
+        half = tensor(half, 5, t, idx, n, TABLE, ALIGNED)
+    else:
+        mom = tensor(mom, 3, t, idx, n, TABLE, ALIGNED)
+        half = tensor(half, 4, t, idx, n, TABLE, ALIGNED)
     lr, momentum, eps = hyper(h, 0), hyper(h, 1), hyper(h, 2)
     one_minus_decay, decay = hyper(h, 3), hyper(h, 4)
     s0 = tl.load(ms + at, mask=mask)
@@ -56,21 +67,21 @@ def _rmsprop(var, grad, ms, mg, mom, half, h, mult, inf, n, idx, width, HAS_MULT
     put(var, half, at, x - m, mask, HALF)
 
 
-def _run(lists, values, multiplier, found_inf, centered: bool, blend: bool, rows=None,
+def _run(lists, values, multiplier, found_inf, layout, centered: bool, blend: bool, rows=None,
          half=None) -> None:
     lr, decay, momentum, eps = values
-    h = device_scalars([lr, momentum, eps, complement(decay), decay], lists[0][0].device)
+    h = layout.scalars([lr, momentum, eps, complement(decay), decay])
     if centered:
         var, grad, ms, mg, mom = lists
     else:
         (var, grad, ms, mom), mg = lists, lists[2]  # mg unused: any tensor of the unit's size
-    launch(_rmsprop, [var, grad, ms, mg, mom], h, multiplier, found_inf, CENTERED=centered,
+    launch(_rmsprop, [var, grad, ms, mg, mom], layout, h, multiplier, found_inf, CENTERED=centered,
            BLEND=blend, rows=rows, half=half)
 
 
 def _rule(centered: bool, blend: bool):
-    def rule(lists, values, multiplier, found_inf, rows=None, half=None) -> None:
-        _run(lists, values, multiplier, found_inf, centered, blend, rows, half)
+    def rule(lists, values, multiplier, found_inf, layout, rows=None, half=None) -> None:
+        _run(lists, values, multiplier, found_inf, layout, centered, blend, rows, half)
     return rule
 
 
