@@ -44,8 +44,36 @@ __all__ = ["Gradients"]
 
 _F32 = torch.float32
 _GRAD, _LAYOUT, _SHAPE = attrgetter("grad"), attrgetter("layout"), attrgetter("shape")
-#: Parameter records (``metadata``'s ``record``) -> whether all are float32 on one device.
-_UNIFORM_PARAMS: dict[bytes, bool] = {}
+#: Parameter count -> the last record (``metadata``'s ``record``) of so many parameters and
+#: whether they are all float32 on one device.
+_RECORDS: dict[int, tuple[np.ndarray, bool]] = {}
+
+
+def _read_gradients(reader: Any, params: list[torch.Tensor]) -> list[torch.Tensor] | None:
+    """The parameters' gradients where every one is present, dense and of its parameter's
+    dtype, shape and device, and the parameters all float32 on one device; else ``None``.
+    One C pass (``reader.gradients``) that also checks the parameters against a record of
+    what they are (dtype, device, shape): the last record made for as many parameters is
+    tried first, and a new one made only where it does not hold (a record that is not theirs
+    is refused by the pass itself, so reusing one can never accept a wrong gradient)."""
+    reads = np.empty(3 * len(params), dtype=np.int64)
+    last = _RECORDS.get(len(params))
+    if last is not None and last[1]:
+        found = reader.gradients(params, last[0].ctypes.data, len(last[0]), PLAIN_TYPES,
+                                 reads.ctypes.data)
+        if found:
+            return found[0]
+    record = np.asarray(reader.record(params), dtype=np.int64)
+    if last is not None and np.array_equal(record, last[0]):
+        return None  # the same parameters: a gradient is what differs
+    uniform = (bool(params) and set(map(_DTYPE, params)) == {_F32}
+               and len(set(map(_DEVICE, params))) == 1)
+    if len(_RECORDS) >= 16:
+        _RECORDS.clear()  # (records of parameters' kinds: nothing else holds them)
+    _RECORDS[len(params)] = record, uniform
+    found = uniform and reader.gradients(params, record.ctypes.data, len(record), PLAIN_TYPES,
+                                         reads.ctypes.data)
+    return found[0] if found else None
 _DTYPE, _DEVICE = attrgetter("dtype"), attrgetter("device")
 
 
@@ -161,9 +189,18 @@ class Gradients(Sequence):
 
     def _init(self, pairs: list[tuple[torch.Tensor | None, torch.Tensor]],
               loss_scale: torch.Tensor | None) -> None:
-        self._grads: list[torch.Tensor | None] = [g for g, _ in pairs]
-        self._vars: list[torch.Tensor] = [v for _, v in pairs]
-        self._present = [i for i, g in enumerate(self._grads) if g is not None]
+        grads = [g for g, _ in pairs]
+        self._init_lists(grads, [v for _, v in pairs], loss_scale,
+                         present=[i for i, g in enumerate(grads) if g is not None])
+
+    def _init_lists(self, grads: list[torch.Tensor | None], variables: list[torch.Tensor],
+                    loss_scale: torch.Tensor | None, *, present: list[int] | None = None
+                    ) -> None:
+        """The batch of ``grads`` paired with ``variables`` (``present``: the positions of
+        the gradients that are not ``None``; default: every one)."""
+        self._grads: list[torch.Tensor | None] = grads
+        self._vars: list[torch.Tensor] = variables
+        self._present = list(range(len(grads))) if present is None else present
         if self._present:
             self.device = self._grads[self._present[0]].device
         else:
@@ -236,21 +273,9 @@ class Gradients(Sequence):
         ``map`` passes."""
         reader = metadata.load()
         if reader is not None and PLAIN.issuperset(map(type, params)):
-            record = np.asarray(reader.record(params), dtype=np.int64)
-            key = record.tobytes()
-            uniform = _UNIFORM_PARAMS.get(key)
-            if uniform is None:
-                uniform = (bool(params) and set(map(_DTYPE, params)) == {_F32}
-                           and len(set(map(_DEVICE, params))) == 1)
-                if len(_UNIFORM_PARAMS) >= 16:
-                    _UNIFORM_PARAMS.clear()  # (a dict of booleans: nothing else holds them)
-                _UNIFORM_PARAMS[key] = uniform
-            reads = np.empty(3 * len(params), dtype=np.int64)
-            found = uniform and reader.gradients(params, record.ctypes.data, len(record),
-                                                 PLAIN_TYPES, reads.ctypes.data)
-            if not found:
+            grads = _read_gradients(reader, params)
+            if grads is None:
                 return None
-            grads = found[0]
         else:
             try:
                 grads = list(map(_GRAD, params))
@@ -265,7 +290,7 @@ class Gradients(Sequence):
                     or list(map(_SHAPE, grads)) != list(map(_SHAPE, params))):
                 return None
         batch = cls.__new__(cls)
-        batch._init(list(zip(grads, params, strict=True)), loss_scale)
+        batch._init_lists(grads, list(params), loss_scale)
         batch._uniform = True
         return batch
 

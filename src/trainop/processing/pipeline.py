@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import Any
 
 import torch
@@ -306,7 +307,7 @@ class GradientPipeline:
         carry."""
         if self._hooks is not None:
             return self._hooks._batch_from_grads()
-        params = [p for g in self._optimizer.param_groups for p in g["params"]]
+        params = list(chain.from_iterable(g["params"] for g in self._optimizer.param_groups))
         scaler = self.loss_scaler
         return Gradients.from_grads(params,
                                     loss_scale=None if scaler is None else scaler.loss_scale)

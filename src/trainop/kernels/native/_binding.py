@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from trainop.kernels.boundary import PLAIN_TYPES
 from trainop.kernels.native import metadata
 from trainop.kernels.native.build import load, unavailable_reason
 
@@ -46,6 +47,33 @@ def pointers(lists: Sequence[Sequence[torch.Tensor]]) -> np.ndarray | None:
     if not all(map(_is_contiguous, flat)):
         return None
     return np.fromiter(map(_data_ptr, flat), dtype=np.uint64, count=len(flat))
+
+
+def reads_in_c() -> bool:
+    """Whether the metadata reader is built (the bulk reads run in C)."""
+    return metadata.load() is not None
+
+
+#: torch device type -> c10's DeviceType number (the devices ``plain_on`` reads).
+_DEVICE_TYPES = {"cpu": 0, "cuda": 1}
+
+
+def plain_on(lists: list[list[torch.Tensor]], dtypes: tuple[torch.dtype, ...],
+             device: torch.device) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where every tensor of every list is exactly a ``torch.Tensor`` or ``nn.Parameter``,
+    strided, contiguous, on ``device`` and of its list's dtype (one per list): their data
+    pointers (uint64) and element counts (int64), list after list, read in one C pass; else
+    ``None`` (also where the metadata reader is not built: the caller checks in Python)."""
+    reader = metadata.load()
+    kind = _DEVICE_TYPES.get(device.type)
+    if reader is None or kind is None:
+        return None
+    total = sum(map(len, lists))
+    out = np.empty(2 * total, dtype=np.uint64)
+    status = reader.plain(lists, PLAIN_TYPES, dtypes, out.ctypes.data,
+                          out.ctypes.data + 8 * total, False, kind,
+                          -1 if device.index is None else device.index)
+    return (out[:total], out[total:].view(np.int64)) if status == 0 else None
 
 
 def sizes(tensors: Sequence[torch.Tensor]) -> np.ndarray:

@@ -200,21 +200,65 @@ def _pointers(lists: Sequence[Sequence[torch.Tensor]]) -> Any:
     return importlib.import_module("trainop.kernels.native._binding").pointers(lists)
 
 
+def _binding() -> Any:
+    return importlib.import_module("trainop.kernels.native._binding")
+
+
 def _plain_gradients(layout: Any, grads: Sequence[torch.Tensor], dtype: torch.dtype) -> bool:
     """Whether this step's gradients pass the boundary as those of the layout's first step
     did: exact tensors, one dtype (the variables', or one half dtype for float32 variables),
     strided, on the device, each of its variable's element count (a few C-level passes;
     contiguity is checked with their addresses; a gradient of the right count in another
-    shape is the optimizer's to refuse, as the step plan does)."""
+    shape is the optimizer's to refuse, as the step plan does). Python's checks, where the
+    native metadata reader is not built."""
     dtypes = set(map(_DTYPE, grads))
     if len(dtypes) != 1:
         return False
     (found,) = dtypes
-    binding = importlib.import_module("trainop.kernels.native._binding")
     return ((found == dtype or (found in HALF_DTYPES and dtype == torch.float32))
             and is_plain(grads) and set(map(_DEVICE, grads)) == {layout.device}
             and set(map(_LAYOUT, grads)) == {torch.strided}
-            and bool((binding.sizes(grads) == layout.counts).all()))
+            and bool((_binding().sizes(grads) == layout.counts).all()))
+
+
+def _gradients_at(layout: Any, grads: Sequence[torch.Tensor], dtype: torch.dtype) -> Any:
+    """The gradients' data pointers (uint64) where they pass the boundary as those of the
+    layout's first step did (``_plain_gradients``), else ``None``: one C pass where the
+    native metadata reader is built."""
+    first = grads[0].dtype
+    if not (first == dtype or (first in HALF_DTYPES and dtype == torch.float32)):
+        return None
+    binding = _binding()
+    grads = grads if type(grads) is list else list(grads)
+    found = binding.plain_on([grads], (first,), layout.device)
+    if found is not None:
+        at, counts = found
+        return at if np.array_equal(counts, layout.counts) else None
+    if binding.reads_in_c():
+        return None  # (the reader refused one: the full boundary names it, or the safe path)
+    return _pointers([grads]) if _plain_gradients(layout, grads, dtype) else None
+
+
+def _update_key(rule: str, fixed: list[Sequence[torch.Tensor]], device: torch.device,
+                half: bool) -> tuple | None:
+    """The layout key of a dense call's lists but the gradients (``fixed``: variables, slots,
+    half copies): the rule, device, dtypes, every data pointer and element count; ``None``
+    where one is not a plain contiguous tensor of its list's first dtype on ``device`` (one
+    C pass where the metadata reader is built)."""
+    fixed = [t if type(t) is list else list(t) for t in fixed]
+    dtypes = tuple(t[0].dtype for t in fixed)
+    binding = _binding()
+    found = binding.plain_on(fixed, dtypes, device)
+    if found is not None:
+        at, counts = found
+    elif binding.reads_in_c() or not all(map(is_plain, fixed)):
+        return None
+    else:
+        at = _pointers(fixed)
+        if at is None:
+            return None
+        counts = np.fromiter((x.numel() for tensors in fixed for x in tensors), np.int64)
+    return ("update", rule, device, half, dtypes, at.tobytes(), counts.tobytes())
 
 
 def _layout(rule: str, lists: Sequence[Sequence[torch.Tensor]],
@@ -223,31 +267,29 @@ def _layout(rule: str, lists: Sequence[Sequence[torch.Tensor]],
     """The layout of a dense call (variables, gradients, slots, half copies), its gradients'
     addresses on the device this step; ``None`` where the caller takes its safe path. The
     boundary (``checked``) runs in full for a new layout or tensors that are not as the
-    layout's were; otherwise only the gradients are checked."""
+    layout's were; otherwise only the gradients are checked (one C pass each for the
+    gradients and for the rest, where the metadata reader is built)."""
     tables = _tables()
     variables, grads = every[0], every[1]
+    device = variables[0].device
     fixed = [variables, *every[2:]]
+    half = len(every) > len(lists)
     # the table lists what the kernels take: the half copies last, the variables standing in
-    listed = every if len(every) > len(lists) else [*every, variables]
-    fixed_at = _pointers(fixed) if all(map(is_plain, fixed)) else None
+    listed = every if half else [*every, variables]
+    key = _update_key(rule, fixed, device, half)
     layout = grads_at = None
-    if fixed_at is not None:
-        key = ("update", rule, variables[0].device, len(every) > len(lists),
-               tuple(t[0].dtype for t in fixed), fixed_at.tobytes(),
-               tuple(map(_NUMEL, variables)))
+    if key is not None:
         layout = tables.layouts().get(key)
-        if layout is not None and _plain_gradients(layout, grads, variables[0].dtype):
-            grads_at = _pointers([grads])
+        if layout is not None:
+            grads_at = _gradients_at(layout, grads, variables[0].dtype)
     if grads_at is None:
         if not checked(every, dtype=variables[0].dtype, list_dtypes=list_dtypes,
                        scalar_lists=scalar, rule=rule):
             return None
-        key = ("update", rule, variables[0].device, len(every) > len(lists),
-               tuple(t[0].dtype for t in fixed), _pointers(fixed).tobytes(),
-               tuple(map(_NUMEL, variables)))
+        key = key or _update_key(rule, fixed, device, half)
         grads_at = _pointers([grads])
     layout = tables.cached(key, lambda: tables.Layout(
-        listed, variables[0].device, moving=1, scalar_lists=scalar,
+        listed, device, moving=1, scalar_lists=scalar,
         written=[k for k in range(len(every)) if k != 1]))
     return layout if layout.refresh(grads, grads_at) else None
 
@@ -376,13 +418,24 @@ def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
     if not tensors:
         return None
     first = tensors[0]
-    if not (first.dtype in (*DTYPES, *HALF_DTYPES) and supports(torch.float32, first.device)
-            and _alike(tensors)):
+    if not (first.dtype in (*DTYPES, *HALF_DTYPES) and supports(torch.float32, first.device)):
         return None
-    if not all(map(_CONTIGUOUS, tensors)):
-        tensors = [t.contiguous() for t in tensors]
+    found = _plain_list(tensors)
+    if found is None:
+        if not _alike(tensors):
+            return None
+        if not all(map(_CONTIGUOUS, tensors)):
+            tensors = [t.contiguous() for t in tensors]
     with _family("norms") as module:
-        return module.l2_norms(tensors)
+        return module.l2_norms(tensors, found)
+
+
+def _plain_list(tensors: Sequence[torch.Tensor]) -> tuple | None:
+    """The data pointers and element counts of ``tensors`` where each is an exact, strided,
+    contiguous tensor of the first's dtype and device (one C pass), else ``None``."""
+    first = tensors[0]
+    return _binding().plain_on([tensors if type(tensors) is list else list(tensors)],
+                               (first.dtype,), first.device)
 
 
 def _alike(tensors: Sequence[torch.Tensor]) -> bool:
@@ -404,8 +457,10 @@ def square_sums(tensors: Sequence[torch.Tensor],
     if not tensors:
         return None
     first = tensors[0]
-    if not (supports(first.dtype, first.device) and _alike(tensors)
-            and all(map(_CONTIGUOUS, tensors))):
+    if not supports(first.dtype, first.device):
+        return None
+    found = _plain_list(tensors)
+    if found is None and not (_alike(tensors) and all(map(_CONTIGUOUS, tensors))):
         return None
     with _family("norms") as module:
-        return module.square_sums(tensors, _on(multiplier, first.device))
+        return module.square_sums(tensors, _on(multiplier, first.device), found)

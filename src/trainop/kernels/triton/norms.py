@@ -15,13 +15,12 @@ are read as they are (each element widened to float32, exactly).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import methodcaller
 
 import torch
 import triton
 import triton.language as tl
 
-from trainop.kernels.native._binding import pointers
+from trainop.kernels.native._binding import plain_on, pointers, sizes
 from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import tensor, total
 from trainop.kernels.triton.launch import BLOCK, OPTIONS
@@ -31,7 +30,6 @@ __all__ = ["l2_norms", "run_sums", "square_sums"]
 
 #: Whether this module's kernels were decorated for Triton's interpreter.
 INTERPRETED = interpreted()
-_NUMEL = methodcaller("numel")
 
 
 @triton.jit
@@ -104,23 +102,28 @@ def run_sums(layout: Layout, like: torch.Tensor, k: int,
     return sums
 
 
-def _read_layout(tensors: Sequence[torch.Tensor], at: object) -> Layout:
+def _read_layout(tensors: Sequence[torch.Tensor], at: object, counts: object) -> Layout:
     """The read pass's layout of ``tensors`` (by device, dtype and sizes: another list of the
     same sizes shares it), their addresses ``at`` on the device this step."""
     first = tensors[0]
-    key = ("reads", first.device, first.dtype, tuple(map(_NUMEL, tensors)))
+    key = ("reads", first.device, first.dtype, counts.tobytes())
     layout = cached(key, lambda: Layout([tensors], first.device, moving=0))
     layout.refresh(tensors, at)
     return layout
 
 
 def _sums(tensors: Sequence[torch.Tensor], multiplier: torch.Tensor | None, *,
-          sqrt: bool) -> torch.Tensor:
-    at = pointers([tensors])
-    if at is None:  # (the caller made them contiguous)
-        raise ValueError("trainop's triton read pass: the tensors must be contiguous")
-    layout = _read_layout(tensors, at)
+          sqrt: bool, found: tuple | None) -> torch.Tensor:
     first = tensors[0]
+    if found is None:
+        found = plain_on([tensors if type(tensors) is list else list(tensors)],
+                         (first.dtype,), first.device)
+    if found is None:
+        at = pointers([tensors])
+        if at is None:  # (the caller made them contiguous)
+            raise ValueError("trainop's triton read pass: the tensors must be contiguous")
+        found = at, sizes(tensors)
+    layout = _read_layout(tensors, *found)
     out = torch.zeros(len(tensors), dtype=torch.float32 if sqrt else torch.float64,
                       device=first.device)
     sums = run_sums(layout, first, 0, multiplier)
@@ -128,15 +131,16 @@ def _sums(tensors: Sequence[torch.Tensor], multiplier: torch.Tensor | None, *,
     return out
 
 
-def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+def l2_norms(tensors: Sequence[torch.Tensor], found: tuple | None = None) -> torch.Tensor:
     """The L2 norm of each tensor (contiguous, one float dtype and device; squares summed in
     float64), a 1-D float32 tensor on their device: three or four launches for the whole
-    list, nothing read on the host."""
-    return _sums(tensors, None, sqrt=True)
+    list, nothing read on the host. ``found``: their data pointers and element counts, where
+    the caller read them (``plain_on``)."""
+    return _sums(tensors, None, sqrt=True, found=found)
 
 
-def square_sums(tensors: Sequence[torch.Tensor],
-                multiplier: torch.Tensor | None = None) -> torch.Tensor:
+def square_sums(tensors: Sequence[torch.Tensor], multiplier: torch.Tensor | None = None,
+                found: tuple | None = None) -> torch.Tensor:
     """Per tensor (contiguous float32, one device) the float64 sum of the squares of
     ``float32(t * multiplier)``, a 1-D float64 tensor on their device."""
-    return _sums(tensors, multiplier, sqrt=False)
+    return _sums(tensors, multiplier, sqrt=False, found=found)

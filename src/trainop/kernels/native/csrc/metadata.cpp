@@ -21,15 +21,18 @@
 //       False (nothing promised about the buffer) if one tensor is not contiguous.
 //   sizes(tensors, address) -> None
 //       each tensor's number of elements, written as int64 at `address`.
-//   plain(lists, types, dtypes, pointers, sizes[, compare]) -> int
+//   plain(lists, types, dtypes, pointers, sizes[, compare[, device_type, device_index]])
+//       -> int
 //       the C boundary's per-step pass (../boundary.py): for every tensor of every list, its
-//       Python type is exactly one of `types`, it is strided, on the CPU, contiguous and of
-//       its list's dtype (`dtypes`: one torch.dtype per list); data pointers and element
-//       counts are written list after list as uint64 / int64, or, with `compare` true,
-//       compared with what the buffers hold (what the last full check found). Returns 0 (all
-//       hold), 1 (a tensor of another type: a subclass), 2 (not contiguous), 3 (not strided
-//       or not on the CPU), 4 (another dtype) or 5 (compare: a pointer or count differs);
-//       the written buffers are only complete after 0.
+//       Python type is exactly one of `types`, it is strided, on the CPU (or on the device
+//       `device_type`, `device_index`: c10's DeviceType number and the index, -1 for none:
+//       the Triton path's tensors), contiguous and of its list's dtype (`dtypes`: one
+//       torch.dtype per list); data pointers and element counts are written list after list
+//       as uint64 / int64, or, with `compare` true, compared with what the buffers hold (what
+//       the last full check found). Returns 0 (all hold), 1 (a tensor of another type: a
+//       subclass), 2 (not contiguous), 3 (not strided or not on the device), 4 (another
+//       dtype) or 5 (compare: a pointer or count differs); the written buffers are only
+//       complete after 0.
 //   rows(tables, indices, values, types) -> bytes | None
 //       the tables' data pointers (uint64 each, as the sparse-row kernels take them) where
 //       those kernels may run (../boundary.py's checked_rows), else None: every table (a
@@ -293,9 +296,10 @@ PyObject* sizes(PyObject*, PyObject* args) {
 PyObject* plain(PyObject*, PyObject* args) {
     PyObject *lists, *types, *dtypes;
     unsigned long long pointer_address, size_address;
-    int compare = 0;
-    if (!PyArg_ParseTuple(args, "OO!O!KK|p", &lists, &PyTuple_Type, &types, &PyTuple_Type,
-                          &dtypes, &pointer_address, &size_address, &compare) ||
+    int compare = 0, device_type = static_cast<int>(c10::DeviceType::CPU), device_index = -1;
+    if (!PyArg_ParseTuple(args, "OO!O!KK|pii", &lists, &PyTuple_Type, &types, &PyTuple_Type,
+                          &dtypes, &pointer_address, &size_address, &compare, &device_type,
+                          &device_index) ||
         !is_list(lists, "lists"))
         return nullptr;
     const Py_ssize_t n_lists = PyList_GET_SIZE(lists);
@@ -322,7 +326,12 @@ PyObject* plain(PyObject*, PyObject* args) {
                 PyObject* item = PyList_GET_ITEM(list, i);
                 if (!one_of(item, types)) { status = 1; break; }
                 const at::Tensor& t = THPVariable_Unpack(item);
-                if (t.layout() != c10::kStrided || !t.device().is_cpu()) { status = 3; break; }
+                if (t.layout() != c10::kStrided ||
+                    static_cast<int>(t.device().type()) != device_type ||
+                    t.device().index() != device_index) {
+                    status = 3;
+                    break;
+                }
                 if (t.scalar_type() != expected) { status = 4; break; }
                 if (!t.is_contiguous()) { status = 2; break; }
                 const auto pointer = static_cast<uint64_t>(
