@@ -275,3 +275,25 @@ def test_a_subclass_with_its_own_slot_specs_is_checked_spec_by_spec():
         opt._check_slots(p, opt.state[p], opt.param_groups[0])
     assert getattr(trainop.MomentumOptimizer._slot_specs, "uniform_slots", False)
     assert not getattr(ScalarSlot._slot_specs, "uniform_slots", False)
+
+
+@needs_reader
+def test_plain_on_reads_pointers_and_counts_or_declines():
+    """``plain_on`` (the Triton path's one C pass per list): every tensor's data pointer and
+    element count, list after list, equal to Python's reads; ``None`` for a subclass, another
+    dtype than its list's, a non-contiguous tensor or another device than the one asked."""
+    a, b = torch.zeros(3), torch.nn.Parameter(torch.ones(2, 5))
+    c = torch.zeros(7, dtype=torch.float64)
+    found = _binding.plain_on([[a, b], [c]], (torch.float32, torch.float64),
+                              torch.device("cpu"))
+    assert found is not None
+    at, counts = found
+    assert at.tolist() == [a.data_ptr(), b.data_ptr(), c.data_ptr()]
+    assert counts.tolist() == [3, 10, 7]
+    cpu = torch.device("cpu")
+    assert _binding.plain_on([[a, c]], (torch.float32,), cpu) is None  # dtype
+    assert _binding.plain_on([[a, torch.zeros(4, 2).t()]], (torch.float32,), cpu) is None
+    assert _binding.plain_on([[a, torch.zeros(2).as_subclass(Tagged)]], (torch.float32,),
+                             cpu) is None
+    assert _binding.plain_on([[a]], (torch.float32,), torch.device("cuda", 0)) is None
+    assert _binding.plain_on([[a]], (torch.float32,), torch.device("meta")) is None
