@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 from admitted import admitted
 
 import trainop
@@ -133,3 +134,22 @@ def test_set_supplies_a_whole_option_the_file_computes_with_code(tmp_path, capsy
                                      "optimizer={'class': 'adam', 'epsilon': 0.5}")
     assert status == 0, out + err
     assert "epsilon=0.5" in out
+
+
+def test_build_overrides_supply_a_whole_option_the_file_computes_with_code(tmp_path):
+    # the documented Python way (build(overrides=...)) to give what `optimizer = f()` needs:
+    # a dict for the whole option is the option's value, nothing of it stays pending
+    path = tmp_path / "r.config"
+    path.write_text("#!rnn.py\nlearning_rate = 0.5\noptimizer = make_optimizer()\n")
+    recipe = trainop.load_recipe(str(path))
+    assert set(recipe.pending()) == {"optimizer"}
+    supplied = {"optimizer": {"class": "adam", "epsilon": 0.5}}
+    assert recipe.pending(supplied) == {}
+    w = torch.nn.Parameter(torch.tensor([1.0]))
+    updater = admitted(recipe.build, torch.nn.ParameterList([w]), overrides=supplied)
+    w.grad = torch.tensor([2.0])
+    updater.step()
+    # TF1 Adam's first step (epsilon outside the bias correction): lr sqrt(1 - b2) / (1 - b1)
+    # * m / (sqrt(v) + eps) with m = (1 - b1) g, v = (1 - b2) g^2, b1 = 0.9, b2 = 0.999
+    root = (1 - 0.999) ** 0.5 * 2.0
+    assert float(w) == pytest.approx(1.0 - 0.5 * root / (root + 0.5), rel=1e-6)
