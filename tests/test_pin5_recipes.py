@@ -153,3 +153,18 @@ def test_build_overrides_supply_a_whole_option_the_file_computes_with_code(tmp_p
     # * m / (sqrt(v) + eps) with m = (1 - b1) g, v = (1 - b2) g^2, b1 = 0.9, b2 = 0.999
     root = (1 - 0.999) ** 0.5 * 2.0
     assert float(w) == pytest.approx(1.0 - 0.5 * root / (root + 0.5), rel=1e-6)
+
+
+def test_set_of_a_name_the_file_cannot_load_without_supplies_what_it_needs(tmp_path):
+    from returnn.config import Config
+
+    path = tmp_path / "r.config"
+    path.write_text("#!rnn.py\nlearning_rate = config.float('lr', -1.0)\n"
+                    "optimizer = {'class': 'adam'}\n")
+    with pytest.raises(ValueError, match=r"`learning_rate` in \[0, inf\), got -1.0"):
+        trainop.load_recipe(str(path))
+    recipe = load_with_settings(str(path), parse_settings(["lr=0.1"]))
+    assert recipe.settings == ["--set lr=0.1: supplies what the file needs"]
+    config = Config()  # RETURNN's ++lr 0.1
+    config.add_line("lr", "0.1")
+    assert recipe.options["learning_rate"] == config.float("lr", -1.0) == 0.1
