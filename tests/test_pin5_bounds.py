@@ -118,3 +118,9 @@ def test_keyed_conversions_count_the_largest_value_each_time():
     with pytest.raises(BoundExceeded, match="MAX_WEIGHT"):
         percent_format("%(a)s%(a)s", values)
     assert admitted(percent_format, "%(a)s", {"a": "xy"}) == "xy"
+
+
+def test_a_value_of_exactly_max_weight_is_admitted_and_one_more_refused():
+    # a str weighs 1 + its length: "x" * (MAX_WEIGHT - 1) is exactly MAX_WEIGHT
+    assert _value(f'y = "x" * {MAX_WEIGHT - 1}') == "x" * (MAX_WEIGHT - 1)
+    _refused(f'y = "x" * {MAX_WEIGHT}', "MAX_WEIGHT")
