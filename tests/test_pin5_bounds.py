@@ -84,6 +84,8 @@ def test_syntax_nested_exactly_max_syntax_depth():
 def test_fstring_fields_at_the_bound():
     fields = "{1}" * MAX_FSTRING_FIELDS
     assert _value(f'y = f"{fields}"') == "1" * MAX_FSTRING_FIELDS
+    # one more "{" elsewhere in the file: the f-strings are counted token by token
+    assert _value(f'# {{\ny = f"{fields}"') == "1" * MAX_FSTRING_FIELDS
     _refused(f'y = f"{fields}{{1}}"', "MAX_FSTRING_FIELDS")
 
 
