@@ -37,6 +37,8 @@ first_true = 3 or 5
 first_false = 0 or 5
 last = 3 and 5
 p, q = a
+bs = b"ab"
+codes = [v for v in bs]
 '''
 
 
@@ -51,14 +53,20 @@ def test_statements_evaluate_to_what_python_runs_them_to():
 
 
 def test_what_python_fails_on_or_runs_as_code_is_listed_by_line():
-    source = "a = [1, 2]\nz = 1 / 0\na[0] = 7\nu += 1\nk = 2\nk += missing\n"
+    source = ("import numpy\na = [1, 2]\nz = 1 / 0\na[0] = 7\nu += 1\nk = 2\nk += missing\n"
+              "p, q = [1, 2, 3]\nx = (y := 2)\nt = 1 if numpy.array([1, 2]) else 0\n"
+              "w = f'{k:>4}'\n")
     config = evaluate_python_config(source, "c.config", partial=True)
     reasons = {k: str(v) for k, v in config.unresolved.items()}
-    assert reasons["z"] == "c.config:2: ZeroDivisionError: division by zero"
+    assert reasons["z"] == "c.config:3: ZeroDivisionError: division by zero"
     # a[0] = 7 changes a: a is no longer known data (Python: [7, 2])
-    assert reasons["a"].startswith("c.config:3:") and "a[0]" in reasons["a"]
-    assert reasons["u"].startswith("c.config:4:") and "augmented assignment to 'u'" in reasons["u"]
-    assert reasons["k"].startswith("c.config:6:")
+    assert reasons["a"].startswith("c.config:4:") and "a[0]" in reasons["a"]
+    assert reasons["u"] == "c.config:5: augmented assignment to 'u'"
+    assert reasons["k"].startswith("c.config:7:")
+    assert reasons["p"] == reasons["q"] == "c.config:8: unpacks 3 values into 2 names"
+    assert reasons["x"] == "c.config:9: NamedExpr is code, not data"
+    assert reasons["t"] == "c.config:10: the truth of an array"  # numpy: ambiguous
+    assert reasons["w"] == "c.config:11: formatted string with a format spec"
 
 
 def _set(text: str):
