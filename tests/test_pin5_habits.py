@@ -84,10 +84,14 @@ def _scheduled():
 REFUSED = r"a torch LR scheduler cannot drive param group\(s\) \[0\]"
 
 
-def test_a_scheduler_over_a_forwarding_wrapper_is_refused_as_over_the_optimizer():
+@pytest.mark.parametrize("levels", [1, 2])
+def test_a_scheduler_over_forwarding_wrappers_is_refused_as_over_the_optimizer(levels):
     opt, policy = _scheduled()
+    wrapped = opt
+    for _ in range(levels):  # accelerate's wrapper around another forwarding one
+        wrapped = _Forwarding(wrapped)
     with pytest.raises(TypeError, match=REFUSED):
-        torch.optim.lr_scheduler.StepLR(_Forwarding(opt), step_size=1)
+        torch.optim.lr_scheduler.StepLR(wrapped, step_size=1)
     assert opt.param_groups[0]["lr"] is policy and "initial_lr" not in opt.param_groups[0]
 
 
