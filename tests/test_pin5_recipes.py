@@ -168,3 +168,11 @@ def test_set_of_a_name_the_file_cannot_load_without_supplies_what_it_needs(tmp_p
     config = Config()  # RETURNN's ++lr 0.1
     config.add_line("lr", "0.1")
     assert recipe.options["learning_rate"] == config.float("lr", -1.0) == 0.1
+
+
+@pytest.mark.parametrize("item", ["optimizer_params.=1", "a..b=1", "x.=1", ".x=1", "x y=1"])
+def test_set_names_with_an_empty_or_invalid_dotted_part_are_refused_naming_the_item(item):
+    with pytest.raises(ValueError, match=re.escape(f"got {item!r}")):
+        parse_settings([item])
+    assert admitted(parse_settings, ["optimizer_params.beta1=0.8"]) == {
+        "optimizer_params.beta1": "0.8"}
