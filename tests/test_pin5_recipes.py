@@ -176,3 +176,13 @@ def test_set_names_with_an_empty_or_invalid_dotted_part_are_refused_naming_the_i
         parse_settings([item])
     assert admitted(parse_settings, ["optimizer_params.beta1=0.8"]) == {
         "optimizer_params.beta1": "0.8"}
+
+
+def test_a_repeated_set_name_takes_its_last_value():
+    from returnn.config import Config
+
+    config = Config()  # RETURNN's command line: a repeated ++name overwrites the earlier one
+    config.parse_cmd_args(["++lr", "1", "++beta", "x", "++lr", "2"])
+    assert parse_settings(["lr=1", "beta=x", "lr=2"]) == {
+        "lr": config.value("lr", None), "beta": config.value("beta", None)} == {
+        "lr": "2", "beta": "x"}
