@@ -186,3 +186,28 @@ def test_a_repeated_set_name_takes_its_last_value():
     assert parse_settings(["lr=1", "beta=x", "lr=2"]) == {
         "lr": config.value("lr", None), "beta": config.value("beta", None)} == {
         "lr": "2", "beta": "x"}
+
+
+def test_a_dotted_override_of_an_option_the_recipe_does_not_give_starts_its_dict(tmp_path):
+    path = tmp_path / "recipe.py"
+    path.write_text(OS2S.format(steps="40").replace(
+        '    "optimizer_params": {"beta1": 0.7, "beta2": 0.99, "epsilon": 1e-06},\n', ""))
+    recipe = admitted(trainop.load_recipe, str(path),
+                      overrides={"optimizer_params.beta1": 0.8})
+    assert recipe.options["optimizer_params"] == {"beta1": 0.8}
+
+
+def test_a_str_override_from_python_is_refused_as_the_same_value_in_the_file(tmp_path):
+    # "a bad value is refused exactly as the same value in the file would be" (recipes.md):
+    # only --set text (Text) is read as a literal, a Python str is taken as given
+    path = tmp_path / "r.config"
+    path.write_text("#!rnn.py\nlearning_rate = 0.1\noptimizer = {'class': 'adam'}\n")
+    refused = r"Expected `learning_rate` to be a real number, got '1e-3' \(str\)"
+    with pytest.raises(TypeError, match=refused):
+        trainop.load_recipe(str(path), overrides={"learning_rate": "1e-3"})
+    in_file = tmp_path / "s.config"
+    in_file.write_text("#!rnn.py\nlearning_rate = '1e-3'\noptimizer = {'class': 'adam'}\n")
+    with pytest.raises(TypeError, match=refused):
+        trainop.load_recipe(str(in_file))
+    assert trainop.load_recipe(str(path), overrides={"learning_rate": Text("1e-3")}).options[
+        "learning_rate"] == 1e-3
