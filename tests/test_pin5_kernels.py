@@ -1,0 +1,61 @@
+"""Pins of the kernels' boundary and Triton's safe path (issue #40, round-5 audit, layer TL):
+parameters that are back-to-back views of one storage (they touch, they do not overlap) are
+updated as separate tensors on the native and Triton paths, and a gradient that is not
+contiguous (a transposed ``.grad``) is read as its values, not as its storage. Oracle: plain
+gradient descent, ``w - lr * g``, in float32 (``implementation="reference"``, and by hand).
+Triton runs under its interpreter (``TRITON_INTERPRET=1``) for this module only."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from admitted import admitted
+
+import trainop
+from trainop.kernels import triton as tk
+
+LR = 0.5
+IMPLEMENTATIONS = ["native", "reference",
+                   pytest.param("triton", marks=pytest.mark.skipif(
+                       not tk.available(), reason="Triton is not installed"))]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _interpreter():
+    saved = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    yield
+    if saved is None:
+        del os.environ["TRITON_INTERPRET"]
+    else:
+        os.environ["TRITON_INTERPRET"] = saved
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_parameters_back_to_back_in_one_storage_are_updated_apart(implementation):
+    storage = torch.arange(8, dtype=torch.float32)
+    a, b = torch.nn.Parameter(storage[:4]), torch.nn.Parameter(storage[4:])
+    assert a.data_ptr() + 4 * a.element_size() == b.data_ptr()  # they touch
+    opt = trainop.GradientDescentOptimizer([a, b], learning_rate=LR,
+                                           implementation=implementation)
+    a.grad, b.grad = torch.full((4,), 2.0), torch.full((4,), -2.0)
+    admitted(opt.step)  # touching is not sharing memory: no refusal
+    assert torch.equal(storage, torch.tensor([-1.0, 0.0, 1.0, 2.0, 5.0, 6.0, 7.0, 8.0]))
+
+
+@pytest.mark.skipif(not tk.available(), reason="Triton is not installed")
+def test_a_transposed_gradient_is_read_as_its_values_on_the_triton_path():
+    torch.manual_seed(0)
+    w0, g = torch.randn(2, 6), torch.randn(6, 2).t()  # g: the shape of w, not contiguous
+    out = {}
+    for implementation in ("triton", "reference"):
+        w = torch.nn.Parameter(w0.clone())
+        opt = trainop.GradientDescentOptimizer([w], learning_rate=LR,
+                                               implementation=implementation)
+        w.grad = g
+        admitted(opt.step)
+        out[implementation] = w.detach()
+    assert torch.allclose(out["reference"], w0 - LR * g, rtol=0, atol=1e-6)
+    assert torch.equal(out["triton"], out["reference"])
