@@ -59,3 +59,18 @@ def test_a_transposed_gradient_is_read_as_its_values_on_the_triton_path():
         out[implementation] = w.detach()
     assert torch.allclose(out["reference"], w0 - LR * g, rtol=0, atol=1e-6)
     assert torch.equal(out["triton"], out["reference"])
+
+
+@pytest.mark.parametrize("implementation", [i for i in IMPLEMENTATIONS if i != "reference"])
+def test_a_gradient_aliasing_the_lowest_addressed_variable_is_read_before_it_is_written(
+        implementation):
+    # TF's order: every gradient is read before any variable is written (the kernels' paths;
+    # the per-tensor reference path reads it after: a finding, docs/mutation_audit.md). first
+    # is updated first and has the lowest address; second's gradient IS first's storage.
+    storage = torch.tensor([1.0, 2.0, 3.0, 4.0, 10.0, 20.0, 30.0, 40.0])
+    first, second = torch.nn.Parameter(storage[:4]), torch.nn.Parameter(storage[4:])
+    opt = trainop.GradientDescentOptimizer([first, second], learning_rate=LR,
+                                           implementation=implementation)
+    first.grad, second.grad = torch.full((4,), 2.0), first.detach()
+    admitted(opt.step)
+    assert torch.equal(storage, torch.tensor([0.0, 1.0, 2.0, 3.0, 9.5, 19.0, 28.5, 38.0]))
