@@ -12,6 +12,7 @@ import os
 import pytest
 import torch
 from admitted import admitted
+from triton_table import CASES, assert_mixed_matches, train_mixed
 
 import trainop
 from trainop.kernels import triton as tk
@@ -74,3 +75,13 @@ def test_a_gradient_aliasing_the_lowest_addressed_variable_is_read_before_it_is_
     first.grad, second.grad = torch.full((4,), 2.0), first.detach()
     admitted(opt.step)
     assert torch.equal(storage, torch.tensor([0.0, 1.0, 2.0, 3.0, 9.5, 19.0, 28.5, 38.0]))
+
+
+@pytest.mark.skipif(not tk.available(), reason="Triton is not installed")
+def test_a_bfloat16_model_gradient_of_a_master_is_admitted_on_the_triton_path():
+    # MixedPrecisionOptimizerWrapper: the kernel reads the bfloat16 model gradient as it is
+    info = next(i for i, kwargs in CASES if not kwargs and i.name == "GradientDescentOptimizer")
+    cpu = torch.device("cpu")
+    ours = admitted(train_mixed, info, torch.bfloat16, "triton", cpu)
+    assert_mixed_matches(info.name, ours, train_mixed(info, torch.bfloat16, "reference", cpu),
+                         torch.bfloat16)
