@@ -77,11 +77,35 @@ def test_a_gradient_aliasing_the_lowest_addressed_variable_is_read_before_it_is_
     assert torch.equal(storage, torch.tensor([0.0, 1.0, 2.0, 3.0, 9.5, 19.0, 28.5, 38.0]))
 
 
+def _gradient_descent():
+    return next(i for i, kwargs in CASES if not kwargs and i.name == "GradientDescentOptimizer")
+
+
 @pytest.mark.skipif(not tk.available(), reason="Triton is not installed")
-def test_a_bfloat16_model_gradient_of_a_master_is_admitted_on_the_triton_path():
+@pytest.mark.parametrize("regularize", [None, 0], ids=["plain", "regularized"])
+def test_a_masters_half_model_gradient_is_admitted_on_the_triton_path(regularize):
     # MixedPrecisionOptimizerWrapper: the kernel reads the bfloat16 model gradient as it is
-    info = next(i for i, kwargs in CASES if not kwargs and i.name == "GradientDescentOptimizer")
-    cpu = torch.device("cpu")
-    ours = admitted(train_mixed, info, torch.bfloat16, "triton", cpu)
-    assert_mixed_matches(info.name, ours, train_mixed(info, torch.bfloat16, "reference", cpu),
-                         torch.bfloat16)
+    # (T06); a regularized master's gradient is float32 beside the others' bfloat16 (T10)
+    info, cpu = _gradient_descent(), torch.device("cpu")
+    ours = admitted(train_mixed, info, torch.bfloat16, "triton", cpu, regularize=regularize)
+    theirs = train_mixed(info, torch.bfloat16, "reference", cpu, regularize=regularize)
+    assert_mixed_matches(info.name, ours, theirs, torch.bfloat16)
+
+
+@pytest.mark.skipif(not tk.available(), reason="Triton is not installed")
+def test_masters_of_float16_and_bfloat16_model_copies_are_updated_on_the_triton_path():
+    from trainop.processing import MixedPrecisionOptimizerWrapper
+
+    out = {}
+    for implementation in ("triton", "reference"):
+        model = [torch.nn.Parameter(torch.tensor([1.0, 2.0], dtype=torch.float16)),
+                 torch.nn.Parameter(torch.tensor([3.0, 4.0], dtype=torch.bfloat16))]
+        opt = MixedPrecisionOptimizerWrapper(trainop.GradientDescentOptimizer(
+            model, learning_rate=LR, implementation=implementation))
+        for p in model:
+            p.grad = torch.full_like(p, 2.0)
+        admitted(opt.step)
+        out[implementation] = [p.detach().float() for p in model]
+    for got in out.values():  # w - lr * g, exact in both half types
+        assert torch.equal(got[0], torch.tensor([0.0, 1.0]))
+        assert torch.equal(got[1], torch.tensor([2.0, 3.0]))
