@@ -94,14 +94,15 @@ def test_a_masters_half_model_gradient_is_admitted_on_the_triton_path(regularize
 
 @pytest.mark.skipif(not tk.available(), reason="Triton is not installed")
 def test_masters_of_float16_and_bfloat16_model_copies_are_updated_on_the_triton_path():
-    from trainop.processing import MixedPrecisionOptimizerWrapper
+    from trainop.processing import ClipByValue, GradientPipeline, MixedPrecisionOptimizerWrapper
 
     out = {}
     for implementation in ("triton", "reference"):
         model = [torch.nn.Parameter(torch.tensor([1.0, 2.0], dtype=torch.float16)),
                  torch.nn.Parameter(torch.tensor([3.0, 4.0], dtype=torch.bfloat16))]
-        opt = MixedPrecisionOptimizerWrapper(trainop.GradientDescentOptimizer(
-            model, learning_rate=LR, implementation=implementation))
+        # ClipByValue rewrites the gradients in float32: one bucket of both masters
+        opt = GradientPipeline(MixedPrecisionOptimizerWrapper(trainop.GradientDescentOptimizer(
+            model, learning_rate=LR, implementation=implementation)), [ClipByValue(-9.0, 9.0)])
         for p in model:
             p.grad = torch.full_like(p, 2.0)
         admitted(opt.step)
