@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 import torch
 from admitted import admitted
@@ -32,6 +33,20 @@ def _interpreter():
         del os.environ["TRITON_INTERPRET"]
     else:
         os.environ["TRITON_INTERPRET"] = saved
+
+
+def test_the_device_tables_blocks_cover_each_tensor_exactly():
+    # BLOCK-element blocks, the last one partial (T04: a block past the end reads and writes
+    # the next tensor; under the interpreter the process dies, so the table itself is pinned)
+    from trainop.kernels.triton.tables import BLOCK, _blocks
+
+    counts = np.array([BLOCK + 476, 1, 2 * BLOCK, 17], dtype=np.int64)
+    records, _, first = _blocks(counts, np.ones(len(counts), dtype=bool))
+    for t, n in enumerate(counts):
+        mine = sorted((int(s), int(e)) for o, s, e, _ in records if o == t)
+        assert len(mine) == first[t + 1] - first[t] == -(-n // BLOCK)
+        assert mine[0][0] == 0 and mine[-1][1] == n  # then no gap, no overlap:
+        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:], strict=False))
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
