@@ -49,6 +49,27 @@ def test_the_device_tables_blocks_cover_each_tensor_exactly():
         assert all(a[1] == b[0] for a, b in zip(mine, mine[1:], strict=False))
 
 
+def test_the_layout_cache_evicts_the_least_recently_used(monkeypatch):
+    # the layout a bucket uses every step stays however many others come after it (T16)
+    from collections import OrderedDict
+    from types import SimpleNamespace
+
+    from trainop.kernels.triton import tables
+
+    monkeypatch.setattr(tables, "_LAYOUTS", OrderedDict())
+    monkeypatch.setattr(tables, "LIMIT", 2)
+    made = []
+
+    def make(name):
+        made.append(name)
+        return SimpleNamespace(pinned=False, name=name)
+
+    for key in ("every step", "b", "every step", "c", "every step", "d"):
+        assert tables.cached((key,), lambda key=key: make(key)).name == key
+    assert made == ["every step", "b", "c", "d"]  # never made again
+    assert list(tables.layouts()) == [("every step",), ("d",)]
+
+
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 def test_parameters_back_to_back_in_one_storage_are_updated_apart(implementation):
     storage = torch.arange(8, dtype=torch.float32)
