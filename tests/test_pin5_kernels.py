@@ -49,6 +49,18 @@ def test_the_device_tables_blocks_cover_each_tensor_exactly():
         assert all(a[1] == b[0] for a, b in zip(mine, mine[1:], strict=False))
 
 
+def test_the_table_of_the_other_blocks_starts_at_their_first_record():
+    # 2048 and 1500 elements: three blocks end on a multiple of 16 (the vectorized launch),
+    # [1024, 1500) of the second does not: the second launch's table is that one record (T18)
+    from trainop.kernels.triton.tables import Layout
+
+    lists = [[torch.zeros(2048), torch.zeros(1500)], [torch.ones(2048), torch.ones(1500)]]
+    layout = Layout(lists, torch.device("cpu"), moving=1, written=(0,))
+    layout.build()
+    assert (layout.blocks, layout.aligned_blocks) == (4, 3)
+    assert layout.rest_table.view(-1, 4).tolist() == [[1, 1024, 1500, 3]]
+
+
 def test_the_layout_cache_evicts_the_least_recently_used(monkeypatch):
     # the layout a bucket uses every step stays however many others come after it (T16)
     from collections import OrderedDict
