@@ -61,6 +61,26 @@ def test_the_table_of_the_other_blocks_starts_at_their_first_record():
     assert layout.rest_table.view(-1, 4).tolist() == [[1, 1024, 1500, 3]]
 
 
+def test_a_value_sent_again_after_a_capture_is_copied_again(monkeypatch):
+    # a captured graph's replays may write the device tensor: the eager step after it must
+    # copy its values even when they equal the last ones sent (T20); the capture is simulated
+    # as test_triton_tables.py simulates it
+    from trainop.kernels.triton import staging
+
+    rows = staging.Staging(2, torch.int64, torch.device("cpu"))
+    dest = torch.zeros(2, dtype=torch.int64)
+    rows.send((1, 2), dest)
+    dest.zero_()
+    rows.send((1, 2), dest)
+    assert dest.tolist() == [0, 0]  # the same values, no capture since: not copied again
+    with monkeypatch.context() as patch:
+        patch.setattr(staging, "capturing", lambda device: True)
+        rows.send((3, 4), dest)  # recorded by the capture
+    dest.copy_(torch.tensor([7, 7]))  # what a replay for another model wrote
+    rows.send((3, 4), dest)
+    assert dest.tolist() == [3, 4]
+
+
 def test_the_layout_cache_evicts_the_least_recently_used(monkeypatch):
     # the layout a bucket uses every step stays however many others come after it (T16)
     from collections import OrderedDict
