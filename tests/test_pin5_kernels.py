@@ -178,3 +178,19 @@ def test_masters_of_float16_and_bfloat16_model_copies_are_updated_on_the_triton_
     for got in out.values():  # w - lr * g, exact in both half types
         assert torch.equal(got[0], torch.tensor([0.0, 1.0]))
         assert torch.equal(got[1], torch.tensor([2.0, 3.0]))
+
+
+@pytest.mark.skipif(not tk.available(), reason="Triton is not installed")
+def test_a_gradient_aliasing_a_variable_after_the_first_step_is_read_before_it_is_written():
+    # step 1 builds the bucket's device table; at step 2 one gradient of two IS the other
+    # variable's storage: the table's refresh sends the step to the list path (T19)
+    first = torch.nn.Parameter(torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    second = torch.nn.Parameter(torch.tensor([10.0, 20.0, 30.0, 40.0]))
+    opt = trainop.GradientDescentOptimizer([first, second], learning_rate=LR,
+                                           implementation="triton")
+    first.grad, second.grad = torch.full((4,), 2.0), torch.full((4,), 1.0)
+    admitted(opt.step)
+    first.grad, second.grad = torch.full((4,), 2.0), first.detach()
+    admitted(opt.step)
+    assert first.tolist() == [-1.0, 0.0, 1.0, 2.0]
+    assert second.tolist() == [9.5, 19.0, 28.5, 38.0]  # 9.5, 19.5, ... - 0.5 * [0, 1, 2, 3]
