@@ -61,10 +61,10 @@ def test_the_table_of_the_other_blocks_starts_at_their_first_record():
     assert layout.rest_table.view(-1, 4).tolist() == [[1, 1024, 1500, 3]]
 
 
-def test_a_value_sent_again_after_a_capture_is_copied_again(monkeypatch):
-    # a captured graph's replays may write the device tensor: the eager step after it must
-    # copy its values even when they equal the last ones sent (T20); the capture is simulated
-    # as test_triton_tables.py simulates it
+def test_a_captured_host_row_is_never_written_again(monkeypatch):
+    # a captured graph re-reads its host row at every replay: the row is frozen (T21), and
+    # every later send copies, even a value equal to the last one sent (T20); the capture is
+    # simulated as test_triton_tables.py simulates it
     from trainop.kernels.triton import staging
 
     rows = staging.Staging(2, torch.int64, torch.device("cpu"))
@@ -76,9 +76,13 @@ def test_a_value_sent_again_after_a_capture_is_copied_again(monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(staging, "capturing", lambda device: True)
         rows.send((3, 4), dest)  # recorded by the capture
+    (captured,) = [i for i, row in enumerate(rows.rows) if row.tolist() == [3, 4]]
     dest.copy_(torch.tensor([7, 7]))  # what a replay for another model wrote
     rows.send((3, 4), dest)
     assert dest.tolist() == [3, 4]
+    for values in [(5, 6), (7, 8), (9, 10)] * len(rows.rows):
+        rows.send(values, dest)
+        assert rows.rows[captured].tolist() == [3, 4] and dest.tolist() == list(values)
 
 
 def test_the_layout_cache_evicts_the_least_recently_used(monkeypatch):
