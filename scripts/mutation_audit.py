@@ -59,7 +59,7 @@ GROUPS = {
     # slow tests that cannot see the layer's decisions (docs/mutation_audit.md, round 5)
     "TL": ["tests/test_triton_interpreter.py", "tests/test_native.py",
            "tests/test_native_metadata.py", "tests/test_errors_hardening.py", "tests/test_flat.py",
-           "tests/test_step_reads.py", "tests/test_triton_tables.py",
+           "tests/test_step_reads.py",
            "-k", "not dense_matches_reference and not zero_nan_inf and not traffic_floor and not "
                  "compiles_for_the_gpu and not no_host_read and not reads_nothing_on_the_host and "
                  "not mixed_precision_update_reads and not in_a_subprocess and not build_into "
