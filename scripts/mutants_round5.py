@@ -35,6 +35,23 @@ pass. Every original snippet occurs exactly once in its file at the commit above
 mutated file compiles (``/work/check_mutants_round5.py <repo root>`` checks both). Mutants
 in ``compare_tf.py`` are observable only where TensorFlow is installed (the replay), mutants
 in the Triton launch only where Triton (or its interpreter) is.
+
+Refreshed at main's commit 0c808488e3c8bd06649753b44d35496ee5c3ae4c by a second helper that
+again read no test (nothing under ``tests/``), not ``docs/mutation_audit.md`` and not
+``scripts/mutants.py`` beyond its tuple format; only ``src/trainop/`` and these two scripts.
+Rewritten there, same ids, the same bug in the moved code: T02 T03 T04 (now
+``kernels/triton/tables.py``) T05, B01 B02 B05, V04, V08 (``final_value`` now in
+``configs/pyconfig.py``), K14, Z08 Z21, H01; rewritten as a different bug of the same
+function, since the code no longer makes that decision (description prefixed "rewritten"):
+B10, H02 H03 H04 H05 H10 (the torch-scheduler refusal now comes at the scheduler's first
+read of ``param_groups``, before anything is written). New, for code added since bdc9936:
+T15-T18 T20 T23 T24 (Triton device tables, staging, the batch's C fast path), H12-H14
+(TensorFlow imported before Triton), V12-V14 V16 V17 (``--set`` validation, overrides),
+K19 K20 K22 K23 (``save_tf`` switching the index last; layer "checkpoint writer", group CR),
+and in ``MUTANTS_ROUND5_EXTRA`` T19 T21 T22 T25 H15 V15 K21. Files added to the groups:
+TL ``kernels/triton/tables.py``, ``staging.py``, ``processing/_batch.py``; HB
+``contract/llvm_order.py``, ``interfaces/tensorflow_import.py``; RV
+``interfaces/recipes/overrides.py``; CR ``interfaces/checkpoints/switch.py``.
 """
 
 TT = "kernels/triton/"
@@ -55,26 +72,28 @@ MUTANTS_ROUND5 = [
      "TL", "a unit of >= SPLIT_AT (2**20) elements whose count is not a multiple of 16 is split "
            "head/tail with the tail's first element skipped: one element of a large flat buffer "
            "(and its slots) never updated"),
-    ("T02", "triton", TT + "launch.py",
-     "total = sum(t.numel() for t in tensors)",
-     "total = first.numel() * len(tensors)",
-     "TL", "the one-launch span over a flat buffer sized as len(tensors) x the first tensor: "
-           "a flat buffer of tensors of different sizes (weight + bias) is updated short or past "
-           "its end"),
-    ("T03", "triton", TT + "launch.py",
+    ("T02", "triton", TT + "tables.py",
+     "self.counts = np.fromiter(map(_NUMEL, lists[base]), dtype=np.int64,\n                                  count=self.tensors)",
+     "self.counts = np.full(self.tensors, lists[base][0].numel(), dtype=np.int64)",
+     "TL", "(rewritten at the current code: the one-launch span is now tables.Layout's counts) "
+           "every tensor of a one-launch bucket counted as the first one's size: a bucket of "
+           "tensors of different sizes (weight + bias) is updated short or past a tensor's "
+           "end, its norms wrong"),
+    ("T03", "triton", TT + "tables.py",
      "per = (counts + BLOCK - 1) // BLOCK",
      "per = counts // BLOCK",
-     "TL", "block_table rounds the blocks per tensor down: a tensor under 1024 elements gets no "
-           "block and the last partial block of any other is dropped (Triton l2_norms / norm "
-           "pass too small)"),
-    ("T04", "triton", TT + "launch.py",
-     "np.minimum(counts[owner] - start, BLOCK)",
-     "np.minimum(counts[owner], BLOCK)",
-     "TL", "block_table's element count of a tensor's last partial block is a full BLOCK: the "
-           "norm pass reads past the end of a tensor of e.g. 1500 elements"),
+     "TL", "(now in tables._blocks) the blocks per tensor rounded down: a tensor under 1024 "
+           "elements gets no block and the last partial block of any other is dropped "
+           "(never updated, missing from the norms)"),
+    ("T04", "triton", TT + "tables.py",
+     "stop = np.minimum(start + BLOCK, counts[owner])",
+     "stop = start + BLOCK",
+     "TL", "(now in tables._blocks) a tensor's last partial block ends a full BLOCK after its "
+           "start: the update and norm passes read and write past the end of a tensor of e.g. "
+           "1500 elements (into the next tensor of a flat buffer)"),
     ("T05", "triton", TT + "launch.py",
-     "n = unit[0 if where is not None else 1].numel()",
-     "n = unit[0].numel()",
+     "n = every[1][0].numel()",
+     "n = every[0][0].numel()",
      "TL", "the rows launch (a sparse gradient's distinct rows, ROW_RULES) runs over the whole "
            "table's element count instead of the rows' values: out-of-range rows read/written"),
     ("T06", "triton", TT + "__init__.py",
@@ -113,16 +132,17 @@ MUTANTS_ROUND5 = [
            "sparse gradients under a loss scale or clipping are applied unscaled"),
     # ====================================================================== BT: betas
     ("B01", "betas", CT + "betas.py",
-     "if betas is not None and len(betas) == 2 and betas[0] is beta1 and betas[1] is beta2:",
-     "if betas is not None and len(betas) == 2 and betas[0] is beta1:",
-     "BT", "sync's fast path checks beta1 only: after group['beta2'] = x the group's betas "
-           "keep the old beta2 (state_dict then saves betas != (beta1, beta2); a scheduler "
-           "reading betas sees the stale value)"),
+     "and betas[0] is group[\"beta1\"] and betas[1] is group[\"beta2\"])",
+     "and betas[0] is group[\"beta1\"])",
+     "BT", "reconciled() (sync's fast path) checks beta1 only: after group['beta2'] = x the "
+           "group's betas keep the old beta2 (state_dict then saves betas != (beta1, beta2), "
+           "which a load takes over beta2; a scheduler reading betas sees the stale value)"),
     ("B02", "betas", CT + "betas.py",
-     "    validate(dict(zip(_PAIR, pair, strict=True)))\n    _record(seen, group, pair)",
-     "    _record(seen, group, pair)",
+     "validate(dict(zip(_PAIR, pair, strict=True)))",
+     "dict(zip(_PAIR, pair, strict=True))",
      "BT", "betas written into a group (a scheduler, a user: group['betas'] = (1.5, 0.9)) are "
-           "taken into beta1/beta2 without the constructor's range checks"),
+           "taken into beta1/beta2 at the next step without the constructor's range checks "
+           "(and state_dict saves them without its warning)"),
     ("B03", "betas", CT + "betas.py",
      "    _record(seen, group, pair)\n    group[\"beta1\"], group[\"beta2\"] = pair",
      "    _record(seen, group, pair)\n    group[\"beta1\"] = pair[0]",
@@ -134,10 +154,10 @@ MUTANTS_ROUND5 = [
      "BT", "add_param_group({'params': ..., 'betas': (0.8, 0.9)}) ignores the given betas: the "
            "group runs the defaults' beta1/beta2 and its betas key is overwritten"),
     ("B05", "betas", CT + "betas.py",
-     "    validate(dict(zip(_PAIR, betas, strict=True)))\n\n\ndef sync",
-     "\n\ndef sync",
-     "BT", "a param group giving betas out of range (betas=(1.5, 0.9)) is added unchecked "
-           "(_validate_group_values skips the betas key)"),
+     "    validate(dict(zip(_PAIR, betas, strict=True)))\n\n\ndef reconciled",
+     "\n\ndef reconciled",
+     "BT", "a param group giving betas out of range (add_param_group({..., 'betas': (1.5, "
+           "0.9)})) is added unchecked (check_given skips the range checks)"),
     ("B06", "betas", CT + "betas.py",
      "if name in group and group[name] is not value and group[name] != value:",
      "if name in group and group[name] is not value and group[name] == value:",
@@ -162,28 +182,38 @@ MUTANTS_ROUND5 = [
            "spelling (check_group_keys accepts the defaults' keys)"),
     # ============================================ HB: PyTorch habits + torch-scheduler refusal
     ("H01", "habits", CT + "optimizer.py",
-     "if name == \"step\" and getattr(value, \"_wrapped_by_lr_sched\", False):",
-     "if name == \"step\" and getattr(self, \"_wrapped_by_lr_sched\", False):",
-     "HB", "the scheduler attach is detected on the optimizer instead of the wrapped step: a "
-           "torch LR scheduler over a trainop schedule is never refused"),
+     "scheduled_lr.own(sys._getframe(1))",
+     "scheduled_lr.own(sys._getframe(0))",
+     "HB", "the param_groups property asks whether ITS OWN frame (trainop's code) is the reader "
+           "instead of its caller's: every read counts as trainop's own, and a torch LR "
+           "scheduler over a trainop schedule is never refused (it replaces the schedule)"),
     ("H02", "habits", CT + "scheduled_lr.py",
-     "if is_policy(group.get(\"lr\")) or (id(group) in seen and seen[id(group)][0] is group)]",
-     "if is_policy(group.get(\"lr\"))]",
-     "HB", "a group whose schedule CyclicLR already overwrote with its base rate is not "
-           "refused: CyclicLR silently replaces the trainop schedule"),
+     "frame = _reader(sys._getframe(2))",
+     "frame = sys._getframe(2)",
+     "HB", "rewritten: the refusal now comes when a scheduler reads param_groups, so the "
+           "CyclicLR-overwrite case is gone; instead the reader is not looked for past a "
+           "forwarding param_groups property: a torch scheduler over accelerate's "
+           "AcceleratedOptimizer (HF Trainer) is not refused and writes over the schedule"),
     ("H03", "habits", CT + "scheduled_lr.py",
-     "            group[\"lr\"] = seen[id(group)][1]  # CyclicLR wrote its base rate over it",
-     "            pass  # CyclicLR wrote its base rate over it",
-     "HB", "after the refusal the group keeps CyclicLR's number as lr (the schedule is lost)"),
+     "policies = [i for i, group in enumerate(groups) if is_policy(group.get(\"lr\"))]",
+     "policies = [0] if groups and is_policy(groups[0].get(\"lr\")) else []",
+     "HB", "rewritten: nothing is written before the refusal any more (no lr to put back); "
+           "instead only the first param group is looked at: a schedule in a second group "
+           "(first group a float lr) is not refused and the scheduler replaces it"),
     ("H04", "habits", CT + "scheduled_lr.py",
-     "        for key in SCHEDULER_KEYS:\n            group.pop(key, None)",
-     "        for key in SCHEDULER_KEYS[1:]:\n            group.pop(key, None)",
-     "HB", "the refused scheduler's initial_lr stays in the group"),
+     "return (code.co_argcount > 0 and code.co_varnames[0] == \"self\"",
+     "return (code.co_argcount > 1 and code.co_varnames[0] == \"self\"",
+     "HB", "rewritten: no initial_lr is written before the refusal any more; instead an off "
+           "by one in recognising a method of a user's LRScheduler subclass: a method taking "
+           "only self (step(), get_lr()) is not recognised, so a subclass whose own step() "
+           "writes group['lr'] replaces a schedule assigned after it was attached"),
     ("H05", "habits", CT + "scheduled_lr.py",
-     "            group[betas.KEY] = record[1]",
-     "            pass",
-     "HB", "the refusal does not put betas back: OneCycleLR's first momentum (0.95) written into "
-           "betas becomes Adam's beta1 at the next step although the scheduler was refused"),
+     "and isinstance(frame.f_locals.get(\"self\"), LRScheduler))",
+     "and frame.f_locals.get(\"self\") is not None)",
+     "HB", "rewritten: no betas are written before the refusal any more; instead any method of "
+           "any object outside torch/trainop reading param_groups (a Lightning callback, a "
+           "logger, HF Trainer's own methods) counts as a torch scheduler: reading the groups "
+           "of an optimizer with a trainop schedule raises TypeError"),
     ("H06", "habits", CT + "torch_style.py",
      "if torch_shaped and _SCALED_DECAY in names and _SCALED_DECAY not in kwargs:",
      "if _SCALED_DECAY in names and _SCALED_DECAY not in kwargs:",
@@ -220,10 +250,11 @@ MUTANTS_ROUND5 = [
      "RV", "dotted --set options (lr_policy_params.decay_steps=...) are passed to the config as "
            "names: load_recipe refuses them as non-identifiers"),
     ("V04", "recipe values", RC + "settings.py",
-     "if k in pending or \".\" in k}",
-     "if k in pending}",
-     "RV", "a dotted --set of an option the file gives as data (optimizer_params.beta1=0.8) is "
-           "silently dropped; only pending ones are set"),
+     "recipe = load_recipe(path, config_values=names or None, overrides=dotted)",
+     "recipe = load_recipe(path, config_values=names or None, overrides=None)",
+     "RV", "a dotted --set of a RETURNN Python config (lr_policy_params.decay_steps=1000, "
+           "optimizer_params.beta1=0.8) is silently dropped: only the names reach the config "
+           "(the line in recipe.settings still shows the file's value)"),
     ("V05", "recipe values", RC + "recipe.py",
      "options[head] = {**(nested if isinstance(nested, Mapping) else {}), sub: value}",
      "options[head] = {sub: value}",
@@ -238,11 +269,12 @@ MUTANTS_ROUND5 = [
      "return text.split(\",\") if text.find(\",\") >= 0 else [text]",
      "RV", "command-line text with a LEADING comma is split (RETURNN's Config keeps it whole): "
            "config.list/value/int of ',a' differ"),
-    ("V08", "recipe values", CF + "returnn_lookups.py",
+    ("V08", "recipe values", CF + "pyconfig.py",
      "    if isinstance(assigned, str):\n        return str(text)",
      "    if isinstance(assigned, Text):\n        return str(text)",
-     "RV", "--set of a name the file assigned a str is read as a Python literal (setup=123 "
-           "becomes int 123) where RETURNN keeps the file's type (text)"),
+     "RV", "(final_value moved to pyconfig.py) --set of a name the file assigned a str is "
+           "read as a Python literal (setup=123 becomes int 123) where RETURNN keeps the "
+           "file's type (text)"),
     ("V09", "recipe values", CF + "returnn_lookups.py",
      "return _indexed(default if value is _MISSING or text else value, index)",
      "return _indexed(default if value is _MISSING else value, index)",
@@ -466,9 +498,10 @@ MUTANTS_ROUND5 = [
      "CR", "a repeated field of an index message takes its FIRST value (protobuf: the last "
            "wins): a repeated dtype/offset/size/crc read differently from TF"),
     ("K14", "checkpoint reader", CK + "bundle.py",
-     "if verify and crc32c(raw) != unmask(_first(fields, 6, where)):",
-     "if verify and fields.get(6) and crc32c(raw) != unmask(_first(fields, 6, where)):",
-     "CR", "an entry without a crc32c field is not checked (TF compares it as 0 and refuses)"),
+     "if verify and crc32c(raw) != unmask(crc):",
+     "if verify and crc and crc32c(raw) != unmask(crc):",
+     "CR", "an entry without a crc32c field (read as 0) is not checked (TF compares it as 0 "
+           "and refuses the data)"),
     # ====================================================== EB: evaluator size bounds
     ("Z01", "evaluator bounds", CF + "bounds.py",
      "if self.work > MAX_WORK:",
@@ -501,8 +534,8 @@ MUTANTS_ROUND5 = [
      "EB", "printed_size of an int ~300x too small: str()/'%s' %/config.value of "
            "[2**4000] * 10**3.. pass their size checks and build the text"),
     ("Z08", "evaluator bounds", CF + "percent.py",
-     "if field and (len(field) > 4 or int(field) > MAX_FIELD):",
-     "if field and (len(field) > 4 or int(field) >= MAX_FIELD):",
+     "int(digits or 0) > MAX_FIELD:",
+     "int(digits or 0) >= MAX_FIELD:",
      "EB", "off by one at MAX_FIELD: a width or precision of exactly 1000 refused"),
     ("Z09", "evaluator bounds", CF + "percent.py",
      "depth += (text[j] == \"(\") - (text[j] == \")\")",
@@ -530,6 +563,127 @@ MUTANTS_ROUND5 = [
      "        if depth > MAX_SYNTAX_DEPTH:",
      "        if depth >= MAX_SYNTAX_DEPTH:",
      "EB", "off by one at MAX_SYNTAX_DEPTH: a syntax tree exactly 200 deep refused"),
+    # ============== new at 0c80848 (code added since bdc9936; written from the source only)
+    # TL: Triton device tables (kernels/triton/tables.py, staging.py), batch fast path
+    ("T15", "triton", TT + "tables.py",
+     "for old in [k for k, v in _LAYOUTS.items() if not v.pinned][:len(_LAYOUTS) - LIMIT]:",
+     "for old in list(_LAYOUTS)[:len(_LAYOUTS) - LIMIT]:",
+     "TL", "the layout cache evicts pinned layouts too: past LIMIT (64) layouts, one a "
+           "captured CUDA graph reads (its staging replayed) is dropped and its device table "
+           "freed while the graph still reads it"),
+    ("T16", "triton", TT + "tables.py",
+     "        _LAYOUTS.move_to_end(key)\n        return found",
+     "        return found",
+     "TL", "a cache hit does not mark the layout recently used: the cache is first-in "
+           "first-out, and the layout of the bucket used every step is evicted (and rebuilt "
+           "next step) once 64 others were made after it"),
+    ("T17", "triton", TT + "tables.py",
+     "runs = (per + BLOCK - 1) // BLOCK",
+     "runs = per // BLOCK",
+     "TL", "the runs of the two-level norm reduction rounded down: a tensor of fewer than "
+           "1024 blocks (under ~1M elements) has no run, so its sum of squares is 0 (Triton "
+           "norms, clip by global norm, NovoGrad's layer norms wrong); a larger one loses its "
+           "last partial run"),
+    ("T18", "triton", TT + "tables.py",
+     "self.rest_table = table[starts[1] + self.aligned_blocks * _RECORD:starts[2]]",
+     "self.rest_table = table[starts[1] + self.aligned_blocks:starts[2]]",
+     "TL", "the table of the non-vectorized blocks starts aligned_blocks int64 into the block "
+           "records instead of aligned_blocks records (4 int64 each): where some blocks are "
+           "vectorized and others not (a tensor size not a multiple of 16), the second launch "
+           "reads misframed records: wrong elements updated, wrong norms"),
+    ("T20", "triton", TT + "staging.py",
+     "return self.replayed or key != self.last or capturing(self.device)",
+     "return key != self.last or capturing(self.device)",
+     "TL", "after a capture recorded a copy, a value equal to the last one sent is not copied "
+           "again: a replay that wrote other addresses (a read pass's table shared by two "
+           "models of the same sizes) leaves the eager step reading the replay's gradients"),
+    ("T23", "batch fast path", "processing/_batch.py",
+     "batch._init(list(zip(grads, params, strict=True)), loss_scale)\n        batch._uniform = True",
+     "batch._init(list(zip(grads, params, strict=True)), None)\n        batch._uniform = True",
+     "TL", "the C fast path of Gradients.from_grads forgets the pending loss scale: float32 "
+           "parameters on one device under a loss scaler (TrainStep/pipeline) have their "
+           "scaled gradients applied as they are (S times too large, no overflow skip)"),
+    ("T24", "batch fast path", "processing/_batch.py",
+     "uniform = (bool(params) and set(map(_DTYPE, params)) == {_F32}",
+     "uniform = (bool(params) and _F32 in set(map(_DTYPE, params))",
+     "TL", "the native fast path takes parameters of mixed dtypes (float32 and float64) as "
+           "uniform float32: the batch is marked _uniform and its norms go through the "
+           "float32-only uniform pass (wrong norms or a kernel error for the float64 ones; "
+           "needs the native metadata reader)"),
+    # HB: TensorFlow imported before trainop / Triton (contract/llvm_order.py,
+    # interfaces/tensorflow_import.py)
+    ("H12", "habits", CT + "llvm_order.py",
+     "\"tensorflow\" not in sys.modules or \"triton\" in sys.modules",
+     "\"tensorflow\" not in sys.modules",
+     "HB", "the check ignores a Triton already loaded: trainop imported first (its hook loaded "
+           "Triton at `import tensorflow`), then TensorFlow, then an optimizer built -> "
+           "RuntimeError although the order was right (where Triton is installed)"),
+    ("H13", "habits", CT + "llvm_order.py",
+     "importlib.util.find_spec(\"triton\") is None):",
+     "importlib.util.find_spec(\"triton\") is not None):",
+     "HB", "the installed-Triton test inverted: where Triton is installed the check never "
+           "refuses (LLVM aborts the process), where it is not every optimizer built after "
+           "`import tensorflow` is refused"),
+    ("H14", "habits", "interfaces/tensorflow_import.py",
+     "sys.meta_path.insert(0, _TritonFirst())",
+     "sys.meta_path.append(_TritonFirst())",
+     "HB", "the import hook goes last on sys.meta_path: the path finder finds tensorflow "
+           "first, the hook never runs, and a script importing trainop then tensorflow gets "
+           "the TensorFlow-first RuntimeError (or LLVM's abort) at its first optimizer"),
+    # RV: --set validation (interfaces/recipes/settings.py, overrides.py)
+    ("V12", "recipe values", RC + "settings.py",
+     "not all(part.isidentifier() for part in name.split(\".\"))",
+     "not name.replace(\".\", \"_\").isidentifier()",
+     "RV", "--set names with an empty dotted part are accepted: 'optimizer_params.=1', "
+           "'a..b=1' and 'x.=1' pass (an empty key set in the option's dict) instead of the "
+           "ValueError naming the item"),
+    ("V13", "recipe values", RC + "settings.py",
+     "out[name] = Text(value)",
+     "out.setdefault(name, Text(value))",
+     "RV", "a repeated --set name keeps its FIRST value (documented: the last wins): "
+           "--set lr=1 --set lr=2 trains with 1"),
+    ("V14", "recipe values", RC + "overrides.py",
+     "if not isinstance(nested, Mapping | None):",
+     "if not isinstance(nested, Mapping):",
+     "RV", "a dotted override of an option the recipe does not give (or gives as None) is "
+           "refused with TypeError instead of starting a dict: --set "
+           "lr_policy_params.decay_steps=1000 fails where the file has no lr_policy_params"),
+    ("V16", "recipe values", RC + "overrides.py",
+     "value = {**(nested or {}), sub: value}",
+     "value = {sub: value, **(nested or {})}",
+     "RV", "a dotted override loses to the file's own entry: --set optimizer_params.beta1=0.8 "
+           "is silently ignored where the recipe gives beta1 (only new keys take effect)"),
+    ("V17", "recipe values", RC + "settings.py",
+     "without.options.get(k, _NONE))]",
+     "recipe.options.get(k, _NONE))]",
+     "RV", "the load without a --set NAME is compared with the recipe itself: no training "
+           "option ever 'changes', so a RETURNN --set of a name the file uses to compute an "
+           "option (learning_rate_base=...) is refused as changing none"),
+    # CR: save_tf switching the index last (interfaces/checkpoints/switch.py, bundle.py)
+    ("K19", "checkpoint writer", CK + "switch.py",
+     "num_shards = 2 if current_shards == 1 else 1",
+     "num_shards = 1",
+     "CR", "the new data always goes under the one-shard name: saving over a one-shard "
+           "checkpoint overwrites the data file its index names before the index is "
+           "replaced, so a failure (or a reader) in between meets new data beside the old "
+           "index (CRC failure), and the old checkpoint is lost"),
+    ("K20", "checkpoint writer", CK + "switch.py",
+     "        for partial, shard in zip(partials, shards, strict=False):\n            os.replace(partial, shard)  # names the current index does not use\n        os.replace(partials[-1], index)  # the switch",
+     "        os.replace(partials[-1], index)  # the switch\n        for partial, shard in zip(partials, shards, strict=False):\n            os.replace(partial, shard)  # names the current index does not use",
+     "CR", "the index is replaced FIRST: when a data file's rename fails, the new index names "
+           "data files that are missing (then removed), and neither checkpoint is readable"),
+    ("K22", "checkpoint writer", CK + "switch.py",
+     "_unlink([shard_name(prefix, i, current_shards) for i in range(current_shards)])",
+     "_unlink([shard_name(prefix, i, num_shards) for i in range(current_shards)])",
+     "CR", "after the switch the NEW layout's data files are removed instead of the old "
+           "one's: a second save_tf at the same prefix leaves an index without its data "
+           "(and the old data files stay)"),
+    ("K23", "checkpoint writer", CK + "bundle.py",
+     "encode([(1, num_shards), (3, encode([(1, _PRODUCER)]))])",
+     "encode([(1, 1), (3, encode([(1, _PRODUCER)]))])",
+     "CR", "the index header always says one shard: the second save at a prefix writes "
+           "'-of-00002' data that its index does not name (read_tf/load_tf then look for "
+           "'-of-00001', removed)"),
 ]
 
 MUTANTS_ROUND5_EXTRA = [
@@ -551,9 +705,12 @@ MUTANTS_ROUND5_EXTRA = [
            "CPU): a compile error where the foreach path should run"),
     # BT
     ("B10", "betas", CT + "checkpoint.py",
-     "or tuple(betas) != (values.get(\"beta1\"), values.get(\"beta2\"))):",
-     "or tuple(betas)[0] != values.get(\"beta1\")):",
-     "BT", "a checkpoint whose betas' second element disagrees with beta2 is accepted"),
+     "opt._validate_group_values({\"beta1\": betas[0], \"beta2\": betas[1]})",
+     "opt._validate_group_values({\"beta1\": betas[0]})",
+     "BT", "rewritten: a checkpoint's betas no longer has to equal (beta1, beta2) (betas wins "
+           "at the load), so the bug is in its range check instead: betas' second element is "
+           "not checked, and a checkpoint with betas=(0.9, 1.5) loads, its group running "
+           "beta2=1.5"),
     ("B11", "betas", CT + "betas.py",
      "        _record(seen, group, (group[\"beta1\"], group[\"beta2\"]))",
      "        seen[id(group)] = (group, (group[\"beta1\"], group[\"beta2\"]))",
@@ -561,9 +718,11 @@ MUTANTS_ROUND5_EXTRA = [
            "leaves groups without it until the next step"),
     # HB
     ("H10", "habits", CT + "scheduled_lr.py",
-     "SCHEDULER_KEYS = (\"initial_lr\", \"max_lr\", \"min_lr\", \"base_lr\", \"max_momentum\", \"base_momentum\")",
-     "SCHEDULER_KEYS = (\"initial_lr\", \"max_lr\", \"min_lr\", \"base_lr\")",
-     "HB", "OneCycleLR's max_momentum/base_momentum stay in the groups after the refusal"),
+     "_MAX_FORWARDING = 8",
+     "_MAX_FORWARDING = 1",
+     "HB", "rewritten: no scheduler keys are written before the refusal any more; instead "
+           "only one forwarding param_groups property is looked through: a scheduler over a "
+           "wrapper of a wrapper (accelerate's around another forwarding one) is not refused"),
     ("H11", "habits", "schedules/_base.py",
      "__float__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _not_a_number",
      "__mul__ = __rmul__ = __truediv__ = __rtruediv__ = _not_a_number",
@@ -659,10 +818,50 @@ MUTANTS_ROUND5_EXTRA = [
      "EB", "config.value's join counts the list_join_str once: a long separator between many "
            "parts passes the size check"),
     ("Z21", "evaluator bounds", CF + "percent.py",
-     "if field and (len(field) > 4 or int(field) > MAX_FIELD):",
-     "if field and int(field) > MAX_FIELD:",
+     "if len(digits) > len(str(MAX_FIELD)) or int(digits or 0) > MAX_FIELD:",
+     "if int(digits or 0) > MAX_FIELD:",
      "EB", "a width of thousands of digits is parsed by int() (ValueError past Python's digit "
-           "limit, not NotFormattable); also '%.00005f' then accepted"),
+           "limit, not NotFormattable; slow int parsing of a huge field)"),
+    # new at 0c80848, narrower (GPU/compile-only, a rare aliasing, a message or a file left)
+    ("T19", "triton", TT + "tables.py",
+     "if bool(np.any((end > at) & (idx >= 0) & (w_end[np.maximum(idx, 0)] > at))):",
+     "if bool(np.all((end > at) & (idx >= 0) & (w_end[np.maximum(idx, 0)] > at))):",
+     "TL", "refresh refuses the one-launch path only when EVERY gradient overlaps memory a "
+           "kernel writes: one gradient aliasing a variable or slot (p.grad sharing p's "
+           "storage) goes through the fused launch, which may write before it reads"),
+    ("T21", "triton", TT + "staging.py",
+     "            if frozen:\n                continue\n",
+     "",
+     "TL", "a host row a captured CUDA graph reads is written again by a later send: the "
+           "graph's replays then copy the newer values (wrong addresses or hyperparameters "
+           "in a replayed step)"),
+    ("T22", "batch fast path", "processing/_batch.py",
+     "batch = None if torch.compiler.is_compiling() else cls._uniform_grads(params, loss_scale)",
+     "batch = cls._uniform_grads(params, loss_scale)",
+     "TL", "the C fast path also runs under torch.compile: the native reader meets fake/"
+           "functional tensors while tracing (an error or a graph break where the plain loop "
+           "traces)"),
+    ("T25", "batch fast path", "processing/_batch.py",
+     "\n                    or list(map(_SHAPE, grads)) != list(map(_SHAPE, params))):",
+     "):",
+     "TL", "the fallback fast path (no native metadata reader, or parameter subclasses) skips "
+           "the shape check: a gradient of another shape is accepted silently instead of "
+           "from_grads' TypeError"),
+    ("H15", "habits", "interfaces/tensorflow_import.py",
+     "            with contextlib.suppress(ValueError):\n                sys.meta_path.remove(self)\n            load_triton_first()",
+     "            load_triton_first()",
+     "HB", "the one-shot import hook never removes itself: it stays on sys.meta_path, asked "
+           "for every later import"),
+    ("V15", "recipe values", RC + "overrides.py",
+     "value = final_value(value) if isinstance(value, Text) else value",
+     "value = final_value(value) if isinstance(value, str) else value",
+     "RV", "a plain str override from the Python API (load_recipe(overrides={'x': '1e-3'})) "
+           "is read as --set text: '1e-3' becomes a float where the API takes it as given"),
+    ("K21", "checkpoint writer", CK + "switch.py",
+     "        _unlink(partials)\n        _unlink(shards)\n        raise",
+     "        _unlink(partials)\n        raise",
+     "CR", "a failed save leaves the new data files it renamed but never switched to (the "
+           "'-of-00002' files beside a one-shard checkpoint)"),
 ]
 
 #: every round-5 mutant, the driver's list (``--round 5``)

@@ -73,6 +73,7 @@ GROUPS = {
     "HB": ["tests/test_torch_habits.py", "tests/test_policy_learning_rate.py",
            "tests/test_errors_torch_optim.py", "tests/test_torch_schedulers_over_schedules.py",
            "tests/test_torch_schedulers_momentum.py", "tests/test_errors_torch_style.py",
+           "tests/test_tensorflow_import.py",
            "-k", "not step_without_parameters"],
     "RV": ["tests/test_recipe_values.py", "tests/test_errors_recipes.py", "tests/test_recipes.py"],
     "OR": ["tests/test_replay_oracle.py", "tests/test_train_replay.py", "tests/test_novograd.py",
@@ -81,7 +82,7 @@ GROUPS = {
            "tests/test_pin_returnn.py", "tests/test_errors_updater.py"],
     "CR": ["tests/test_tf_checkpoint_reading.py", "tests/test_errors_tf_files.py",
            "tests/test_errors_tf_checkpoints.py", "tests/test_pin_tf_checkpoints.py",
-           "tests/test_tf_checkpoints.py"],
+           "tests/test_tf_checkpoints.py", "tests/test_tf_checkpoint_switch.py"],
     "EB": ["tests/test_pin_configs.py", "tests/test_errors_configs.py",
            "tests/test_configs_idioms.py"],
 }

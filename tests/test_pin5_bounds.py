@@ -84,6 +84,8 @@ def test_syntax_nested_exactly_max_syntax_depth():
 def test_fstring_fields_at_the_bound():
     fields = "{1}" * MAX_FSTRING_FIELDS
     assert _value(f'y = f"{fields}"') == "1" * MAX_FSTRING_FIELDS
+    # one more "{" elsewhere in the file: the f-strings are counted token by token
+    assert _value(f'# {{\ny = f"{fields}"') == "1" * MAX_FSTRING_FIELDS
     _refused(f'y = f"{fields}{{1}}"', "MAX_FSTRING_FIELDS")
 
 
@@ -118,3 +120,9 @@ def test_keyed_conversions_count_the_largest_value_each_time():
     with pytest.raises(BoundExceeded, match="MAX_WEIGHT"):
         percent_format("%(a)s%(a)s", values)
     assert admitted(percent_format, "%(a)s", {"a": "xy"}) == "xy"
+
+
+def test_a_value_of_exactly_max_weight_is_admitted_and_one_more_refused():
+    # a str weighs 1 + its length: "x" * (MAX_WEIGHT - 1) is exactly MAX_WEIGHT
+    assert _value(f'y = "x" * {MAX_WEIGHT - 1}') == "x" * (MAX_WEIGHT - 1)
+    _refused(f'y = "x" * {MAX_WEIGHT}', "MAX_WEIGHT")

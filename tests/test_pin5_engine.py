@@ -9,6 +9,7 @@ g`` and torch's ``clip_grad_norm_`` (``g * min(1, c / (||g|| + 1e-6))``)."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import pytest
@@ -149,3 +150,57 @@ def test_a_scaler_that_is_not_a_grad_scaler_is_refused_and_changes_nothing():
     with pytest.raises(TypeError, match=r"GradScaler"):
         updater.step(grad_scaler=object())  # no is_enabled: taken as enabled, then refused
     assert all(torch.equal(w, w0) for w, w0 in zip(_weights(updater), start, strict=True))
+
+
+def _dynamic(*, global_train_step, learning_rate, **_):
+    if global_train_step < 5:
+        return learning_rate / (1 + global_train_step)
+    return math.nan if global_train_step == 5 else "fast"
+
+
+def test_a_torch_dynamic_learning_rate_is_read_as_returnns_updater_reads_it():
+    # RETURNN's torch updater is the oracle of the effective rate; NaN or text it would pass on
+    # to torch.optim (which trains on a NaN rate silently) is refused naming the step
+    from returnn.torch.updater import Updater as ReturnnUpdater
+
+    config = {"optimizer": {"class": "sgd"}, "dynamic_learning_rate": _dynamic}
+    ours = trainop.Updater({**config, "backend": "torch"}, torch.nn.Linear(2, 1),
+                           initial_learning_rate=0.5)
+    theirs = ReturnnUpdater(config=returnn_config.Config(dict(config)),
+                            network=torch.nn.Linear(2, 1), device="cpu",
+                            initial_learning_rate=0.5)
+    theirs.create_optimizer()
+    for t in (0, 3):
+        ours.set_current_train_step(global_train_step=t, epoch=1)
+        theirs.set_current_train_step(global_train_step=t, epoch=1)
+        assert ours.get_effective_learning_rate() == theirs.get_effective_learning_rate() \
+            == 0.5 / (1 + t)
+    with pytest.raises(ValueError, match=r"finite learning rate >= 0, got nan at "
+                                         r"global_train_step 5"):
+        ours.set_current_train_step(global_train_step=5, epoch=1)
+        ours.get_effective_learning_rate()
+    with pytest.raises(TypeError, match=r"to return a number, got 'fast' \(str\) at "
+                                        r"global_train_step 6"):
+        ours.set_current_train_step(global_train_step=6, epoch=1)
+        ours.get_effective_learning_rate()
+
+
+@pytest.mark.parametrize(("updater_opts", "message"), [
+    ({"weight": {"tags": ["a"], "global_norm_tag": 1}},
+     r"updater_opts\['weight'\]\['global_norm_tag'\] to be a str, got 1"),
+    ({"weight": 0.5},
+     r"`updater_opts` entries of str -> dict, got 'weight' \(str\) -> 0.5 \(float\)"),
+])
+def test_updater_opts_of_the_wrong_type_are_refused_naming_the_entry(updater_opts, message):
+    with pytest.raises(TypeError, match=message):
+        trainop.Updater({"updater_opts": updater_opts}, torch.nn.Linear(2, 1))
+
+
+def test_constraint_marks_with_a_torch_optim_class_are_refused():
+    # RETURNN's PyTorch backend ignores RETURNN_constraint_L2: the class's weight_decay is it
+    model = torch.nn.Linear(2, 1)
+    model.weight.RETURNN_constraint_L2 = 0.01
+    with pytest.raises(ValueError, match=r"no per-parameter `RETURNN_constraint_L2` with a "
+                                         r"torch.optim class \(AdamW\)"):
+        trainop.Updater({"backend": "torch", "optimizer": {"class": "adamw"},
+                         "decouple_constraints": True}, model).get_optim_op()

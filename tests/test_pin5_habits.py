@@ -54,3 +54,72 @@ def test_a_required_argument_only_some_groups_give_is_the_constructors_type_erro
     opt = admitted(trainop.MomentumOptimizer, [{"params": [a], "momentum": 0.9},
                                                {"params": [b], "momentum": 0.5}], lr=0.1)
     assert [g["momentum"] for g in opt.param_groups] == [0.9, 0.5]
+
+
+# ---- who reads param_groups (contract/scheduled_lr.py): H02, H04, H05 of the rewritten round 5
+class _Forwarding(torch.optim.Optimizer):
+    """accelerate's AcceleratedOptimizer's shape (accelerate/optimizer.py): a torch Optimizer
+    whose ``param_groups`` property forwards to the wrapped optimizer's."""
+
+    def __init__(self, optimizer):  # no torch Optimizer.__init__, as accelerate
+        self.optimizer = optimizer
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    @param_groups.setter
+    def param_groups(self, groups):
+        self.optimizer.param_groups = groups
+
+
+def _scheduled():
+    from trainop.schedules import tf1
+
+    w = torch.nn.Parameter(torch.ones(2))
+    policy = tf1.ExponentialDecay(0.1, decay_steps=10, decay_rate=0.5)
+    return trainop.GradientDescentOptimizer([w], learning_rate=policy), policy
+
+
+REFUSED = r"a torch LR scheduler cannot drive param group\(s\) \[0\]"
+
+
+@pytest.mark.parametrize("levels", [1, 2])
+def test_a_scheduler_over_forwarding_wrappers_is_refused_as_over_the_optimizer(levels):
+    opt, policy = _scheduled()
+    wrapped = opt
+    for _ in range(levels):  # accelerate's wrapper around another forwarding one
+        wrapped = _Forwarding(wrapped)
+    with pytest.raises(TypeError, match=REFUSED):
+        torch.optim.lr_scheduler.StepLR(wrapped, step_size=1)
+    assert opt.param_groups[0]["lr"] is policy and "initial_lr" not in opt.param_groups[0]
+
+
+class _Restart(torch.optim.lr_scheduler.LRScheduler):
+    """A user's scheduler whose own step() (only self) writes the rate."""
+
+    def step(self):
+        for group in self.optimizer.param_groups:
+            group["lr"] = 0.01
+
+
+def test_a_user_schedulers_own_step_is_refused_over_a_schedule_assigned_later():
+    w = torch.nn.Parameter(torch.ones(2))
+    opt = trainop.GradientDescentOptimizer([w], learning_rate=0.5)
+    scheduler = _Restart(opt)
+    _, policy = _scheduled()
+    opt.param_groups[0]["lr"] = policy
+    with pytest.raises(TypeError, match=REFUSED):
+        scheduler.step()
+    assert opt.param_groups[0]["lr"] is policy
+
+
+class _Logger:
+    def rates(self, optimizer):
+        return [group["lr"] for group in optimizer.param_groups]
+
+
+def test_other_code_reading_the_groups_of_a_scheduled_optimizer_is_not_refused():
+    # a callback or a logger (a method, outside torch and trainop) is no torch scheduler
+    opt, policy = _scheduled()
+    assert admitted(_Logger().rates, opt) == [policy]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 from admitted import admitted
 
 import trainop
@@ -133,3 +134,80 @@ def test_set_supplies_a_whole_option_the_file_computes_with_code(tmp_path, capsy
                                      "optimizer={'class': 'adam', 'epsilon': 0.5}")
     assert status == 0, out + err
     assert "epsilon=0.5" in out
+
+
+def test_build_overrides_supply_a_whole_option_the_file_computes_with_code(tmp_path):
+    # the documented Python way (build(overrides=...)) to give what `optimizer = f()` needs:
+    # a dict for the whole option is the option's value, nothing of it stays pending
+    path = tmp_path / "r.config"
+    path.write_text("#!rnn.py\nlearning_rate = 0.5\noptimizer = make_optimizer()\n")
+    recipe = trainop.load_recipe(str(path))
+    assert set(recipe.pending()) == {"optimizer"}
+    supplied = {"optimizer": {"class": "adam", "epsilon": 0.5}}
+    assert recipe.pending(supplied) == {}
+    w = torch.nn.Parameter(torch.tensor([1.0]))
+    updater = admitted(recipe.build, torch.nn.ParameterList([w]), overrides=supplied)
+    w.grad = torch.tensor([2.0])
+    updater.step()
+    # TF1 Adam's first step (epsilon outside the bias correction): lr sqrt(1 - b2) / (1 - b1)
+    # * m / (sqrt(v) + eps) with m = (1 - b1) g, v = (1 - b2) g^2, b1 = 0.9, b2 = 0.999
+    root = (1 - 0.999) ** 0.5 * 2.0
+    assert float(w) == pytest.approx(1.0 - 0.5 * root / (root + 0.5), rel=1e-6)
+
+
+def test_set_of_a_name_the_file_cannot_load_without_supplies_what_it_needs(tmp_path):
+    from returnn.config import Config
+
+    path = tmp_path / "r.config"
+    path.write_text("#!rnn.py\nlearning_rate = config.float('lr', -1.0)\n"
+                    "optimizer = {'class': 'adam'}\n")
+    with pytest.raises(ValueError, match=r"`learning_rate` in \[0, inf\), got -1.0"):
+        trainop.load_recipe(str(path))
+    recipe = load_with_settings(str(path), parse_settings(["lr=0.1"]))
+    assert recipe.settings == ["--set lr=0.1: supplies what the file needs"]
+    config = Config()  # RETURNN's ++lr 0.1
+    config.add_line("lr", "0.1")
+    assert recipe.options["learning_rate"] == config.float("lr", -1.0) == 0.1
+
+
+@pytest.mark.parametrize("item", ["optimizer_params.=1", "a..b=1", "x.=1", ".x=1", "x y=1"])
+def test_set_names_with_an_empty_or_invalid_dotted_part_are_refused_naming_the_item(item):
+    with pytest.raises(ValueError, match=re.escape(f"got {item!r}")):
+        parse_settings([item])
+    assert admitted(parse_settings, ["optimizer_params.beta1=0.8"]) == {
+        "optimizer_params.beta1": "0.8"}
+
+
+def test_a_repeated_set_name_takes_its_last_value():
+    from returnn.config import Config
+
+    config = Config()  # RETURNN's command line: a repeated ++name overwrites the earlier one
+    config.parse_cmd_args(["++lr", "1", "++beta", "x", "++lr", "2"])
+    assert parse_settings(["lr=1", "beta=x", "lr=2"]) == {
+        "lr": config.value("lr", None), "beta": config.value("beta", None)} == {
+        "lr": "2", "beta": "x"}
+
+
+def test_a_dotted_override_of_an_option_the_recipe_does_not_give_starts_its_dict(tmp_path):
+    path = tmp_path / "recipe.py"
+    path.write_text(OS2S.format(steps="40").replace(
+        '    "optimizer_params": {"beta1": 0.7, "beta2": 0.99, "epsilon": 1e-06},\n', ""))
+    recipe = admitted(trainop.load_recipe, str(path),
+                      overrides={"optimizer_params.beta1": 0.8})
+    assert recipe.options["optimizer_params"] == {"beta1": 0.8}
+
+
+def test_a_str_override_from_python_is_refused_as_the_same_value_in_the_file(tmp_path):
+    # "a bad value is refused exactly as the same value in the file would be" (recipes.md):
+    # only --set text (Text) is read as a literal, a Python str is taken as given
+    path = tmp_path / "r.config"
+    path.write_text("#!rnn.py\nlearning_rate = 0.1\noptimizer = {'class': 'adam'}\n")
+    refused = r"Expected `learning_rate` to be a real number, got '1e-3' \(str\)"
+    with pytest.raises(TypeError, match=refused):
+        trainop.load_recipe(str(path), overrides={"learning_rate": "1e-3"})
+    in_file = tmp_path / "s.config"
+    in_file.write_text("#!rnn.py\nlearning_rate = '1e-3'\noptimizer = {'class': 'adam'}\n")
+    with pytest.raises(TypeError, match=refused):
+        trainop.load_recipe(str(in_file))
+    assert trainop.load_recipe(str(path), overrides={"learning_rate": Text("1e-3")}).options[
+        "learning_rate"] == 1e-3

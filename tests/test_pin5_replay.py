@@ -182,3 +182,16 @@ def test_returnn_sums_its_accumulated_micro_steps():
     doubled = _replay(ReplayPlan("returnn", "GradientDescentOptimizer", {}), [batch], [0.2])[0]
     for name, w in doubled.items():
         np.testing.assert_allclose(window[name], w, rtol=1e-5, atol=1e-7)
+
+
+def test_returnn_learning_rate_multiplier_scales_the_replayed_rate():
+    # RETURNN's optimizer dict: the optimizer runs at learning_rate * learning_rate_multiplier
+    import torch
+
+    import trainop
+    from trainop.interfaces.train.replay_plan import tf_plan
+
+    w = torch.nn.Parameter(torch.ones(2))
+    updater = trainop.Updater({"optimizer": {"class": "sgd", "learning_rate_multiplier": 3.0},
+                               "learning_rate": 0.1}, [w])
+    assert tf_plan(updater).lr_multiplier == pytest.approx(3.0, rel=1e-6)

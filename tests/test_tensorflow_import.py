@@ -65,6 +65,8 @@ import torch
 import trainop
 import tensorflow as tf
 assert "triton" in sys.modules  # loaded ahead of TensorFlow by trainop's import hook
+# the hook is one-shot: gone from sys.meta_path after that import
+assert not any(type(f).__name__ == "_TritonFirst" for f in sys.meta_path)
 w = torch.nn.Parameter(torch.ones(2))
 opt = trainop.AdamOptimizer([w], lr=0.1)
 w.grad = torch.ones(2)

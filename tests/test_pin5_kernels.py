@@ -1,0 +1,200 @@
+"""Pins of the kernels' boundary and Triton's safe path (issue #40, round-5 audit, layer TL):
+parameters that are back-to-back views of one storage (they touch, they do not overlap) are
+updated as separate tensors on the native and Triton paths, and a gradient that is not
+contiguous (a transposed ``.grad``) is read as its values, not as its storage. Oracle: plain
+gradient descent, ``w - lr * g``, in float32 (``implementation="reference"``, and by hand).
+Triton runs under its interpreter (``TRITON_INTERPRET=1``) for this module only."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+from admitted import admitted
+from triton_table import CASES, assert_mixed_matches, train_mixed
+
+import trainop
+from trainop.kernels import triton as tk
+
+LR = 0.5
+IMPLEMENTATIONS = ["native", "reference",
+                   pytest.param("triton", marks=pytest.mark.skipif(
+                       not tk.available(), reason="Triton is not installed"))]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _interpreter():
+    saved = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    yield
+    if saved is None:
+        del os.environ["TRITON_INTERPRET"]
+    else:
+        os.environ["TRITON_INTERPRET"] = saved
+
+
+def test_the_device_tables_blocks_cover_each_tensor_exactly():
+    # BLOCK-element blocks, the last one partial (T04: a block past the end reads and writes
+    # the next tensor; under the interpreter the process dies, so the table itself is pinned)
+    from trainop.kernels.triton.tables import BLOCK, _blocks
+
+    counts = np.array([BLOCK + 476, 1, 2 * BLOCK, 17], dtype=np.int64)
+    records, _, first = _blocks(counts, np.ones(len(counts), dtype=bool))
+    for t, n in enumerate(counts):
+        mine = sorted((int(s), int(e)) for o, s, e, _ in records if o == t)
+        assert len(mine) == first[t + 1] - first[t] == -(-n // BLOCK)
+        assert mine[0][0] == 0 and mine[-1][1] == n  # then no gap, no overlap:
+        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:], strict=False))
+
+
+def test_the_table_of_the_other_blocks_starts_at_their_first_record():
+    # 2048 and 1500 elements: three blocks end on a multiple of 16 (the vectorized launch),
+    # [1024, 1500) of the second does not: the second launch's table is that one record (T18)
+    from trainop.kernels.triton.tables import Layout
+
+    lists = [[torch.zeros(2048), torch.zeros(1500)], [torch.ones(2048), torch.ones(1500)]]
+    layout = Layout(lists, torch.device("cpu"), moving=1, written=(0,))
+    layout.build()
+    assert (layout.blocks, layout.aligned_blocks) == (4, 3)
+    assert layout.rest_table.view(-1, 4).tolist() == [[1, 1024, 1500, 3]]
+
+
+def test_a_captured_host_row_is_never_written_again(monkeypatch):
+    # a captured graph re-reads its host row at every replay: the row is frozen (T21), and
+    # every later send copies, even a value equal to the last one sent (T20); the capture is
+    # simulated as test_triton_tables.py simulates it
+    from trainop.kernels.triton import staging
+
+    rows = staging.Staging(2, torch.int64, torch.device("cpu"))
+    dest = torch.zeros(2, dtype=torch.int64)
+    rows.send((1, 2), dest)
+    dest.zero_()
+    rows.send((1, 2), dest)
+    assert dest.tolist() == [0, 0]  # the same values, no capture since: not copied again
+    with monkeypatch.context() as patch:
+        patch.setattr(staging, "capturing", lambda device: True)
+        rows.send((3, 4), dest)  # recorded by the capture
+    (captured,) = [i for i, row in enumerate(rows.rows) if row.tolist() == [3, 4]]
+    dest.copy_(torch.tensor([7, 7]))  # what a replay for another model wrote
+    rows.send((3, 4), dest)
+    assert dest.tolist() == [3, 4]
+    for values in [(5, 6), (7, 8), (9, 10)] * len(rows.rows):
+        rows.send(values, dest)
+        assert rows.rows[captured].tolist() == [3, 4] and dest.tolist() == list(values)
+
+
+def test_the_layout_cache_evicts_the_least_recently_used(monkeypatch):
+    # the layout a bucket uses every step stays however many others come after it (T16)
+    from collections import OrderedDict
+    from types import SimpleNamespace
+
+    from trainop.kernels.triton import tables
+
+    monkeypatch.setattr(tables, "_LAYOUTS", OrderedDict())
+    monkeypatch.setattr(tables, "LIMIT", 2)
+    made = []
+
+    def make(name):
+        made.append(name)
+        return SimpleNamespace(pinned=False, name=name)
+
+    for key in ("every step", "b", "every step", "c", "every step", "d"):
+        assert tables.cached((key,), lambda key=key: make(key)).name == key
+    assert made == ["every step", "b", "c", "d"]  # never made again
+    assert list(tables.layouts()) == [("every step",), ("d",)]
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_parameters_back_to_back_in_one_storage_are_updated_apart(implementation):
+    storage = torch.arange(8, dtype=torch.float32)
+    a, b = torch.nn.Parameter(storage[:4]), torch.nn.Parameter(storage[4:])
+    assert a.data_ptr() + 4 * a.element_size() == b.data_ptr()  # they touch
+    opt = trainop.GradientDescentOptimizer([a, b], learning_rate=LR,
+                                           implementation=implementation)
+    a.grad, b.grad = torch.full((4,), 2.0), torch.full((4,), -2.0)
+    admitted(opt.step)  # touching is not sharing memory: no refusal
+    assert torch.equal(storage, torch.tensor([-1.0, 0.0, 1.0, 2.0, 5.0, 6.0, 7.0, 8.0]))
+
+
+@pytest.mark.skipif(not tk.available(), reason="Triton is not installed")
+def test_a_transposed_gradient_is_read_as_its_values_on_the_triton_path():
+    torch.manual_seed(0)
+    w0, g = torch.randn(2, 6), torch.randn(6, 2).t()  # g: the shape of w, not contiguous
+    out = {}
+    for implementation in ("triton", "reference"):
+        w = torch.nn.Parameter(w0.clone())
+        opt = trainop.GradientDescentOptimizer([w], learning_rate=LR,
+                                               implementation=implementation)
+        w.grad = g
+        admitted(opt.step)
+        out[implementation] = w.detach()
+    assert torch.allclose(out["reference"], w0 - LR * g, rtol=0, atol=1e-6)
+    assert torch.equal(out["triton"], out["reference"])
+
+
+@pytest.mark.parametrize("implementation", [i for i in IMPLEMENTATIONS if i != "reference"])
+def test_a_gradient_aliasing_the_lowest_addressed_variable_is_read_before_it_is_written(
+        implementation):
+    # TF's order: every gradient is read before any variable is written (the kernels' paths;
+    # the per-tensor reference path reads it after: a finding, docs/mutation_audit.md). first
+    # is updated first and has the lowest address; second's gradient IS first's storage.
+    storage = torch.tensor([1.0, 2.0, 3.0, 4.0, 10.0, 20.0, 30.0, 40.0])
+    first, second = torch.nn.Parameter(storage[:4]), torch.nn.Parameter(storage[4:])
+    opt = trainop.GradientDescentOptimizer([first, second], learning_rate=LR,
+                                           implementation=implementation)
+    first.grad, second.grad = torch.full((4,), 2.0), first.detach()
+    admitted(opt.step)
+    assert torch.equal(storage, torch.tensor([0.0, 1.0, 2.0, 3.0, 9.5, 19.0, 28.5, 38.0]))
+
+
+def _gradient_descent():
+    return next(i for i, kwargs in CASES if not kwargs and i.name == "GradientDescentOptimizer")
+
+
+@pytest.mark.skipif(not tk.available(), reason="Triton is not installed")
+@pytest.mark.parametrize("regularize", [None, 0], ids=["plain", "regularized"])
+def test_a_masters_half_model_gradient_is_admitted_on_the_triton_path(regularize):
+    # MixedPrecisionOptimizerWrapper: the kernel reads the bfloat16 model gradient as it is
+    # (T06); a regularized master's gradient is float32 beside the others' bfloat16 (T10)
+    info, cpu = _gradient_descent(), torch.device("cpu")
+    ours = admitted(train_mixed, info, torch.bfloat16, "triton", cpu, regularize=regularize)
+    theirs = train_mixed(info, torch.bfloat16, "reference", cpu, regularize=regularize)
+    assert_mixed_matches(info.name, ours, theirs, torch.bfloat16)
+
+
+@pytest.mark.skipif(not tk.available(), reason="Triton is not installed")
+def test_masters_of_float16_and_bfloat16_model_copies_are_updated_on_the_triton_path():
+    from trainop.processing import ClipByValue, GradientPipeline, MixedPrecisionOptimizerWrapper
+
+    out = {}
+    for implementation in ("triton", "reference"):
+        model = [torch.nn.Parameter(torch.tensor([1.0, 2.0], dtype=torch.float16)),
+                 torch.nn.Parameter(torch.tensor([3.0, 4.0], dtype=torch.bfloat16))]
+        # ClipByValue rewrites the gradients in float32: one bucket of both masters
+        opt = GradientPipeline(MixedPrecisionOptimizerWrapper(trainop.GradientDescentOptimizer(
+            model, learning_rate=LR, implementation=implementation)), [ClipByValue(-9.0, 9.0)])
+        for p in model:
+            p.grad = torch.full_like(p, 2.0)
+        admitted(opt.step)
+        out[implementation] = [p.detach().float() for p in model]
+    for got in out.values():  # w - lr * g, exact in both half types
+        assert torch.equal(got[0], torch.tensor([0.0, 1.0]))
+        assert torch.equal(got[1], torch.tensor([2.0, 3.0]))
+
+
+@pytest.mark.skipif(not tk.available(), reason="Triton is not installed")
+def test_a_gradient_aliasing_a_variable_after_the_first_step_is_read_before_it_is_written():
+    # step 1 builds the bucket's device table; at step 2 one gradient of two IS the other
+    # variable's storage: the table's refresh sends the step to the list path (T19)
+    first = torch.nn.Parameter(torch.tensor([1.0, 2.0, 3.0, 4.0]))
+    second = torch.nn.Parameter(torch.tensor([10.0, 20.0, 30.0, 40.0]))
+    opt = trainop.GradientDescentOptimizer([first, second], learning_rate=LR,
+                                           implementation="triton")
+    first.grad, second.grad = torch.full((4,), 2.0), torch.full((4,), 1.0)
+    admitted(opt.step)
+    first.grad, second.grad = torch.full((4,), 2.0), first.detach()
+    admitted(opt.step)
+    assert first.tolist() == [-1.0, 0.0, 1.0, 2.0]
+    assert second.tolist() == [9.5, 19.0, 28.5, 38.0]  # 9.5, 19.5, ... - 0.5 * [0, 1, 2, 3]
