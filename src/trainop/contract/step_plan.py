@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainop.contract.read_first import read_first
 from trainop.kernels.native import metadata
 
 # Attribute readers for map(): a list of tensors read without a Python loop body.
@@ -84,7 +85,29 @@ class StepPlan:
         everything (slots against the new shape) before anything moves. List comparisons, which
         cost less than a Python condition per tensor; where the metadata reader is built, it
         makes the same checks in one call, and where every parameter and gradient is a plain
-        contiguous CPU tensor also reads what the C boundary needs of them (``read_for``)."""
+        contiguous CPU tensor also reads what the C boundary needs of them (``read_for``).
+        A gradient sharing memory with a parameter or slot of the plan is a copy made here
+        (``read_first``)."""
+        grads = self._gradients()
+        return None if grads is None else self.read_first(grads)
+
+    def read_first(self, grads: list[torch.Tensor], start: int = 0) -> list[torch.Tensor]:
+        """``grads`` where none from ``start`` on shares memory with a parameter or slot of the
+        plan, else with those copied (``contract.read_first``; ``read_for`` then reads nothing:
+        its pointers are the shared memory's)."""
+        copied = read_first(grads, self._written, start)
+        if copied is None:
+            return grads
+        self._read_valid = False
+        return copied
+
+    def _written(self) -> list[torch.Tensor]:
+        """Every tensor a step of this plan writes: the parameters and their slots."""
+        return [*self.params, *(t for b in self.buckets for slot in b.slots.values()
+                                for t in slot)]
+
+    def _gradients(self) -> list[torch.Tensor] | None:
+        """``gradients`` as they are (a gradient sharing memory not copied)."""
         self._read_valid = False
         reader = metadata.load() if self.bulk else None
         if reader is not None:

@@ -49,6 +49,13 @@
 //       where it cannot read them (not exactly one of `types`, not a contiguous CPU int64
 //       tensor of that shape). One branch-free pass (the range check a step makes of a
 //       sparse gradient's rows before anything moves).
+//   shared(tensors, types) -> bool
+//       whether some tensor of `tensors` (a list) that is exactly one of `types` and strided
+//       may share its memory with another tensor: it requires grad (it may be a parameter
+//       itself), or its storage is held by another tensor too (use count above one: a view,
+//       `p.detach()`); False where every one has a storage of its own (a gradient autograd
+//       made). The step's filter before it compares its gradients with the memory it writes
+//       (../../../contract/read_first.py); other tensors are not looked at.
 //
 // The callers pass plain tensors and nn.Parameters only (no __torch_function__ subclasses);
 // a tensor without storage makes gradients() return None and pointers() return False.
@@ -471,6 +478,26 @@ PyObject* first_outside(PyObject*, PyObject* args) {
     return PyLong_FromLongLong(first);
 }
 
+PyObject* shared(PyObject*, PyObject* args) {
+    PyObject *tensors, *types;
+    if (!PyArg_ParseTuple(args, "OO!", &tensors, &PyTuple_Type, &types) ||
+        !is_list(tensors, "tensors"))
+        return nullptr;
+    try {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tensors); ++i) {
+            prefetch_tensors(tensors, i, types);
+            PyObject* item = PyList_GET_ITEM(tensors, i);
+            if (!one_of(item, types)) continue;
+            const at::Tensor& t = THPVariable_Unpack(item);
+            if (t.layout() != c10::kStrided) continue;
+            if (t.requires_grad() || t.storage().use_count() != 1) Py_RETURN_TRUE;
+        }
+    } catch (const std::exception&) {
+        Py_RETURN_TRUE;  // a storage that cannot be read: the caller's exact check decides
+    }
+    Py_RETURN_FALSE;
+}
+
 PyMethodDef methods[] = {
     {"gradients", gradients, METH_VARARGS, "Each parameter's gradient, or None (see the source)."},
     {"record", record, METH_VARARGS, "The record gradients() compares parameters with."},
@@ -480,6 +507,7 @@ PyMethodDef methods[] = {
     {"rows", rows, METH_VARARGS, "Whether the sparse-row kernels may run (see the source)."},
     {"first_outside", first_outside, METH_VARARGS, "The first index out of range, or -1."},
     {"like", like, METH_VARARGS, "Whether tensors are of var's kind (see the source)."},
+    {"shared", shared, METH_VARARGS, "Whether a tensor may share memory (see the source)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "trainop_metadata", nullptr, -1, methods,
