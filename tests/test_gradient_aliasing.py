@@ -108,7 +108,7 @@ def _numpy_grads(grads_of):
     return of
 
 
-def _implementation(request, impl, monkeypatch):
+def _implementation(impl, monkeypatch):
     if impl == "native" and not native.available():
         pytest.skip("the native kernels are not built here")
     if impl == "triton":
@@ -121,21 +121,9 @@ def _close(actual, wanted):
     np.testing.assert_allclose(actual.detach().double().numpy(), wanted, rtol=2e-6, atol=2e-6)
 
 
-CASES = [(name, impl) for name, (_, _, offered) in OPTIMIZERS.items()
-         for impl in (*offered, "triton")]
-
-
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's masked lanes
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-@pytest.mark.parametrize(("name", "impl"), CASES, ids=[f"{n}-{i}" for n, i in CASES])
-def test_step_reads_every_gradient_before_writing(name, impl, scenario, request,
-                                                  monkeypatch):
-    _implementation(request, impl, monkeypatch)
-    make, rule, _ = OPTIMIZERS[name]
-    inits, own_groups, grads_of = SCENARIOS[scenario]
-    params = [torch.nn.Parameter(torch.tensor(x)) for x in inits]
-    groups = [{"params": [p]} for p in params] if own_groups else params
-    opt = make(params=groups, implementation=impl)
+def _steps_match(opt, params, rule, inits, grads_of):
+    """``STEPS`` steps of ``opt``, the gradients assigned from ``grads_of`` before each, end
+    where ``rule`` takes the variables in float64."""
     for _ in range(STEPS):
         for p, g in zip(params, grads_of(params), strict=True):
             p.grad = g
@@ -144,18 +132,40 @@ def test_step_reads_every_gradient_before_writing(name, impl, scenario, request,
         _close(p, wanted)
 
 
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+CASES = [(name, impl) for name, (_, _, offered) in OPTIMIZERS.items()
+         for impl in (*offered, "triton")]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's masked lanes
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 @pytest.mark.parametrize(("name", "impl"), CASES, ids=[f"{n}-{i}" for n, i in CASES])
-def test_apply_gradients_with_another_variable_as_gradient(name, impl, request, monkeypatch):
-    """TF style: ``apply_gradients([(v1, v0), (g, v1)])``, the gradient the variable itself."""
-    _implementation(request, impl, monkeypatch)
+def test_step_reads_every_gradient_before_writing(name, impl, scenario, monkeypatch):
+    _implementation(impl, monkeypatch)
+    make, rule, _ = OPTIMIZERS[name]
+    inits, own_groups, grads_of = SCENARIOS[scenario]
+    params = [torch.nn.Parameter(torch.tensor(x)) for x in inits]
+    groups = [{"params": [p]} for p in params] if own_groups else params
+    opt = make(params=groups, implementation=impl)
+    _steps_match(opt, params, rule, inits, grads_of)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("later", [True, False], ids=["later", "earlier"])
+@pytest.mark.parametrize(("name", "impl"), CASES, ids=[f"{n}-{i}" for n, i in CASES])
+def test_apply_gradients_with_another_variable_as_gradient(name, impl, later, monkeypatch):
+    """TF style: ``apply_gradients([(v1, v0), (g, v1)])`` (the gradient the other variable
+    itself, updated after v0) or ``[(g, v0), (v0, v1)]`` (updated before)."""
+    _implementation(impl, monkeypatch)
     make, rule, _ = OPTIMIZERS[name]
     inits = [[1.0, 2.0, 3.0], [0.5, -1.0, 4.0]]
     v0, v1 = (torch.tensor(x, requires_grad=True) for x in inits)
     opt = make(implementation=impl)
     for _ in range(STEPS):
-        opt.apply_gradients([(v1, v0), (_const((3,)), v1)])
-    wanted = expected(rule, inits, lambda vs: [vs[1], _const((3,)).double().numpy()])
+        opt.apply_gradients([(v1, v0), (_const((3,)), v1)] if later
+                            else [(_const((3,)), v0), (v0, v1)])
+    const = _const((3,)).double().numpy()
+    wanted = expected(rule, inits, (lambda vs: [vs[1], const]) if later
+                      else (lambda vs: [const, vs[0]]))
     _close(v0, wanted[0])
     _close(v1, wanted[1])
 
@@ -175,3 +185,36 @@ def test_the_gradient_itself_is_not_written():
     np.testing.assert_allclose(p0.detach().numpy(),
                                [1.0 * (1 - WD) - LR * 3.0, 2.0 * (1 - WD) - LR * 4.0],
                                rtol=1e-6)
+
+
+@pytest.mark.parametrize("exclude", [False, True], ids=["flat", "loose"])
+def test_flat_buffers(exclude):
+    """After ``trainop.flatten``: a gradient copied into its buffer is read first already; one
+    left outside the buffers (``exclude``) may be a view into the flat parameter buffer."""
+    make, rule, _ = OPTIMIZERS["MomentumW"]
+    inits, _, grads_of = SCENARIOS["later"]
+    params = [torch.nn.Parameter(torch.tensor(x)) for x in inits]
+    opt = make(params=params)
+    trainop.flatten(opt, exclude=params[:1] if exclude else ())
+    _steps_match(opt, params, rule, inits, grads_of)
+
+
+@pytest.mark.skipif(native.metadata.load() is None, reason="the metadata reader is not built")
+def test_gradients_autograd_made_are_not_compared(monkeypatch):
+    """The common case costs no comparison and no copy: gradients in storages of their own
+    (what backward makes) pass the reader's filter, on the step plan and in
+    ``apply_gradients``."""
+    def refuse(*args):
+        raise AssertionError("the byte ranges were compared")
+
+    monkeypatch.setattr("trainop.contract.read_first.byte_extents", refuse)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    opt = trainop.AdamWOptimizer(WD, learning_rate=LR, params=model.parameters())
+    for _ in range(STEPS):  # the general path first (slots made), then the plan
+        opt.zero_grad()
+        model(torch.ones(2, 3)).sum().backward()
+        opt.step()
+    tf_opt = trainop.AdamWOptimizer(WD, learning_rate=LR)
+    opt.zero_grad()
+    model(torch.ones(2, 3)).sum().backward()
+    tf_opt.apply_gradients([(p.grad, p) for p in model.parameters()])

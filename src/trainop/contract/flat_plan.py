@@ -104,6 +104,7 @@ class FlatPlan(StepPlan):
             return None
         flat_grads = [b.grad_buffer for b in self.layout.buckets if b.whole]
         # the buffers hold copies already; a loose gradient may share a buffer's memory
+        self._shared = self._loose_plan._shared if self.loose else False
         return self.read_first(flat_grads + loose, start=len(flat_grads))
 
 

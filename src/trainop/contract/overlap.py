@@ -14,19 +14,16 @@ step that compares its gradients with the memory it writes (``contract/read_firs
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from operator import attrgetter, methodcaller
 
 import numpy as np
 import torch
 
-from trainop.kernels.boundary import is_plain
-from trainop.kernels.native._binding import pointers, sizes
+from trainop.kernels.native import metadata
 
 __all__ = ["byte_extents", "check_no_duplicates", "check_no_overlap", "check_written_apart",
            "own_elements_overlap"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
-_LAYOUT, _ELEMENT_SIZE = attrgetter("layout"), methodcaller("element_size")
 
 
 def check_no_duplicates(tensors: list[torch.Tensor], arg: str) -> None:
@@ -54,15 +51,14 @@ def _byte_range(p: torch.Tensor) -> tuple[int, int, int] | None:
 def byte_extents(tensors: Sequence[torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
     """The byte addresses ``[start, end)`` (int64 arrays) from each tensor's first to past its
     last element; ``[0, 0)`` for one without a storage to compare (a subclass, a sparse or
-    ``meta`` tensor, no elements). Plain contiguous tensors are read in bulk (the metadata
-    reader's pointers and sizes), others one by one."""
+    ``meta`` tensor, no elements). One C pass where the metadata reader is built (its
+    ``extents``), else tensor by tensor."""
     tensors = tensors if type(tensors) is list else list(tensors)
-    if is_plain(tensors) and set(map(_LAYOUT, tensors)) <= {torch.strided}:
-        at = pointers([tensors])  # None: one is not contiguous
-        if at is not None:
-            start = at.view(np.int64)
-            size = np.fromiter(map(_ELEMENT_SIZE, tensors), dtype=np.int64, count=len(tensors))
-            return start, start + sizes(tensors) * size
+    reader = metadata.load()
+    if reader is not None:
+        out = np.empty(2 * len(tensors), dtype=np.int64)
+        reader.extents(tensors, _PLAIN, out.ctypes.data)
+        return out[0::2], out[1::2]
     found = [_byte_range(t) for t in tensors]
     start = np.array([0 if r is None else r[0] + r[1] for r in found], dtype=np.int64)
     end = np.array([0 if r is None else r[0] + r[2] for r in found], dtype=np.int64)

@@ -10,12 +10,14 @@ the parameter's own storage, TF-style ``apply_gradients([(v1, v0), ...])``) woul
 after that memory moved, differently on each path. Such a gradient is copied before the first
 write, and only it; the gradient the caller gave (``p.grad``) is not changed.
 
-Cost: where the metadata reader is built, one C pass over the gradients (``shared``: a few
-nanoseconds each) finds the common case, every gradient in a storage of its own that is not a
-parameter (what autograd makes); only otherwise are the gradients' byte ranges compared with
-those of every variable and slot of the step (``byte_extents``, one sort). Without the reader
-the comparison runs every step. Dense gradients only: a sparse gradient's values are not
-compared.
+Cost: where the metadata reader is built, its pass over the gradients finds the common case,
+every gradient in a storage of its own that does not require grad (what autograd makes): the
+step plan's gradient pass reads it with the rest (``gradients``' third value), the general path
+in one more C pass (``shared``). Only otherwise are the gradients' byte ranges compared with
+those of every variable and slot of the step (``byte_extents``: one C pass, one sort). Without
+the reader the comparison runs every step. Dense gradients only: a sparse gradient's values
+are not compared, nor a gradient that is the very tensor object of a slot or of a parameter
+that does not require grad (no storage shared with another tensor to find it by).
 """
 
 from __future__ import annotations
@@ -33,14 +35,18 @@ __all__ = ["read_first"]
 
 
 def read_first(grads: list[torch.Tensor], written: Callable[[], Sequence[torch.Tensor]],
-               start: int = 0) -> list[torch.Tensor] | None:
+               start: int = 0, *, shared: bool | None = None) -> list[torch.Tensor] | None:
     """``grads`` with every dense gradient from position ``start`` on that shares memory with
     a tensor of ``written()`` (the variables and slots the step writes) replaced by a
     contiguous copy made now, before anything is written; ``None`` where none does (the
-    common case: nothing to copy, nothing made)."""
+    common case: nothing to copy, nothing made). ``shared``: the filter's answer for those
+    gradients where the caller's own pass read it (the step plan's ``gradients``), else
+    ``None`` (read here)."""
     own = grads[start:] if start else grads
-    reader = metadata.load()
-    if not own or (reader is not None and not reader.shared(own, PLAIN_TYPES)):
+    if shared is None:
+        reader = metadata.load()
+        shared = reader is None or (bool(own) and reader.shared(own, PLAIN_TYPES))
+    if not (shared and own):
         return None
     targets = written()
     hit = overlapping(*byte_extents(own), sorted_ranges(*byte_extents(targets)))

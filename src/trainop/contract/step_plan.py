@@ -64,6 +64,9 @@ class StepPlan:
     # What this step's gradient pass read for the C boundary (see ``read_for``).
     _reads: np.ndarray = field(init=False)
     _read_valid: bool = field(default=False, init=False)
+    # Whether that pass found a gradient that may share memory (``read_first``'s filter, read
+    # in the same C pass); None where it was not read there.
+    _shared: bool | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.shapes = [p.shape for p in self.params]
@@ -95,7 +98,7 @@ class StepPlan:
         """``grads`` where none from ``start`` on shares memory with a parameter or slot of the
         plan, else with those copied (``contract.read_first``; ``read_for`` then reads nothing:
         its pointers are the shared memory's)."""
-        copied = read_first(grads, self._written, start)
+        copied = read_first(grads, self._written, start, shared=self._shared)
         if copied is None:
             return grads
         self._read_valid = False
@@ -108,14 +111,14 @@ class StepPlan:
 
     def _gradients(self) -> list[torch.Tensor] | None:
         """``gradients`` as they are (a gradient sharing memory not copied)."""
-        self._read_valid = False
+        self._read_valid, self._shared = False, None
         reader = metadata.load() if self.bulk else None
         if reader is not None:
             found = reader.gradients(self.params, self._record_at, len(self.record), _PLAIN,
                                      self._reads_at)
             if found is None:
                 return None
-            grads, self._read_valid = found
+            grads, self._read_valid, self._shared = found
             return grads
         grads = list(map(_GRAD, self.params))
         try:
