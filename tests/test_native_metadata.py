@@ -39,7 +39,7 @@ def recorded(ps):
 
 
 def gradient_pass(ps, record):
-    """The reader's gradient pass: ``(grads, ready, reads)`` or ``None``."""
+    """The reader's gradient pass: ``(grads, ready, shared, reads)`` or ``None``."""
     reads = np.full(3 * len(ps), -7, dtype=np.int64)
     found = reader.gradients(ps, record.ctypes.data, len(record), boundary.PLAIN_TYPES,
                              reads.ctypes.data)
@@ -57,8 +57,9 @@ def test_the_record_is_dtype_device_and_shape():
 @needs_reader
 def test_gradients_are_the_parameters_own_grad_objects():
     ps = params_with_grads()
-    grads, ready, reads = gradient_pass(ps, recorded(ps))
+    grads, ready, shared, reads = gradient_pass(ps, recorded(ps))
     assert len(grads) == len(ps) and all(g is p.grad for g, p in zip(grads, ps, strict=True))
+    assert shared is False  # every gradient a storage of its own
     assert ready is True  # and what the C boundary needs of them, read in the same pass:
     assert reads.tolist() == ([p.data_ptr() for p in ps] + [p.grad.data_ptr() for p in ps]
                               + [p.numel() for p in ps])
@@ -82,7 +83,7 @@ def test_gradients_not_ready_for_c_are_still_returned(kind):
     else:
         ps[3] = ps[3].as_subclass(Tagged)
         ps[3].grad = torch.randn(5, 3)
-    grads, ready, _ = gradient_pass(ps, recorded(ps))
+    grads, ready, _, _ = gradient_pass(ps, recorded(ps))
     assert ready is False and all(g is p.grad for g, p in zip(grads, ps, strict=True))
 
 
@@ -146,10 +147,53 @@ def test_pointers_decline_a_non_contiguous_tensor():
                                                       None, ()),
                                   lambda: reader.first_outside(torch.zeros(1), 3, None),
                                   lambda: reader.pointers([(torch.zeros(1),)], 0),
-                                  lambda: reader.sizes(["x"], 0)])
+                                  lambda: reader.sizes(["x"], 0),
+                                  lambda: reader.shared((torch.zeros(1),), ()),
+                                  lambda: reader.shared([torch.zeros(1)], None),
+                                  lambda: reader.extents(["x"], (), 0)])
 def test_wrong_arguments_raise_type_errors(call):
     with pytest.raises(TypeError, match="expected|must be tuple"):
         call()
+
+
+@needs_reader
+def test_shared_finds_the_gradients_that_may_share_memory():
+    """The filter before a step compares its gradients with the memory it writes
+    (``contract/read_first.py``): a tensor with a storage of its own that does not require grad
+    (what autograd makes) may not share; a view, a detached parameter or a parameter may. The
+    gradient pass gives the same answer as its third value; subclasses and sparse tensors are
+    not looked at."""
+    p = torch.nn.Parameter(torch.randn(3))
+    own = [torch.randn(3), torch.randn(2, 2)]
+    assert reader.shared(own, boundary.PLAIN_TYPES) is False
+    assert reader.shared([], boundary.PLAIN_TYPES) is False
+    for other in (p.detach(), p, torch.randn(6)[:3], p.detach().as_subclass(Tagged)):
+        found = reader.shared([*own, other], boundary.PLAIN_TYPES)
+        assert found is (type(other) is not Tagged)
+    assert reader.shared([torch.randn(3).to_sparse()], boundary.PLAIN_TYPES) is False
+    ps = params_with_grads()
+    ps[2].grad = ps[4].detach()[:4]  # a view into another parameter
+    assert gradient_pass(ps, recorded(ps))[2] is True
+
+
+@needs_reader
+def test_extents_are_each_tensors_bytes_first_to_last():
+    base = torch.arange(24.0).reshape(2, 3, 4)
+    at = base.data_ptr()
+    tensors = [base, base.transpose(0, 2), base[:, 1], base[1, :, 1:3], base.flip(0),
+               torch.zeros(0), torch.zeros(3).to_sparse(), torch.zeros(2, device="meta"),
+               base.as_subclass(Tagged), torch.zeros(3, dtype=torch.float64)]
+    out = np.full(2 * len(tensors), -1, dtype=np.int64)
+    reader.extents(tensors, boundary.PLAIN_TYPES, out.ctypes.data)
+    found = [(s - at, e - at) for s, e in zip(out[0::2].tolist(), out[1::2].tolist(),
+                                               strict=True)][:5]
+    # whole, transposed (the same 96 bytes), row 1 of each block (elements 4..19), block 1's
+    # column 1-2 of each row (elements 13..22), and a copy (elsewhere)
+    assert found[:4] == [(0, 96), (0, 96), (16, 80), (52, 92)]
+    assert found[4][0] != 0
+    assert out[10:18].tolist() == [0] * 8  # empty, sparse, meta, subclass: nothing
+    double = tensors[-1]
+    assert out[18:].tolist() == [double.data_ptr(), double.data_ptr() + 24]
 
 
 @needs_reader

@@ -99,11 +99,13 @@ class FlatPlan(StepPlan):
         ptrs = pointers([self.flat_views]) if self.flat_views else self.view_ptrs
         if ptrs is None or not np.array_equal(ptrs, self.view_ptrs):
             self._rehome_views()
-        loose = self._loose_plan.gradients() if self.loose else []
+        loose = self._loose_plan._gradients() if self.loose else []
         if loose is None:
             return None
         flat_grads = [b.grad_buffer for b in self.layout.buckets if b.whole]
-        return flat_grads + loose
+        # the buffers hold copies already; a loose gradient may share a buffer's memory
+        self._shared = self._loose_plan._shared if self.loose else False
+        return self.read_first(flat_grads + loose, start=len(flat_grads))
 
 
     def _rehome_views(self) -> None:

@@ -65,6 +65,7 @@ from trainop.contract.hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop.contract.implementations import TRITON, Implementations
 from trainop.contract.outside_load import check_outside_load, noted
 from trainop.contract.overlap import check_no_duplicates, check_no_overlap, check_written_apart
+from trainop.contract.read_first import read_first
 from trainop.contract.slots import (
     AggregationMethod,
     SlotSpec,
@@ -851,6 +852,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             for _, v in pairs:
                 self._check_slots(v, states[v], self.param_groups[index[id(v)]])
             self._check_written_apart()
+            pairs = self._read_first(pairs, states)
             idle = {gi: hp for gi, hp in idle.items() if gi not in prepared}
             for gi, hp in (*prepared.items(), *idle.items()):
                 self._ensure_non_slot(self.param_groups[gi], hp, pairs[0][1].device)
@@ -858,6 +860,17 @@ class Optimizer(Implementations, torch.optim.Optimizer):
                                                  for g, v in pairs))
             self._update(pairs, index, prepared)
             self._finish_groups({**prepared, **idle})
+
+    @staticmethod
+    def _read_first(pairs: list[tuple[torch.Tensor, torch.Tensor]], states: OptimizerState
+                    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``pairs`` with each gradient that shares memory with a variable or slot of the pairs
+        copied first (TF reads every gradient before any variable is written:
+        ``contract/read_first.py``)."""
+        copied = read_first([g for g, _ in pairs], lambda: [
+            *(v for _, v in pairs),
+            *(s for _, v in pairs for s in states[v].values() if isinstance(s, torch.Tensor))])
+        return pairs if copied is None else list(zip(copied, (v for _, v in pairs), strict=True))
 
     # apply_gradients' entry to the update: eager under torch.compile, as _step_pairs (which
     # calls _apply_pairs itself, already outside any trace).

@@ -7,16 +7,20 @@ first sight), never per step. A strided view counts as the range from its first 
 element (interleaved views such as ``x[::2]`` and ``x[1::2]`` are rejected too: give each
 parameter its own storage). A parameter whose own elements overlap (``expand``) is rejected as well.
 Tensor subclasses (DTensor, ...) and ``meta`` tensors have no
-storage to compare and are skipped.
+storage to compare and are skipped. ``byte_extents`` gives the same ranges as addresses, for a
+step that compares its gradients with the memory it writes (``contract/read_first.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+import numpy as np
 import torch
 
-__all__ = ["check_no_duplicates", "check_no_overlap", "check_written_apart",
+from trainop.kernels.native import metadata
+
+__all__ = ["byte_extents", "check_no_duplicates", "check_no_overlap", "check_written_apart",
            "own_elements_overlap"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -42,6 +46,23 @@ def _byte_range(p: torch.Tensor) -> tuple[int, int, int] | None:
                                    if s < 0)
     size = p.element_size()
     return p.untyped_storage().data_ptr(), low * size, (low + span) * size
+
+
+def byte_extents(tensors: Sequence[torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
+    """The byte addresses ``[start, end)`` (int64 arrays) from each tensor's first to past its
+    last element; ``[0, 0)`` for one without a storage to compare (a subclass, a sparse or
+    ``meta`` tensor, no elements). One C pass where the metadata reader is built (its
+    ``extents``), else tensor by tensor."""
+    tensors = tensors if type(tensors) is list else list(tensors)
+    reader = metadata.load()
+    if reader is not None:
+        out = np.empty(2 * len(tensors), dtype=np.int64)
+        reader.extents(tensors, _PLAIN, out.ctypes.data)
+        return out[0::2], out[1::2]
+    found = [_byte_range(t) for t in tensors]
+    start = np.array([0 if r is None else r[0] + r[1] for r in found], dtype=np.int64)
+    end = np.array([0 if r is None else r[0] + r[2] for r in found], dtype=np.int64)
+    return start, end
 
 
 def own_elements_overlap(t: torch.Tensor) -> bool:

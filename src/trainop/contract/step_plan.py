@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainop.contract.read_first import read_first
 from trainop.kernels.native import metadata
 
 # Attribute readers for map(): a list of tensors read without a Python loop body.
@@ -63,6 +64,9 @@ class StepPlan:
     # What this step's gradient pass read for the C boundary (see ``read_for``).
     _reads: np.ndarray = field(init=False)
     _read_valid: bool = field(default=False, init=False)
+    # Whether that pass found a gradient that may share memory (``read_first``'s filter, read
+    # in the same C pass); None where it was not read there.
+    _shared: bool | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.shapes = [p.shape for p in self.params]
@@ -84,15 +88,37 @@ class StepPlan:
         everything (slots against the new shape) before anything moves. List comparisons, which
         cost less than a Python condition per tensor; where the metadata reader is built, it
         makes the same checks in one call, and where every parameter and gradient is a plain
-        contiguous CPU tensor also reads what the C boundary needs of them (``read_for``)."""
+        contiguous CPU tensor also reads what the C boundary needs of them (``read_for``).
+        A gradient sharing memory with a parameter or slot of the plan is a copy made here
+        (``read_first``)."""
+        grads = self._gradients()
+        return None if grads is None else self.read_first(grads)
+
+    def read_first(self, grads: list[torch.Tensor], start: int = 0) -> list[torch.Tensor]:
+        """``grads`` where none from ``start`` on shares memory with a parameter or slot of the
+        plan, else with those copied (``contract.read_first``; ``read_for`` then reads nothing:
+        its pointers are the shared memory's)."""
+        copied = read_first(grads, self._written, start, shared=self._shared)
+        if copied is None:
+            return grads
         self._read_valid = False
+        return copied
+
+    def _written(self) -> list[torch.Tensor]:
+        """Every tensor a step of this plan writes: the parameters and their slots."""
+        return [*self.params, *(t for b in self.buckets for slot in b.slots.values()
+                                for t in slot)]
+
+    def _gradients(self) -> list[torch.Tensor] | None:
+        """``gradients`` as they are (a gradient sharing memory not copied)."""
+        self._read_valid, self._shared = False, None
         reader = metadata.load() if self.bulk else None
         if reader is not None:
             found = reader.gradients(self.params, self._record_at, len(self.record), _PLAIN,
                                      self._reads_at)
             if found is None:
                 return None
-            grads, self._read_valid = found
+            grads, self._read_valid, self._shared = found
             return grads
         grads = list(map(_GRAD, self.params))
         try:

@@ -9,7 +9,9 @@ handed to a kernel that works on raw pointers and element counts.
   count (tensor ``t`` of every list has the element count of variable ``t``; a list read as one
   element per tensor holds 0-dim tensors), else a ``ValueError`` naming the list and tensor;
 - ``check_overlap``: no written tensor overlaps another written one (``ValueError``) or one
-  only read (``False``: the caller's list path, which reads before it writes).
+  only read (``False``: the caller's list path, which reads before it writes);
+- ``sorted_ranges`` and ``overlapping``: the search behind it, for byte ranges of any source
+  (the Triton layouts' moving gradients, the step's gradients read before any write).
 
 ``kernels.native.boundary`` adds the C metadata reader and the per-bucket cache for the CPU;
 ``kernels.triton`` calls these with its own device and kernel name.
@@ -22,7 +24,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-__all__ = ["PLAIN", "PLAIN_TYPES", "check_overlap", "full_check", "is_plain"]
+__all__ = ["PLAIN", "PLAIN_TYPES", "check_overlap", "full_check", "is_plain", "overlapping",
+           "sorted_ranges"]
 
 #: The tensor types whose memory may go to a kernel (exact types, no subclasses).
 PLAIN = frozenset({torch.Tensor, torch.nn.Parameter})
@@ -73,6 +76,27 @@ def full_check(lists, dtype: torch.dtype, list_dtypes: dict[int, torch.dtype],
                                  f"({x.numel()} elements)")
 
 
+def sorted_ranges(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The non-empty byte ranges ``[start, end)`` (int64 arrays) sorted by start, as
+    ``(starts, reach)``: ``reach[i]`` the furthest end of ranges ``0..i`` (what ``overlapping``
+    searches, whether or not the ranges overlap each other)."""
+    keep = end > start
+    start, end = start[keep], end[keep]
+    order = np.argsort(start, kind="stable")
+    return start[order], np.maximum.accumulate(end[order]) if len(end) else end
+
+
+def overlapping(start: np.ndarray, end: np.ndarray,
+                ranges: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """For each byte range ``[start, end)`` (int64 arrays), whether it shares a byte with one of
+    ``ranges`` (``sorted_ranges``): one binary search per range. Empty ranges share none."""
+    starts, reach = ranges
+    if not len(starts):
+        return np.zeros(len(start), dtype=bool)
+    idx = np.searchsorted(starts, end, side="left") - 1
+    return (end > start) & (idx >= 0) & (reach[np.maximum(idx, 0)] > start)
+
+
 def check_overlap(lists, addresses: np.ndarray, counts: np.ndarray, read_only: frozenset[int],
                   rule: str, *, kernel: str = "native") -> bool:
     """No written tensor overlaps another written one (raises) or one only read (False: the
@@ -84,25 +108,13 @@ def check_overlap(lists, addresses: np.ndarray, counts: np.ndarray, read_only: f
         size = tensors[0].element_size() if tensors else 0
         start = addresses[k * n:(k + 1) * n].astype(np.int64)
         end = start + counts[k * n:(k + 1) * n] * size
-        (read if k in read_only else written).append((start, end, k))
+        (read if k in read_only else written).append((start, end))
     if not written:
         return True
-    w_start = np.concatenate([s for s, _, _ in written])
-    w_end = np.concatenate([e for _, e, _ in written])
-    keep = w_end > w_start
-    w_start, w_end = w_start[keep], w_end[keep]
-    order = np.argsort(w_start, kind="stable")
-    w_start, w_end = w_start[order], w_end[order]
-    if len(w_start) > 1 and bool(np.any(w_end[:-1] > w_start[1:])):
+    w_start, reach = sorted_ranges(np.concatenate([s for s, _ in written]),
+                                   np.concatenate([e for _, e in written]))
+    if len(w_start) > 1 and bool(np.any(reach[:-1] > w_start[1:])):
         raise ValueError(f"trainop's {kernel} {rule} call: tensors it writes (variables or "
                          "slots) share memory; give every parameter and slot its own storage")
-    for start, end, _ in read:
-        nonempty = end > start
-        start, end = start[nonempty], end[nonempty]
-        if not len(start) or not len(w_start):
-            continue
-        idx = np.searchsorted(w_start, end, side="left") - 1
-        hit = (idx >= 0) & (w_end[np.maximum(idx, 0)] > start)
-        if bool(np.any(hit)):
-            return False  # a gradient sharing written memory: the list path
-    return True
+    # a gradient sharing written memory: the list path
+    return not any(bool(overlapping(start, end, (w_start, reach)).any()) for start, end in read)

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainop.kernels.boundary import overlapping, sorted_ranges
 from trainop.kernels.triton import staging
 
 __all__ = ["LIMIT", "Layout", "Scalars", "cached", "layouts"]
@@ -183,9 +184,7 @@ class Layout:
         start = np.concatenate([addresses[k] for k in written])
         end = np.concatenate([addresses[k] + np.fromiter(map(_NUMEL, lists[k]), np.int64)
                               * lists[k][0].element_size() for k in written])
-        keep = end > start
-        order = np.argsort(start[keep], kind="stable")
-        return start[keep][order], end[keep][order]
+        return sorted_ranges(start, end)
 
     def build(self) -> None:
         """Make the device table (once; never while a CUDA graph is captured)."""
@@ -243,12 +242,9 @@ class Layout:
         key = at.tobytes()
         if not self.staging.changed(key):
             return True
-        if self.written is not None and len(self.written[0]):
-            end = at + self.counts * tensors[0].element_size()
-            w_start, w_end = self.written
-            idx = np.searchsorted(w_start, end, side="left") - 1
-            if bool(np.any((end > at) & (idx >= 0) & (w_end[np.maximum(idx, 0)] > at))):
-                return False
+        if self.written is not None and bool(overlapping(
+                at, at + self.counts * tensors[0].element_size(), self.written).any()):
+            return False
         self.moving_aligned = not (at & 15).any()
         if self.table is None:
             self.staging.last = key  # no table yet: build() takes them

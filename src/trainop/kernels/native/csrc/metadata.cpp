@@ -4,7 +4,7 @@
 // and attribute (50-500 ns each). Built on first use against the installed torch (see
 // ../metadata.py); without it the same reads run in Python.
 //
-//   gradients(params, record, record_length, types, out) -> (list, bool) | None
+//   gradients(params, record, record_length, types, out) -> (list, bool, bool) | None
 //       each parameter's .grad, or None if one is missing, not strided, or differs from its
 //       parameter in dtype, shape or device, or a parameter differs from its entry of
 //       `record` (int64 at `record`, per parameter: scalar type, device type, device index,
@@ -14,6 +14,8 @@
 //       contiguous; then the C boundary's reads of them are written at `out` as int64
 //       (n = len(params)): out[i] the parameter's data pointer, out[n + i] its gradient's,
 //       out[2n + i] its element count (the buffer is only complete after True).
+//       The second bool: some gradient exactly one of `types` may share its memory with
+//       another tensor (as `shared` finds, in the same pass).
 //   record(params) -> list[int]
 //       the record `gradients` compares the parameters with (see there), as it is now.
 //   pointers(lists, address) -> bool
@@ -52,6 +54,18 @@
 //       where it cannot read them (not exactly one of `types`, not a contiguous CPU int64
 //       tensor of that shape). One branch-free pass (the range check a step makes of a
 //       sparse gradient's rows before anything moves).
+//   shared(tensors, types) -> bool
+//       whether some tensor of `tensors` (a list) that is exactly one of `types` and strided
+//       may share its memory with another tensor: it requires grad (it may be a parameter
+//       itself), or its storage is held by another tensor too (use count above one: a view,
+//       `p.detach()`); False where every one has a storage of its own (a gradient autograd
+//       made). The step's filter before it compares its gradients with the memory it writes
+//       (../../../contract/read_first.py); other tensors are not looked at.
+//   extents(tensors, types, address) -> None
+//       for each tensor of `tensors` (a list), the byte addresses from its first element to
+//       past its last (any strides), two int64 [start, end) per tensor at `address`; [0, 0)
+//       for one that is not exactly one of `types`, not strided, on `meta`, or empty (what
+//       that comparison sorts and searches).
 //
 // The callers pass plain tensors and nn.Parameters only (no __torch_function__ subclasses);
 // a tensor without storage makes gradients() return None and pointers() return False.
@@ -166,6 +180,11 @@ bool as_recorded(const at::Tensor& p, const int64_t*& entry, const int64_t* end)
     return true;
 }
 
+// Whether strided `t` may share its memory with another tensor (see `shared`).
+bool may_share(const at::Tensor& t) {
+    return t.requires_grad() || t.storage().use_count() != 1;
+}
+
 PyObject* gradients(PyObject*, PyObject* args) {
     PyObject *params, *types;
     unsigned long long record_address, out_address;
@@ -181,6 +200,7 @@ PyObject* gradients(PyObject*, PyObject* args) {
     PyObject* grads = PyList_New(n);
     if (grads == nullptr) return nullptr;
     bool ready = true;
+    bool maybe_shared = false;
     try {
         for (Py_ssize_t i = 0; i < n; ++i) {
             prefetch_gradients(params, i, types);
@@ -203,7 +223,9 @@ PyObject* gradients(PyObject*, PyObject* args) {
                 return nullptr;
             }
             PyList_SET_ITEM(grads, i, wrapped);
-            ready = ready && one_of(item, types) && one_of(wrapped, types) &&
+            const bool plain_grad = one_of(wrapped, types);
+            maybe_shared = maybe_shared || (plain_grad && may_share(g));
+            ready = ready && one_of(item, types) && plain_grad &&
                     p->layout() == c10::kStrided && p->device().is_cpu() &&
                     p->is_contiguous() && g.is_contiguous();
             if (ready) {
@@ -216,7 +238,8 @@ PyObject* gradients(PyObject*, PyObject* args) {
         Py_DECREF(grads);
         Py_RETURN_NONE;
     }
-    return Py_BuildValue("(NO)", grads, ready ? Py_True : Py_False);
+    return Py_BuildValue("(NOO)", grads, ready ? Py_True : Py_False,
+                         maybe_shared ? Py_True : Py_False);
 }
 
 PyObject* record(PyObject*, PyObject* args) {
@@ -480,6 +503,63 @@ PyObject* first_outside(PyObject*, PyObject* args) {
     return PyLong_FromLongLong(first);
 }
 
+PyObject* shared(PyObject*, PyObject* args) {
+    PyObject *tensors, *types;
+    if (!PyArg_ParseTuple(args, "OO!", &tensors, &PyTuple_Type, &types) ||
+        !is_list(tensors, "tensors"))
+        return nullptr;
+    try {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tensors); ++i) {
+            prefetch_tensors(tensors, i, types);
+            PyObject* item = PyList_GET_ITEM(tensors, i);
+            if (!one_of(item, types)) continue;
+            const at::Tensor& t = THPVariable_Unpack(item);
+            if (t.layout() != c10::kStrided) continue;
+            if (may_share(t)) Py_RETURN_TRUE;
+        }
+    } catch (const std::exception&) {
+        Py_RETURN_TRUE;  // a storage that cannot be read: the caller's exact check decides
+    }
+    Py_RETURN_FALSE;
+}
+
+PyObject* extents(PyObject*, PyObject* args) {
+    PyObject *tensors, *types;
+    unsigned long long address;
+    if (!PyArg_ParseTuple(args, "OO!K", &tensors, &PyTuple_Type, &types, &address) ||
+        !is_list(tensors, "tensors"))
+        return nullptr;
+    auto* out = reinterpret_cast<int64_t*>(address);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tensors); ++i) {
+        prefetch_tensors(tensors, i, types);
+        const at::Tensor* t = tensor_at(tensors, i);
+        if (t == nullptr) return nullptr;
+        int64_t start = 0, end = 0;
+        try {
+            if (one_of(PyList_GET_ITEM(tensors, i), types) && t->layout() == c10::kStrided &&
+                !t->is_meta() && t->numel() > 0) {
+                const auto sizes = t->sizes();
+                const auto strides = t->strides();
+                int64_t low = 0, span = 1;
+                for (size_t d = 0; d < sizes.size(); ++d) {
+                    const int64_t reach = (sizes[d] - 1) * strides[d];
+                    low += reach < 0 ? reach : 0;
+                    span += reach < 0 ? -reach : reach;
+                }
+                const int64_t size = static_cast<int64_t>(t->element_size());
+                start = static_cast<int64_t>(reinterpret_cast<uintptr_t>(t->data_ptr())) +
+                        low * size;
+                end = start + span * size;
+            }
+        } catch (const std::exception&) {
+            start = end = 0;
+        }
+        out[2 * i] = start;
+        out[2 * i + 1] = end;
+    }
+    Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
     {"gradients", gradients, METH_VARARGS, "Each parameter's gradient, or None (see the source)."},
     {"record", record, METH_VARARGS, "The record gradients() compares parameters with."},
@@ -489,6 +569,8 @@ PyMethodDef methods[] = {
     {"rows", rows, METH_VARARGS, "Whether the sparse-row kernels may run (see the source)."},
     {"first_outside", first_outside, METH_VARARGS, "The first index out of range, or -1."},
     {"like", like, METH_VARARGS, "Whether tensors are of var's kind (see the source)."},
+    {"shared", shared, METH_VARARGS, "Whether a tensor may share memory (see the source)."},
+    {"extents", extents, METH_VARARGS, "Byte ranges of tensors (see the source)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef module = {PyModuleDef_HEAD_INIT, "trainop_metadata", nullptr, -1, methods,
