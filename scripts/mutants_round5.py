@@ -52,6 +52,35 @@ and in ``MUTANTS_ROUND5_EXTRA`` T19 T21 T22 T25 H15 V15 K21. Files added to the 
 TL ``kernels/triton/tables.py``, ``staging.py``, ``processing/_batch.py``; HB
 ``contract/llvm_order.py``, ``interfaces/tensorflow_import.py``; RV
 ``interfaces/recipes/overrides.py``; CR ``interfaces/checkpoints/switch.py``.
+
+Refreshed at main's commit 175925d80a5e5d1de7e1e26a12ad9b72f7e6f1b9 by a third helper under
+the same rule (no test, no ``docs/mutation_audit.md``, ``scripts/mutants.py`` for its tuple
+format only). Rewritten there, same ids, the same bug in the moved code:
+
+- T08: the written-written overlap test now reads ``sorted_ranges``' ``reach``;
+- T09: ``idx > 0`` now in ``boundary.overlapping``, shared by check_overlap, read_first and
+  the Triton layouts' refresh;
+- T19: the refresh's overlap test is now ``overlapping(...).any()``;
+- T23: the batch's C fast path now builds through ``_init_lists``.
+
+New, for code added since 0c80848 (layer "read first" in group TL for read_first and the
+plans that call it; files added to TL: ``contract/read_first.py``, ``step_plan.py``,
+``flat_plan.py``, ``kernels/triton/norms.py``):
+
+- T26: ``overlapping`` searches by a range's start, not its end (p.grad = p missed);
+- T27: read_first's filter replaced by "no reader" (apply_gradients never compares);
+- T28: the shared gradient's copy is ``.contiguous()`` (no copy when contiguous);
+- T29: the copy is taken of ``grads[i]``, not ``own[i]`` (wrong where start > 0);
+- T30: the comparison's two sides swapped (written tensors' positions copied);
+- T31: the step plan's written tensors leave out the slots;
+- T32: a flat plan with loose parameters passes ``shared=False``;
+- T33: ``_read_gradients`` retries a cached non-uniform record (float64 marked uniform);
+- T34: the Triton update key leaves out the element counts;
+- T35: ``_gradients_at`` drops the counts comparison;
+- T36: ``_gradients_at`` accepts a gradient of any float dtype (float64 for float32);
+- T37: the read pass's layout keyed by the number of tensors, not their sizes;
+- in ``MUTANTS_ROUND5_EXTRA``, T38: ``_gradients_at`` checks the gradients' own device, not
+  the layout's (GPU only).
 """
 
 TT = "kernels/triton/"
@@ -108,17 +137,18 @@ MUTANTS_ROUND5 = [
            "(a transposed .grad) goes to the kernel, which reads its storage as contiguous "
            "(wrong update instead of the foreach fallback)"),
     ("T08", "triton", KD + "boundary.py",
-     "if len(w_start) > 1 and bool(np.any(w_end[:-1] > w_start[1:])):",
-     "if len(w_start) > 1 and bool(np.any(w_end[:-1] >= w_start[1:])):",
+     "if len(w_start) > 1 and bool(np.any(reach[:-1] > w_start[1:])):",
+     "if len(w_start) > 1 and bool(np.any(reach[:-1] >= w_start[1:])):",
      "TL", "written tensors that merely touch (back to back in one flat buffer) are reported "
            "as sharing memory: every flattened bucket raises ValueError on the native and "
            "Triton paths"),
     ("T09", "triton", KD + "boundary.py",
-     "hit = (idx >= 0) & (w_end[np.maximum(idx, 0)] > start)",
-     "hit = (idx > 0) & (w_end[np.maximum(idx, 0)] > start)",
+     "return (end > start) & (idx >= 0) & (reach[np.maximum(idx, 0)] > start)",
+     "return (end > start) & (idx > 0) & (reach[np.maximum(idx, 0)] > start)",
      "TL", "a gradient overlapping the lowest-addressed written tensor is not seen "
            "(p.grad = p, or a gradient aliasing the first variable): the kernel reads it after "
-           "writing instead of the list path"),
+           "writing instead of the list path (and, now that ``overlapping`` is shared, "
+           "read_first does not copy it, and the Triton layout's refresh keeps its fused launch)"),
     ("T10", "triton", KD + "dispatch.py",
      "if implementation == \"triton\" and gate.widen and len({g.dtype for g in gs}) > 1:",
      "if implementation == \"triton\" and gate.widen and len({g.dtype for g in gs}) > 2:",
@@ -598,8 +628,8 @@ MUTANTS_ROUND5 = [
            "again: a replay that wrote other addresses (a read pass's table shared by two "
            "models of the same sizes) leaves the eager step reading the replay's gradients"),
     ("T23", "batch fast path", "processing/_batch.py",
-     "batch._init(list(zip(grads, params, strict=True)), loss_scale)\n        batch._uniform = True",
-     "batch._init(list(zip(grads, params, strict=True)), None)\n        batch._uniform = True",
+     "batch._init_lists(grads, list(params), loss_scale)\n        batch._uniform = True",
+     "batch._init_lists(grads, list(params), None)\n        batch._uniform = True",
      "TL", "the C fast path of Gradients.from_grads forgets the pending loss scale: float32 "
            "parameters on one device under a loss scaler (TrainStep/pipeline) have their "
            "scaled gradients applied as they are (S times too large, no overflow skip)"),
@@ -610,6 +640,91 @@ MUTANTS_ROUND5 = [
            "uniform float32: the batch is marked _uniform and its norms go through the "
            "float32-only uniform pass (wrong norms or a kernel error for the float64 ones; "
            "needs the native metadata reader)"),
+    # ============== new at 175925d (code added since 0c80848; written from the source only)
+    # TL, layer "read first": a gradient sharing memory with a variable or slot is copied
+    # before any write (contract/read_first.py, step_plan.py, flat_plan.py, kernels/boundary.py)
+    ("T26", "read first", KD + "boundary.py",
+     "idx = np.searchsorted(starts, end, side=\"left\") - 1",
+     "idx = np.searchsorted(starts, start, side=\"left\") - 1",
+     "TL", "overlapping searches by the range's start instead of its end: a gradient that "
+           "starts exactly where a written tensor starts (p.grad = p, p0.grad = p1.detach()) "
+           "finds the range before it and is not seen: read_first does not copy it (the "
+           "variable is read after it moved), check_overlap sends it to the fused kernel"),
+    ("T27", "read first", CT + "read_first.py",
+     "shared = reader is None or (bool(own) and reader.shared(own, PLAIN_TYPES))",
+     "shared = reader is None",
+     "TL", "where the metadata reader is built, the general path (apply_gradients, no step "
+           "plan: shared=None) takes the reader's existence as the filter's answer and never "
+           "compares: apply_gradients([(v1, v0), (v0, v1)]) updates v1 with v0's new value"),
+    ("T28", "read first", CT + "read_first.py",
+     "out[start + i] = own[i].clone(memory_format=torch.contiguous_format)",
+     "out[start + i] = own[i].contiguous()",
+     "TL", "the 'copy' of a shared gradient is .contiguous(), which returns the tensor itself "
+           "when it is contiguous already: a gradient that is another parameter's memory "
+           "(p0.grad = p1.detach()) is not copied, and is read after p1 was written"),
+    ("T29", "read first", CT + "read_first.py",
+     "out[start + i] = own[i].clone(memory_format=torch.contiguous_format)",
+     "out[start + i] = grads[i].clone(memory_format=torch.contiguous_format)",
+     "TL", "the copy is taken of grads[i] instead of own[i] (the index counted from start): "
+           "in a flat plan (start = the number of flat buffers) a loose gradient sharing memory "
+           "is replaced by a copy of a flat buffer's gradient (wrong values or a shape error); "
+           "only where start > 0"),
+    ("T30", "read first", CT + "read_first.py",
+     "hit = overlapping(*byte_extents(own), sorted_ranges(*byte_extents(targets)))",
+     "hit = overlapping(*byte_extents(targets), sorted_ranges(*byte_extents(own)))",
+     "TL", "the two sides of the comparison swapped: hit is indexed by the written tensors, "
+           "so the gradient at a written tensor's position is copied, not the one that shares "
+           "memory (the shared one read after the write; an IndexError where a hit variable's "
+           "position is past the gradients, e.g. with slots)"),
+    ("T31", "read first", CT + "step_plan.py",
+     "return [*self.params, *(t for b in self.buckets for slot in b.slots.values()\n                                for t in slot)]",
+     "return list(self.params)",
+     "TL", "the step plan's written tensors leave out the slots: a gradient that is memory of "
+           "a slot (a view of an accumulator or of Adam's m) is not copied, and the kernel reads "
+           "it after that slot was updated"),
+    ("T32", "read first", CT + "flat_plan.py",
+     "self._shared = self._loose_plan._shared if self.loose else False",
+     "self._shared = False",
+     "TL", "a flat plan with loose parameters tells read_first that nothing is shared: a loose "
+           "gradient that is memory of a flat buffer's parameter or slot (or of another loose "
+           "parameter) is not copied and is read after that memory moved"),
+    # TL: the batch's cached parameter record per count (processing/_batch.py)
+    ("T33", "batch fast path", "processing/_batch.py",
+     "if last is not None and last[1]:",
+     "if last is not None:",
+     "TL", "_read_gradients tries the last record of as many parameters even where those were "
+           "not all float32 on one device: the second from_grads of the same float64 (or mixed) "
+           "parameters passes the C pass and is marked _uniform (the float32-only uniform "
+           "norms on float64 tensors: wrong norms or a kernel error); needs the native reader"),
+    # TL: the Triton path's one-pass checks (kernels/triton/__init__.py, norms.py)
+    ("T34", "triton", TT + "__init__.py",
+     "return (\"update\", rule, device, half, dtypes, at.tobytes(), counts.tobytes())",
+     "return (\"update\", rule, device, half, dtypes, at.tobytes())",
+     "TL", "the layout key leaves out the element counts: variables of other sizes at the "
+           "same addresses (views buf[:10] then buf[:20], or freed memory the caching "
+           "allocator reuses) get the old layout, whose tables span the old sizes (elements "
+           "not updated, or written past a tensor)"),
+    ("T35", "triton", TT + "__init__.py",
+     "return at if np.array_equal(counts, layout.counts) else None",
+     "return at",
+     "TL", "_gradients_at drops the counts comparison: on a cached layout a gradient with "
+           "another element count (same dtype and device) goes to the kernel, which reads the "
+           "layout's counts past or short of it, instead of the full boundary's ValueError "
+           "(through kernels.triton.run: the optimizer refuses a wrong shape before)"),
+    ("T36", "triton", TT + "__init__.py",
+     "if not (first == dtype or (first in HALF_DTYPES and dtype == torch.float32)):\n        return None\n    binding",
+     "if not (first == dtype or first.is_floating_point()):\n        return None\n    binding",
+     "TL", "_gradients_at's dtype test generalized to any float: on a cached layout, float64 "
+           "gradients of float32 variables (the only Triton variable dtype, so a half gradient "
+           "for float64 variables cannot arise) are accepted and read by the kernel, instead "
+           "of the full boundary's ValueError naming the dtype (through kernels.triton.run: "
+           "the optimizer refuses such a gradient before)"),
+    ("T37", "triton", TT + "norms.py",
+     "key = (\"reads\", first.device, first.dtype, counts.tobytes())",
+     "key = (\"reads\", first.device, first.dtype, len(counts))",
+     "TL", "the read pass's layout is keyed by the number of tensors, not their sizes: a "
+           "second list of as many tensors of other sizes reuses the first's tables (l2_norms, "
+           "square_sums, clip by global norm: norms over the wrong element counts)"),
     # HB: TensorFlow imported before trainop / Triton (contract/llvm_order.py,
     # interfaces/tensorflow_import.py)
     ("H12", "habits", CT + "llvm_order.py",
@@ -824,8 +939,8 @@ MUTANTS_ROUND5_EXTRA = [
            "limit, not NotFormattable; slow int parsing of a huge field)"),
     # new at 0c80848, narrower (GPU/compile-only, a rare aliasing, a message or a file left)
     ("T19", "triton", TT + "tables.py",
-     "if bool(np.any((end > at) & (idx >= 0) & (w_end[np.maximum(idx, 0)] > at))):",
-     "if bool(np.all((end > at) & (idx >= 0) & (w_end[np.maximum(idx, 0)] > at))):",
+     "                at, at + self.counts * tensors[0].element_size(), self.written).any()):",
+     "                at, at + self.counts * tensors[0].element_size(), self.written).all()):",
      "TL", "refresh refuses the one-launch path only when EVERY gradient overlaps memory a "
            "kernel writes: one gradient aliasing a variable or slot (p.grad sharing p's "
            "storage) goes through the fused launch, which may write before it reads"),
@@ -847,6 +962,12 @@ MUTANTS_ROUND5_EXTRA = [
      "TL", "the fallback fast path (no native metadata reader, or parameter subclasses) skips "
            "the shape check: a gradient of another shape is accepted silently instead of "
            "from_grads' TypeError"),
+    ("T38", "triton", TT + "__init__.py",
+     "found = binding.plain_on([grads], (first,), layout.device)",
+     "found = binding.plain_on([grads], (first,), grads[0].device)",
+     "TL", "on a cached layout the gradients are checked against their own first one's "
+           "device, not the layout's: CPU (or another GPU's) gradients of CUDA variables are "
+           "accepted and their host addresses go to the kernel (GPU only)"),
     ("H15", "habits", "interfaces/tensorflow_import.py",
      "            with contextlib.suppress(ValueError):\n                sys.meta_path.remove(self)\n            load_triton_first()",
      "            load_triton_first()",
