@@ -218,3 +218,39 @@ def test_gradients_autograd_made_are_not_compared(monkeypatch):
     opt.zero_grad()
     model(torch.ones(2, 3)).sum().backward()
     tf_opt.apply_gradients([(p.grad, p) for p in model.parameters()])
+
+
+MOMENTUM_CASES = [("Momentum", impl) for impl in
+                  (*trainop.MomentumOptimizer.IMPLEMENTATIONS, "triton")]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize(("name", "impl"), MOMENTUM_CASES,
+                         ids=[f"{n}-{i}" for n, i in MOMENTUM_CASES])
+def test_a_gradient_that_is_a_slot_of_an_earlier_variable(name, impl, monkeypatch):
+    """``p1.grad`` a view of ``p0``'s momentum accumulator (a slot the step writes before it
+    reaches p1): the gradient is the accumulator as it was before the step, as TF reads every
+    gradient before any apply op. TF's Momentum in float64: accum = m * accum + g; var -= lr
+    * accum; the first step (constant gradients) makes the slots."""
+    _implementation(impl, monkeypatch)
+    p0 = torch.nn.Parameter(torch.tensor([1.0, 2.0, 3.0]))
+    p1 = torch.nn.Parameter(torch.tensor([0.5, -1.0, 4.0]))
+    opt = trainop.MomentumOptimizer(learning_rate=LR, momentum=MOMENTUM, params=[p0, p1],
+                                    implementation=impl)
+    c0, c1 = _const((3,)), -2.0 * _const((3,))
+    v0, v1 = p0.detach().double().numpy().copy(), p1.detach().double().numpy().copy()
+    a0, a1 = np.zeros(3), np.zeros(3)
+    for step in range(STEPS):
+        g0 = c0.double().numpy()
+        if step == 0:
+            p0.grad, p1.grad = c0.clone(), c1.clone()
+            g1 = c1.double().numpy()
+        else:
+            p0.grad = c0.clone()
+            p1.grad = opt.state[p0]["momentum"][:]  # a view of the slot
+            g1 = a0.copy()
+        opt.step()
+        a0, a1 = MOMENTUM * a0 + g0, MOMENTUM * a1 + g1
+        v0, v1 = v0 - LR * a0, v1 - LR * a1
+    _close(p0, v0)
+    _close(p1, v1)

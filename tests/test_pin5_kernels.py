@@ -198,3 +198,65 @@ def test_a_gradient_aliasing_a_variable_after_the_first_step_is_read_before_it_i
     admitted(opt.step)
     assert first.tolist() == [-1.0, 0.0, 1.0, 2.0]
     assert second.tolist() == [9.5, 19.0, 28.5, 38.0]  # 9.5, 19.5, ... - 0.5 * [0, 1, 2, 3]
+
+
+def _adam_first_step(var, grad, lr=0.1, beta1=0.9, beta2=0.999, epsilon=1e-8):
+    """TF's Adam after one step from zero slots, in float64 (epsilon hat)."""
+    var, grad = np.asarray(var, np.float64), np.asarray(grad, np.float64)
+    m, v = (1 - beta1) * grad, (1 - beta2) * grad * grad
+    lr_t = lr * np.sqrt(1 - beta2) / (1 - beta1)
+    return var - lr_t * m / (np.sqrt(v) + epsilon)
+
+
+@pytest.mark.skipif(not tk.available(), reason="Triton is not installed")
+@pytest.mark.parametrize("name", ["GradientDescentOptimizer", "AdamOptimizer"])
+def test_variables_of_other_sizes_at_the_same_addresses_get_their_own_layout(name):
+    # optimizers over views of the same two buffers, 10 then 20 elements at the same
+    # addresses: the second step updates all 20 (T34: a layout keyed without the sizes;
+    # gradient descent has no slots, so its key is the variables' alone). Oracles: w - lr * g,
+    # TF's first Adam step.
+    bufs = [torch.linspace(-1.0, 1.0, 64), torch.linspace(2.0, -2.0, 64)]
+    for n in (10, 20):
+        params = [torch.nn.Parameter(b[:n]) for b in bufs]
+        before = [p.detach().double().numpy().copy() for p in params]
+        grads = [torch.full((n,), 0.5 + k) for k in range(2)]
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
+        getattr(trainop, name)(0.1, params=params, implementation="triton").step()
+        for p, b, g in zip(params, before, grads, strict=True):
+            wanted = (b - 0.1 * g.double().numpy() if name == "GradientDescentOptimizer"
+                      else _adam_first_step(b, g.numpy()))
+            np.testing.assert_allclose(p.detach().double().numpy(), wanted, rtol=1e-6,
+                                       atol=1e-7)
+
+
+@pytest.mark.skipif(not tk.available(), reason="Triton is not installed")
+def test_the_read_pass_of_lists_of_as_many_tensors_of_other_sizes():
+    # the read pass's layout is shared by lists of the same sizes only (T37: keyed by the
+    # number of tensors, the second list's norms would be over the first's counts)
+    from trainop.kernels.norms import float32_l2_norms
+
+    gen = torch.Generator().manual_seed(5)
+    for sizes in ((3, 5), (1500, 7), (2, 2048)):
+        tensors = [torch.randn(n, generator=gen) for n in sizes]
+        got = float32_l2_norms(tensors, implementation="triton")
+        wanted = [np.sqrt(np.sum(t.double().numpy() ** 2)) for t in tensors]
+        np.testing.assert_allclose(got.double().numpy(), wanted, rtol=1e-6)
+
+
+def test_a_loss_scaled_pipeline_step_on_float32_parameters_unscales_the_gradients():
+    # float32 parameters on one device (the batch's C fast path) under a static loss scale
+    # of 1024: the step applies g = scaled / 1024 (T23: the pending scale forgotten). Plain
+    # gradient descent: w - lr * g.
+    from trainop.processing import GradientPipeline, LossScale, StaticLossScaler
+
+    params = [torch.nn.Parameter(torch.tensor([1.0, -2.0])), torch.nn.Parameter(torch.ones(3))]
+    opt = trainop.GradientDescentOptimizer(LR, params=params)
+    pipe = GradientPipeline(opt, [LossScale(StaticLossScaler(1024.0))])
+    grads = [torch.tensor([0.25, 0.5]), torch.tensor([1.0, -1.0, 2.0])]
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g * 1024.0
+    pipe.step()
+    np.testing.assert_allclose(params[0].detach().numpy(), [1.0 - LR * 0.25, -2.0 - LR * 0.5])
+    np.testing.assert_allclose(params[1].detach().numpy(),
+                               [1.0 - LR, 1.0 + LR, 1.0 - 2 * LR])
