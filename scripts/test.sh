@@ -13,7 +13,25 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] \
     >/dev/null) || echo "scripts/test.sh: chromium not installed; its test will be skipped"
 fi
 .venv/bin/ruff check .
+# Workers (pytest-xdist): TRAINOP_TEST_WORKERS, else one per core (nproc) but at most one per
+# 3 GB of available memory (a worker holds torch, TensorFlow and the spawned ranks of its tests);
+# TRAINOP_TEST_WORKERS=0 runs the suite in this one process. --dist loadfile: a file's tests run
+# on one worker, in order (module-scoped fixtures are built once; a file's tests may share them).
+workers=${TRAINOP_TEST_WORKERS:-}
+if [ -z "$workers" ]; then
+  cores=$(nproc)
+  by_memory=$(awk '/^MemAvailable:/ {print int($2 / (3 * 1024 * 1024))}' /proc/meminfo)
+  workers=$(( by_memory < cores ? by_memory : cores ))
+  [ "$workers" -ge 1 ] || workers=1
+fi
+# The native kernels and the C++ metadata reader are built once here, before the workers start
+# (each would otherwise build them at the same time on a fresh machine; the cache is shared).
+.venv/bin/python -c "from trainop.kernels import native; from trainop.kernels.native import \
+metadata; native.available(); metadata.load()"
 # --cov: branch coverage of the layers in pyproject.toml's [tool.coverage.run] (issue #40), traced
 # only while those layers' own test files run (tests/layer_coverage.py: tracing the whole suite
-# would slow it by half); the table of their missed branches is printed after the tests
-.venv/bin/python -m pytest -p no:cacheprovider --cov --cov-report=term-missing:skip-covered "$@"
+# would slow it by half); each worker measures its tests, and the table of the layers' missed
+# branches, combined over the workers, is printed after the tests. --durations=30: the slowest
+# 30 phases (setup, call, teardown) of the run.
+.venv/bin/python -m pytest -p no:cacheprovider -n "$workers" --dist loadfile --durations=30 \
+  --cov --cov-report=term-missing:skip-covered "$@"

@@ -3,6 +3,7 @@
 import pytest
 import torch
 from layer_coverage import layer_test_files, traced_only_in_layers
+from triton_fast_reduce import patch_block_sums
 from triton_numpy_shim import patch_triton_interpreter
 
 from trainop.interfaces.tensorflow_import import load_triton_first
@@ -11,6 +12,8 @@ from trainop.interfaces.tensorflow_import import load_triton_first
 load_triton_first()
 # Triton < 3.8's interpreter with numpy >= 2.4 (the GPU machine's Triton 3.6): see the module.
 patch_triton_interpreter()
+# The interpreter's block sums (tl.reduce by _common._add) folded by numpy, the same bits.
+patch_block_sums()
 
 # torch warns once per process that sparse invariant checks are "implicitly disabled"; the
 # tests build many small sparse tensors by hand, so opt out explicitly (torch's default).
