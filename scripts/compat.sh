@@ -80,7 +80,8 @@ EOF
   "$PY" -c "import torch; print(torch.__version__)" >"$VENV/.trainop-compat-ready"
   echo "compat: torch $VERSION installed in $(( $(date +%s) - started )) s"
 fi
-"$PY" -m pip install -q --no-deps --no-build-isolation -e "$ROOT" >/dev/null
+if ! "$PY" -m pip install -q --no-deps --no-build-isolation -e "$ROOT" >"$VENV/.install.log" 2>&1
+then cat "$VENV/.install.log"; exit 1; fi
 installed=$("$PY" -c "import torch; print(torch.__version__)")
 setup=$(( $(date +%s) - started ))
 echo "compat: torch $installed ($VENV), set up in $setup s"
