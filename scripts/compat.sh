@@ -47,8 +47,10 @@ SUBSET=(
   tests/test_zero.py tests/test_fsdp2.py tests/test_fsdp2_checkpoints.py tests/test_compile.py
   tests/test_torch_versions.py
 )
+WHICH="the subset (every layer; TF parity, RETURNN, Lightning/HF, docs, Triton left out)"
 if [ -n "${TRAINOP_COMPAT_TESTS:-}" ]; then
   read -r -a SUBSET <<<"$TRAINOP_COMPAT_TESTS"
+  WHICH="TRAINOP_COMPAT_TESTS (not the whole subset)"
 fi
 
 started=$(date +%s)
@@ -85,7 +87,7 @@ then cat "$VENV/.install.log"; exit 1; fi
 installed=$("$PY" -c "import torch; print(torch.__version__)")
 setup=$(( $(date +%s) - started ))
 echo "compat: torch $installed ($VENV), set up in $setup s"
-echo "compat: the subset (every layer; TF parity, RETURNN, Lightning/HF, docs, Triton left out):"
+echo "compat: $WHICH:"
 printf '  %s\n' "${SUBSET[@]}"
 cd "$ROOT"
 status=0
