@@ -13,9 +13,10 @@ kernels; where it cannot be built, ``load()`` is ``None`` and the same reads run
 one warning (``NativeFallbackWarning``) says why: the compiler's first error, per standard tried.
 
 It builds against every torch trainop supports (``kernels.torch_version``). torch 2.14's
-headers need C++20 (``std::strong_ordering``, ``requires``; under ``-std=c++17`` the errors end
-in an ambiguous ``operator!=`` reached from ``ATen/core/function_schema.h``), and the older
-ones accept it; so C++20 is tried first, then C++17 (a compiler without C++20, an older torch).
+headers need C++20 (``std::strong_ordering``, ``requires``; under ``-std=c++17`` they also fail
+on an autograd node pointer's ``operator!=``, whose only candidates are ``c10::Argument``'s from
+``ATen/core/function_schema.h``), and the older ones accept it (2.4.1, 2.6.0, 2.13.0 built with
+gcc 12); so C++20 is tried first, then C++17 (a compiler without C++20, an older torch).
 """
 
 from __future__ import annotations
