@@ -35,3 +35,15 @@ metadata; native.available(); metadata.load()"
 # 30 phases (setup, call, teardown) of the run.
 .venv/bin/python -m pytest -p no:cacheprovider -n "$workers" --dist loadfile --durations=30 \
   --cov --cov-report=term-missing:skip-covered "$@"
+# #45: in CI (CI set; TRAINOP_COMPAT=0 skips), the compatibility subset against the floor and the
+# newest torch (scripts/compat.sh; per version ~20 min uncached on a loaded 2-core machine, a
+# few minutes of setup less when cached), each started only before minute 50 and stopped at 20,
+# so CI stays under its 90 minutes; a run stopped for time is reported, not failed.
+if [ -n "${CI:-}" ] && [ "${TRAINOP_COMPAT:-1}" != 0 ]; then
+  for version in ${TRAINOP_COMPAT_VERSIONS:-2.6.0 2.14.1}; do
+    if [ "$SECONDS" -ge 3000 ]; then echo "scripts/test.sh: no time left for compat $version"
+    else status=0; timeout 1200 bash scripts/compat.sh "$version" || status=$?
+      [ "$status" = 124 ] && echo "scripts/test.sh: compat $version stopped at 20 min (time)"
+      [ "$status" = 0 ] || [ "$status" = 124 ] || exit "$status"; fi
+  done
+fi

@@ -261,7 +261,10 @@ def test_switched_off_or_no_compiler_reads_in_python(tmp_path):
         "False", "switched off by TRAINOP_NATIVE=0", "[0.0, 0.0, 0.0]"]
     loaded, reason, values = _probe(tmp_path, CXX="false")
     assert loaded == "False" and values == "[0.0, 0.0, 0.0]"
-    assert reason.startswith("the metadata reader could not be built or imported: `false ")
+    assert reason.startswith("the metadata reader could not be built or imported: `false` could "
+                             f"not compile metadata.cpp against torch {torch.__version__}'s "
+                             "headers (-std=c++20: `false` exited with 1; -std=c++17: `false` "
+                             "exited with 1)")
     assert not list(tmp_path.glob("trainop_metadata-*"))
 
 
@@ -280,7 +283,8 @@ def test_a_failed_build_warns_once_naming_the_reason(tmp_path):
     base = {**os.environ, "PYTHONPATH": os.path.abspath(src), "TRAINOP_CACHE_DIR": str(tmp_path)}
     failed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env={**base, "CXX": "false"}, timeout=600, check=True).stderr
-    assert failed.count("RuntimeWarning: trainop: the metadata reader could not be built") == 1
+    assert failed.count("NativeFallbackWarning: trainop: the metadata reader could not be "
+                        "built or imported: `false` could not compile metadata.cpp") == 1
     assert "read their tensors' metadata in Python instead" in failed
     off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**base, "TRAINOP_NATIVE": "0"}, timeout=600, check=True).stderr

@@ -11,6 +11,7 @@ from trainop.contract.flat import FlatLayout, flatten
 from trainop.contract.optimizer import AggregationMethod, Gate, Optimizer, SlotSpec
 from trainop.interfaces.recipes import Recipe, load_recipe
 from trainop.interfaces.tensorflow_import import load_triton_before_tensorflow
+from trainop.kernels import torch_version as _torch_version
 from trainop.optimizers.adadelta import AdadeltaOptimizer
 from trainop.optimizers.adagrad import AdagradOptimizer
 from trainop.optimizers.adagrad_da import AdagradDAOptimizer
@@ -120,3 +121,5 @@ __all__ = [
     "optimize_loss",
     "training",
 ]
+
+_torch_version.warn_below_floor()  # once, if the installed torch is below the floor

@@ -19,6 +19,7 @@ import tempfile
 import torch
 
 from trainop.bench._ranks import counted_all_reduces, rank_group, spawn_ranks
+from trainop.kernels.torch_version import require
 
 __all__ = ["TARGET", "render_fsdp2", "run_fsdp2_benchmark"]
 
@@ -66,6 +67,7 @@ def _rank(rank: int, port: int, out: str, layers: int, width: int, rounds: int, 
 
 def run_fsdp2_benchmark(*, layers: int = 8, width: int = 1024, rounds: int = 8,
                         steps: int = 5, warmup: int = 3) -> dict:
+    require("FSDP2 (fully_shard)")  # one message here, not an ImportError in each rank
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rank0.pt")
         codes = spawn_ranks(_rank, (out, layers, width, rounds, steps, warmup), timeout_s=600)

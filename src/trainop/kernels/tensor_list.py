@@ -18,12 +18,20 @@ from typing import Any
 
 import torch
 
+from trainop.kernels.torch_version import require
+
 __all__ = ["TensorList"]
 
 
 def _is_scalar(x: Any) -> bool:
     return isinstance(x, numbers.Number) or (isinstance(x, torch.Tensor) and x.dim() == 0)
 
+
+
+def _rsqrt_present() -> None:
+    """``torch._foreach_rsqrt`` came with torch 2.6 (trainop's floor): below it, one message."""
+    if not hasattr(torch, "_foreach_rsqrt"):
+        require("the foreach path of Adagrad, Adadelta and ProximalAdagrad")
 
 class TensorList:
     """A list of tensors that behaves like one tensor under arithmetic (see module doc)."""
@@ -141,6 +149,7 @@ class TensorList:
         return self
 
     def rsqrt_(self) -> TensorList:
+        _rsqrt_present()
         torch._foreach_rsqrt_(self.tensors)
         return self
 
@@ -153,6 +162,7 @@ class TensorList:
         return TensorList(torch._foreach_sqrt(self.tensors))
 
     def rsqrt(self) -> TensorList:
+        _rsqrt_present()
         return TensorList(torch._foreach_rsqrt(self.tensors))
 
     def abs(self) -> TensorList:

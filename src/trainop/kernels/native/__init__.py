@@ -41,12 +41,13 @@ from trainop.kernels.native._binding import (
     sizes,
     supports,
 )
+from trainop.kernels.native._once import NativeFallbackWarning
 from trainop.kernels.native.build import unavailable_reason
 from trainop.kernels.native.rows import first_outside, sparse_rows, unique_rows
 
-__all__ = ["DTYPES", "LISTS", "SUFFIXES", "available", "boundary", "first_outside", "l2_norms",
-           "pointers", "run", "sizes", "sparse_rows", "supports", "unavailable_reason",
-           "unique_rows"]
+__all__ = ["DTYPES", "LISTS", "SUFFIXES", "NativeFallbackWarning", "available", "boundary",
+           "first_outside", "l2_norms", "pointers", "run", "sizes", "sparse_rows", "supports",
+           "unavailable_reason", "unique_rows"]
 
 _SQUARE_SUMS_ARGS = [ctypes.c_int64] + [ctypes.c_void_p] * 3 + [ctypes.c_int]
 

@@ -14,16 +14,22 @@ import warnings
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-__all__ = ["BuiltOnce"]
+__all__ = ["BuiltOnce", "NativeFallbackWarning"]
 
 T = TypeVar("T")
+
+
+class NativeFallbackWarning(RuntimeWarning):
+    """Native code (the C kernels, the C++ metadata reader) could not be built or loaded, so
+    a slower Python or foreach path runs instead; the message says why and what runs."""
 
 
 class BuiltOnce(Generic[T]):
     """``build()`` on the first ``get()``; ``value`` is its result, or ``None`` with ``reason``
     saying why (``TRAINOP_NATIVE=0``, or ``failure`` followed by the error, for an exception of
-    the types in ``errors``). A failed build is reported once, as a ``RuntimeWarning`` naming
-    the reason and ``fallback`` (what runs instead); switching it off on purpose is not."""
+    the types in ``errors``). A failed build is reported once, as a ``NativeFallbackWarning``
+    (a ``RuntimeWarning``) naming the reason and ``fallback`` (what runs instead); switching
+    it off on purpose is not."""
 
     def __init__(self, build: Callable[[], T], failure: str,
                  errors: tuple[type[Exception], ...], fallback: str = "") -> None:
@@ -48,8 +54,8 @@ class BuiltOnce(Generic[T]):
                         self.reason = f"{self._failure}: {error}"
                         warnings.warn(f"trainop: {self.reason}; {self._fallback} (`trainop "
                                       f"doctor` shows what is in use; TRAINOP_NATIVE=0 switches "
-                                      f"native code off without this warning)", RuntimeWarning,
-                                      stacklevel=3)
+                                      f"native code off without this warning)",
+                                      NativeFallbackWarning, stacklevel=3)
         return self.value
 
     def unavailable_reason(self) -> str | None:

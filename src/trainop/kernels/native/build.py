@@ -24,7 +24,7 @@ from pathlib import Path
 
 from trainop.kernels.native._once import BuiltOnce
 
-__all__ = ["ABI_VERSION", "KERNELS", "load", "unavailable_reason"]
+__all__ = ["ABI_VERSION", "KERNELS", "CompileError", "load", "unavailable_reason"]
 
 ABI_VERSION = 2
 SOURCE_DIR = Path(__file__).parent / "csrc"
@@ -72,6 +72,23 @@ def _build_key(flags: tuple[str, ...]) -> str:
                      (" ".join(flags), _cpu_identity(), str(ABI_VERSION)))
 
 
+class CompileError(RuntimeError):
+    """The compiler failed: ``command`` exited with ``returncode``, writing ``stderr``."""
+
+    def __init__(self, command: list[str], returncode: int, stderr: str) -> None:
+        super().__init__(f"`{' '.join(command)}` failed: {stderr.strip()[-2000:]}")
+        self.command, self.returncode, self.stderr = command, returncode, stderr
+
+    def first_error(self) -> str:
+        """The compiler's first error line (``file:line:col: error: ...``), else its last
+        line of output, else the exit status: the reason in one line."""
+        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
+        for line in lines:
+            if "error" in line.lower():
+                return line
+        return lines[-1] if lines else f"`{self.command[0]}` exited with {self.returncode}"
+
+
 def compile_shared(target: Path, command: list[str]) -> None:
     """Run ``command`` with ``-o <temporary file>`` appended, then move the result to
     ``target`` atomically (a concurrent process sees all of it or nothing)."""
@@ -82,7 +99,7 @@ def compile_shared(target: Path, command: list[str]) -> None:
         command = [*command, "-o", partial]
         result = subprocess.run(command, capture_output=True, text=True, timeout=300)
         if result.returncode != 0:
-            raise RuntimeError(f"`{' '.join(command)}` failed: {result.stderr.strip()[-2000:]}")
+            raise CompileError(command, result.returncode, result.stderr)
         os.replace(partial, target)
     finally:
         if os.path.exists(partial):

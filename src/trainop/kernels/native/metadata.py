@@ -9,7 +9,14 @@ small tensors; the extension reads the same through torch's C++ API in a few nan
 tensor. It is compiled once per machine, torch version and Python version with the system C++
 compiler (``CXX``, default ``c++``; about 10 s) against the installed torch's headers and
 cached next to the kernels (``build.cache_dir``). ``TRAINOP_NATIVE=0`` switches it off with the
-kernels; where it cannot be built, ``load()`` is ``None`` and the same reads run in Python.
+kernels; where it cannot be built, ``load()`` is ``None`` and the same reads run in Python, and
+one warning (``NativeFallbackWarning``) says why: the compiler's first error, per standard tried.
+
+It builds against every torch trainop supports (``kernels.torch_version``). torch 2.14's
+headers need C++20 (``std::strong_ordering``, ``requires``; under ``-std=c++17`` they also fail
+on an autograd node pointer's ``operator!=``, whose only candidates are ``c10::Argument``'s from
+``ATen/core/function_schema.h``), and the older ones accept it (2.4.1, 2.6.0, 2.13.0 built with
+gcc 12); so C++20 is tried first, then C++17 (a compiler without C++20, an older torch).
 """
 
 from __future__ import annotations
@@ -26,33 +33,55 @@ from types import ModuleType
 import torch
 
 from trainop.kernels.native._once import BuiltOnce
-from trainop.kernels.native.build import SOURCE_DIR, build_key, cache_dir, compile_shared
+from trainop.kernels.native.build import (
+    SOURCE_DIR,
+    CompileError,
+    build_key,
+    cache_dir,
+    compile_shared,
+)
 
-__all__ = ["READER", "load", "unavailable_reason"]
+__all__ = ["READER", "STANDARDS", "load", "unavailable_reason"]
 
 SOURCE = SOURCE_DIR / "metadata.cpp"
-FLAGS = ("-O2", "-shared", "-fPIC", "-std=c++17", "-w")
+FLAGS = ("-O2", "-shared", "-fPIC", "-w")
+#: The C++ standards tried, in order (see the module's doc).
+STANDARDS = ("-std=c++20", "-std=c++17")
 
 
-
-def _command(compiler: list[str]) -> list[str]:
+def _command(compiler: list[str], flags: tuple[str, ...]) -> list[str]:
     torch_dir = Path(torch.__file__).parent
     include = torch_dir / "include"
     library = torch_dir / "lib"
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    return [*compiler, *FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-I{include}",
+    return [*compiler, *flags, f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-I{include}",
             f"-I{include / 'torch' / 'csrc' / 'api' / 'include'}",
             f"-I{sysconfig.get_paths()['include']}", str(SOURCE), f"-L{library}", "-lc10",
             "-ltorch", "-ltorch_cpu", "-ltorch_python", f"-Wl,-rpath,{library}"]
 
 
+def _build(compiler: list[str], suffix: str) -> Path:
+    """The cached build for the first standard that compiles (building it if needed)."""
+    failures = []
+    for standard in STANDARDS:
+        flags = (*FLAGS, standard)
+        key = build_key(compiler, [SOURCE], (" ".join(flags), torch.__version__, suffix))
+        target = cache_dir() / f"trainop_metadata-{key}{suffix}"
+        if target.exists():
+            return target
+        try:
+            compile_shared(target, _command(compiler, flags))
+            return target
+        except CompileError as error:
+            failures.append(f"{standard}: {error.first_error()}")
+    raise RuntimeError(f"`{' '.join(compiler)}` could not compile {SOURCE.name} against torch "
+                       f"{torch.__version__}'s headers ({'; '.join(failures)})")
+
+
 def _build_and_import() -> ModuleType:
     compiler = shlex.split(os.environ.get("CXX", "c++"))
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    key = build_key(compiler, [SOURCE], (" ".join(FLAGS), torch.__version__, suffix))
-    target = cache_dir() / f"trainop_metadata-{key}{suffix}"
-    if not target.exists():
-        compile_shared(target, _command(compiler))
+    target = _build(compiler, suffix)
     spec = importlib.util.spec_from_file_location("trainop_metadata", target)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {target}")

@@ -35,6 +35,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from trainop.contract.validation import check_bool, check_choice, describe
+from trainop.kernels.torch_version import require
 from trainop.training.numerics.errors import NumericsError, tensor_stats
 from trainop.training.numerics.locate import (
     IGNORED,
@@ -169,6 +170,7 @@ class NumericsChecker:
         """Register the hooks (``check_numerics`` does this on entering the ``with`` block)."""
         if self._handles:
             raise RuntimeError("this NumericsChecker is already installed")
+        require("numerics checks (global module forward hooks with kwargs)")
         mod = torch.nn.modules.module
         self._handles.append(mod.register_module_forward_pre_hook(self._pre_forward))
         self._handles.append(mod.register_module_forward_hook(

@@ -133,7 +133,7 @@ class TorchClassStep:
         if self._clip_norm:
             norm = torch.nn.utils.clip_grad_norm_(self._params, self._clip_norm)
         else:  # measured on the device (no host read), for StepResult.global_norm
-            # (torch.nn.utils.get_total_norm needs torch >= 2.6; trainop supports 2.4)
+            # (what torch.nn.utils.get_total_norm, torch >= 2.6, computes)
             norm = torch.linalg.vector_norm(torch.stack([
                 torch.linalg.vector_norm(g, dtype=torch.float32) for g in grads
             ])) if grads else torch.zeros(())
