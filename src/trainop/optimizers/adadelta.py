@@ -20,10 +20,9 @@ class AdadeltaOptimizer(Optimizer):
     Sparse: only touched rows change.
 
     Args:
-        learning_rate: float >= 0, default 0.001 (torch: 1.0).
-        rho: float in [0, 1], default 0.95 (torch: 0.9).
-        epsilon: float >= 0, default 1e-8 (torch: 1e-6).
-        use_locking: no effect. name: default ``"Adadelta"``. params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): >= 0 (torch's default: 1.0).
+        rho (float | Tensor | Callable): in [0, 1], the decay of both accumulators (torch: 0.9).
+        epsilon (float | Tensor | Callable): >= 0 (torch: 1e-6).
 
     Example:
         >>> import torch, trainop

@@ -20,9 +20,8 @@ class AdagradOptimizer(Optimizer):
     Sparse: only touched rows move.
 
     Args:
-        learning_rate: float >= 0, tensor, callable or policy. Required.
-        initial_accumulator_value: float > 0, default 0.1.
-        use_locking: no effect. name: default ``"Adagrad"``. params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): >= 0.
+        initial_accumulator_value (float): > 0, the accumulator's starting value (torch: 0).
 
     Example:
         >>> import torch, trainop

@@ -27,13 +27,14 @@ class AdagradDAOptimizer(Optimizer):
     ``var`` keeps its value (TF's closed form would set it to -0).
 
     Args:
-        learning_rate: float >= 0, tensor, callable or policy. Required.
-        global_step: the 0-dim integer tensor that ``apply_gradients(global_step=...)``
-            increments (as in TF). ``None`` uses this optimizer's own count of applied updates,
-            which is the same number when the step starts at 0 (handy in torch style).
-        initial_gradient_squared_accumulator_value: float > 0, default 0.1.
-        l1_regularization_strength, l2_regularization_strength: floats >= 0, default 0.
-        use_locking: no effect. name: default ``"AdagradDA"``. params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): >= 0.
+        global_step (Tensor | None): the 0-dim integer tensor that
+            ``apply_gradients(global_step=...)`` increments (as in TF). ``None`` uses this
+            optimizer's own count of applied updates, which is the same number when the step starts
+            at 0 (handy in torch style).
+        initial_gradient_squared_accumulator_value (float): > 0.
+        l1_regularization_strength (float): >= 0.
+        l2_regularization_strength (float): >= 0.
 
     Example:
         >>> import torch, trainop

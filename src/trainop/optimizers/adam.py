@@ -43,10 +43,12 @@ class AdamOptimizer(Optimizer):
     ``LazyAdamOptimizer`` to touch only the gradient's rows.
 
     Args:
-        learning_rate: float >= 0, default 0.001 (or tensor, callable, policy).
-        beta1: float in [0, 1), default 0.9. beta2: float in [0, 1), default 0.999.
-        epsilon: float >= 0, default 1e-8.
-        use_locking: no effect. name: default ``"Adam"``. params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): >= 0: a number, a 0-dim tensor, a
+            callable of no arguments or a ``trainop.schedules`` policy.
+        beta1 (float | Tensor | Callable): in [0, 1): the decay of the first moment ``m``.
+        beta2 (float | Tensor | Callable): in [0, 1): the decay of the second moment ``v``.
+        epsilon (float | Tensor | Callable): >= 0, added to ``sqrt(v)`` (TF's epsilon hat, not
+            bias-corrected).
 
     Example:
         >>> import torch, trainop

@@ -26,15 +26,15 @@ class FtrlOptimizer(Optimizer):
     update divides by the learning rate.
 
     Args:
-        learning_rate: float >= 0, tensor, callable or policy (0: a step that changes nothing).
-        learning_rate_power: float <= 0, default -0.5.
-        initial_accumulator_value: float >= 0, default 0.1.
-        l1_regularization_strength, l2_regularization_strength: floats >= 0, default 0.
-        l2_shrinkage_regularization_strength: float >= 0, default 0.
-        use_locking: no effect. name: default ``"Ftrl"``.
-        accum_name, linear_name: accepted for TF compatibility (TF names the slot *variables*
-            with them); the slot names stay ``accum``/``linear``.
-        params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): >= 0 (0: a step that changes nothing).
+        learning_rate_power (float): <= 0.
+        initial_accumulator_value (float): >= 0.
+        l1_regularization_strength (float): >= 0.
+        l2_regularization_strength (float): >= 0.
+        accum_name (str | None): accepted for TF compatibility (TF names the slot *variable* with
+            it); the slot name stays ``accum``.
+        linear_name (str | None): as ``accum_name``; the slot name stays ``linear``.
+        l2_shrinkage_regularization_strength (float): >= 0.
 
     Example:
         >>> import torch, trainop

@@ -17,11 +17,7 @@ class GradientDescentOptimizer(Optimizer):
     indices are summed). No slots.
 
     Args:
-        learning_rate: float >= 0, 0-dim tensor, callable or ``trainop.schedules.Policy``.
-        use_locking: accepted for TF compatibility; no effect.
-        name: non-empty optimizer name (default ``"GradientDescent"``).
-        params: torch style: the parameters (or param groups) to optimize; ``None`` (TF style)
-            registers variables on their first ``apply_gradients``/``minimize``.
+        learning_rate (float | Tensor | Callable | Policy): >= 0.
 
     Example:
         >>> import torch, trainop

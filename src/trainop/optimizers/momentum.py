@@ -20,11 +20,9 @@ class MomentumOptimizer(Optimizer):
     Sparse: only touched rows move; the accumulator of untouched rows is NOT decayed.
 
     Args:
-        learning_rate: float >= 0, tensor, callable or policy. Required.
-        momentum: float >= 0, tensor or callable. Required.
-        use_locking: no effect. name: default ``"Momentum"``.
-        use_nesterov: bool, default False.
-        params: torch style parameters, or ``None`` for TF style.
+        learning_rate (float | Tensor | Callable | Policy): >= 0.
+        momentum (float | Tensor | Callable): >= 0.
+        use_nesterov (bool): Nesterov's variant (TF's formulation).
 
     Example:
         >>> import torch, trainop

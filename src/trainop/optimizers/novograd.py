@@ -34,11 +34,13 @@ class NovoGrad(Optimizer):
     Sparse gradients are densified (upstream takes a dense path too).
 
     Args:
-        learning_rate: float >= 0, default 1.0 (normally a policy). beta1: [0, 1), 0.95.
-        beta2: [0, 1), 0.98. epsilon: >= 0, 1e-8. weight_decay: >= 0, 0.0.
-        grad_averaging: bool, False. use_locking: no effect. name: ``"NovoGrad"``.
-        second_moment: ``"persistent"`` (default) or ``"openseq2seq"``.
-        params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): >= 0 (normally a policy).
+        beta1 (float | Tensor | Callable): in [0, 1), the decay of the first moment.
+        beta2 (float | Tensor | Callable): in [0, 1), the decay of the per-layer second moment.
+        epsilon (float | Tensor | Callable): >= 0.
+        weight_decay (float | Tensor | Callable): >= 0, added to the normalised gradient.
+        grad_averaging (bool): scale the normalised gradient by ``1 - beta1``.
+        second_moment (str): ``"persistent"`` or ``"openseq2seq"`` (see above).
 
     Example:
         >>> import torch, trainop

@@ -24,10 +24,9 @@ class ProximalGradientDescentOptimizer(Optimizer):
     dtype (TF's resource-variable path; its ref path raises for float16/float64, quirk Q5).
 
     Args:
-        learning_rate: float >= 0, tensor, callable or policy. Required.
-        l1_regularization_strength, l2_regularization_strength: floats >= 0, default 0.
-        use_locking: no effect. name: default ``"ProximalGradientDescent"``.
-        params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): >= 0.
+        l1_regularization_strength (float): >= 0.
+        l2_regularization_strength (float): >= 0.
 
     Example:
         >>> import torch, trainop
@@ -72,11 +71,10 @@ class ProximalAdagradOptimizer(Optimizer):
     schedule may reach it) the accumulator advances and ``var`` keeps its value (``s = 0``).
 
     Args:
-        learning_rate: float >= 0, tensor, callable or policy.
-        initial_accumulator_value: float > 0, default 0.1.
-        l1_regularization_strength, l2_regularization_strength: floats >= 0, default 0.
-        use_locking: no effect. name: default ``"ProximalAdagrad"``.
-        params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): >= 0.
+        initial_accumulator_value (float): > 0.
+        l1_regularization_strength (float): >= 0.
+        l2_regularization_strength (float): >= 0.
 
     Example:
         >>> import torch, trainop

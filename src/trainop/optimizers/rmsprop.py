@@ -23,10 +23,11 @@ class RMSPropOptimizer(Optimizer):
     each matches TF bit for bit on its path). Sparse: only touched rows change.
 
     Args:
-        learning_rate: float >= 0, tensor, callable or policy. Required.
-        decay: float in [0, 1], default 0.9. momentum: float >= 0, default 0.
-        epsilon: float >= 0, default 1e-10. centered: bool, default False.
-        use_locking: no effect. name: default ``"RMSProp"``. params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): >= 0.
+        decay (float | Tensor | Callable): in [0, 1], the decay of the mean square.
+        momentum (float | Tensor | Callable): >= 0.
+        epsilon (float | Tensor | Callable): >= 0, inside the square root (TF's placement).
+        centered (bool): subtract the squared mean gradient (the centered variant).
 
     Example:
         >>> import torch, trainop
