@@ -113,7 +113,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     |---|---|---|
     | ``reference`` | the readable per-tensor rule, the ground truth | everywhere |
     | ``foreach`` | the same rule over lists of tensors (``torch._foreach_*``) | everywhere |
-    | ``fused`` | torch's fused kernels, TF's math mapped onto them | Adam family, Momentum, SGD, Adagrad |
+    | ``fused`` | torch's fused kernels, with TF's math | Adam family, Momentum, SGD, Adagrad |
     | ``native`` | trainop's single-pass C kernels | CPU, float32 and float64 |
     | ``triton`` | trainop's Triton kernels | CUDA, with Triton installed |
 
