@@ -74,12 +74,12 @@ def signature_names(cls) -> list[str]:
             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
 
-def _classes(module: griffe.Module):
+def classes(module: griffe.Module):
     for member in module.members.values():
         if member.is_alias:
             continue
         if member.is_module:
-            yield from _classes(member)
+            yield from classes(member)
         elif member.is_class:
             yield member
 
@@ -96,7 +96,7 @@ class ArgsTable(griffe.Extension):
     """Rebuilds each class's ``Args:`` section once the package is loaded (see module doc)."""
 
     def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs) -> None:
-        own = {cls.path: cls for cls in _classes(pkg)}
+        own = {cls.path: cls for cls in classes(pkg)}
         written = {path: rows(cls.docstring.value) if cls.docstring else {}
                    for path, cls in own.items()}  # read them all before rewriting any
         for cls in own.values():

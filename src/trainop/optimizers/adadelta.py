@@ -20,9 +20,9 @@ class AdadeltaOptimizer(Optimizer):
     Sparse: only touched rows change.
 
     Args:
-        learning_rate (float | Tensor | Callable | Policy): >= 0 (torch's default: 1.0).
+        learning_rate (float | Tensor | Callable | Policy): non-negative (torch's default: 1.0).
         rho (float | Tensor | Callable): in [0, 1], the decay of both accumulators (torch: 0.9).
-        epsilon (float | Tensor | Callable): >= 0 (torch: 1e-6).
+        epsilon (float | Tensor | Callable): non-negative (torch: 1e-6).
 
     Example:
         >>> import torch, trainop

@@ -20,15 +20,15 @@ class AdagradOptimizer(Optimizer):
     Sparse: only touched rows move.
 
     Args:
-        learning_rate (float | Tensor | Callable | Policy): >= 0.
-        initial_accumulator_value (float): > 0, the accumulator's starting value (torch: 0).
+        learning_rate (float | Tensor | Callable | Policy): non-negative.
+        initial_accumulator_value (float): positive, the accumulator's starting value (torch: 0).
 
     Example:
         >>> import torch, trainop
         >>> w = torch.tensor([1.0], requires_grad=True)
         >>> trainop.AdagradOptimizer(3.0).apply_gradients([(torch.tensor([0.1]), w)])
         >>> round(float(w), 6)  # 1 - 3 * 0.1 / sqrt(0.11)
-        0.095475
+        0.095466
 
     Reference: TF 1.15 ``adagrad.py``. Differs from ``torch.optim.Adagrad`` (which starts the
     accumulator at 0 and adds ``eps=1e-10``).

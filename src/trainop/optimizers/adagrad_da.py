@@ -27,14 +27,14 @@ class AdagradDAOptimizer(Optimizer):
     ``var`` keeps its value (TF's closed form would set it to -0).
 
     Args:
-        learning_rate (float | Tensor | Callable | Policy): >= 0.
+        learning_rate (float | Tensor | Callable | Policy): non-negative.
         global_step (Tensor | None): the 0-dim integer tensor that
             ``apply_gradients(global_step=...)`` increments (as in TF). ``None`` uses this
             optimizer's own count of applied updates, which is the same number when the step starts
             at 0 (handy in torch style).
-        initial_gradient_squared_accumulator_value (float): > 0.
-        l1_regularization_strength (float): >= 0.
-        l2_regularization_strength (float): >= 0.
+        initial_gradient_squared_accumulator_value (float): positive.
+        l1_regularization_strength (float): non-negative.
+        l2_regularization_strength (float): non-negative.
 
     Example:
         >>> import torch, trainop

@@ -26,15 +26,15 @@ class FtrlOptimizer(Optimizer):
     update divides by the learning rate.
 
     Args:
-        learning_rate (float | Tensor | Callable | Policy): >= 0 (0: a step that changes nothing).
-        learning_rate_power (float): <= 0.
-        initial_accumulator_value (float): >= 0.
-        l1_regularization_strength (float): >= 0.
-        l2_regularization_strength (float): >= 0.
+        learning_rate (float | Tensor | Callable | Policy): non-negative (0: a step that changes nothing).
+        learning_rate_power (float): non-positive.
+        initial_accumulator_value (float): non-negative.
+        l1_regularization_strength (float): non-negative.
+        l2_regularization_strength (float): non-negative.
         accum_name (str | None): accepted for TF compatibility (TF names the slot *variable* with
             it); the slot name stays ``accum``.
         linear_name (str | None): as ``accum_name``; the slot name stays ``linear``.
-        l2_shrinkage_regularization_strength (float): >= 0.
+        l2_shrinkage_regularization_strength (float): non-negative.
 
     Example:
         >>> import torch, trainop

@@ -17,7 +17,7 @@ class GradientDescentOptimizer(Optimizer):
     indices are summed). No slots.
 
     Args:
-        learning_rate (float | Tensor | Callable | Policy): >= 0.
+        learning_rate (float | Tensor | Callable | Policy): non-negative.
 
     Example:
         >>> import torch, trainop

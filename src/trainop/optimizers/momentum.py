@@ -20,8 +20,8 @@ class MomentumOptimizer(Optimizer):
     Sparse: only touched rows move; the accumulator of untouched rows is NOT decayed.
 
     Args:
-        learning_rate (float | Tensor | Callable | Policy): >= 0.
-        momentum (float | Tensor | Callable): >= 0.
+        learning_rate (float | Tensor | Callable | Policy): non-negative.
+        momentum (float | Tensor | Callable): non-negative.
         use_nesterov (bool): Nesterov's variant (TF's formulation).
 
     Example:

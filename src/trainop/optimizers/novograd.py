@@ -34,11 +34,11 @@ class NovoGrad(Optimizer):
     Sparse gradients are densified (upstream takes a dense path too).
 
     Args:
-        learning_rate (float | Tensor | Callable | Policy): >= 0 (normally a policy).
+        learning_rate (float | Tensor | Callable | Policy): non-negative (normally a policy).
         beta1 (float | Tensor | Callable): in [0, 1), the decay of the first moment.
         beta2 (float | Tensor | Callable): in [0, 1), the decay of the per-layer second moment.
-        epsilon (float | Tensor | Callable): >= 0.
-        weight_decay (float | Tensor | Callable): >= 0, added to the normalised gradient.
+        epsilon (float | Tensor | Callable): non-negative.
+        weight_decay (float | Tensor | Callable): non-negative, added to the normalised gradient.
         grad_averaging (bool): scale the normalised gradient by ``1 - beta1``.
         second_moment (str): ``"persistent"`` or ``"openseq2seq"`` (see above).
 

@@ -24,9 +24,9 @@ class ProximalGradientDescentOptimizer(Optimizer):
     dtype (TF's resource-variable path; its ref path raises for float16/float64, quirk Q5).
 
     Args:
-        learning_rate (float | Tensor | Callable | Policy): >= 0.
-        l1_regularization_strength (float): >= 0.
-        l2_regularization_strength (float): >= 0.
+        learning_rate (float | Tensor | Callable | Policy): non-negative.
+        l1_regularization_strength (float): non-negative.
+        l2_regularization_strength (float): non-negative.
 
     Example:
         >>> import torch, trainop
@@ -71,10 +71,10 @@ class ProximalAdagradOptimizer(Optimizer):
     schedule may reach it) the accumulator advances and ``var`` keeps its value (``s = 0``).
 
     Args:
-        learning_rate (float | Tensor | Callable | Policy): >= 0.
-        initial_accumulator_value (float): > 0.
-        l1_regularization_strength (float): >= 0.
-        l2_regularization_strength (float): >= 0.
+        learning_rate (float | Tensor | Callable | Policy): non-negative.
+        initial_accumulator_value (float): positive.
+        l1_regularization_strength (float): non-negative.
+        l2_regularization_strength (float): non-negative.
 
     Example:
         >>> import torch, trainop

@@ -23,10 +23,10 @@ class RMSPropOptimizer(Optimizer):
     each matches TF bit for bit on its path). Sparse: only touched rows change.
 
     Args:
-        learning_rate (float | Tensor | Callable | Policy): >= 0.
+        learning_rate (float | Tensor | Callable | Policy): non-negative.
         decay (float | Tensor | Callable): in [0, 1], the decay of the mean square.
-        momentum (float | Tensor | Callable): >= 0.
-        epsilon (float | Tensor | Callable): >= 0, inside the square root (TF's placement).
+        momentum (float | Tensor | Callable): non-negative.
+        epsilon (float | Tensor | Callable): non-negative, inside the square root (TF's placement).
         centered (bool): subtract the squared mean gradient (the centered variant).
 
     Example:

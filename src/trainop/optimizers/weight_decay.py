@@ -48,7 +48,7 @@ class DecoupledWeightDecayExtension:
     It is used at the variable's dtype without first rounding to float32, as upstream does.
 
     Args:
-        weight_decay (float | Tensor | Callable): >= 0, the decoupled decay.
+        weight_decay (float | Tensor | Callable): non-negative, the decoupled decay.
         decay_scaled_by_lr (bool | None): ``True``: torch's meaning of ``weight_decay``
             (``w -= lr * wd * w``); ``False``: contrib's (``w -= wd * w``); ``None``: torch's for
             a torch-style call (parameters first, or ``lr=``), else contrib's.

@@ -172,11 +172,11 @@ class BackoffLossScaler(LossScaler):
         i += 1                                   # clip to [scale_min, scale_max]
 
     Args:
-        scale_min (float): > 0, the smallest scale.
-        scale_max (float): >= ``scale_min``, the largest scale; the scale starts here.
-        step_factor (float): >= 1, what the scale is divided by on an overflow and multiplied by
+        scale_min (float): positive, the smallest scale.
+        scale_max (float): at least ``scale_min``, the largest scale; the scale starts here.
+        step_factor (float): at least 1, what the scale is divided by on an overflow and multiplied by
             after ``step_window`` clean updates.
-        step_window (int): >= 1, clean updates between two increases.
+        step_window (int): at least 1, clean updates between two increases.
 
     State: ``loss_scale`` (float32), ``iteration`` (int64 calls), ``last_overflow_iteration``
     (int64, -1 before the first overflow).
@@ -235,13 +235,13 @@ class LogMaxLossScaler(LossScaler):
     and ``amax == 0`` feeds ``-inf`` into the averages (scale NaN from then on).
 
     Args:
-        scale_min (float): > 0, the smallest scale.
-        scale_max (float): >= ``scale_min``, the largest scale.
-        log_max (float): > 0, the overflow sample and ``E`` above (``log2`` of the largest finite
+        scale_min (float): positive, the smallest scale.
+        scale_max (float): at least ``scale_min``, the largest scale.
+        log_max (float): positive, the overflow sample and ``E`` above (``log2`` of the largest finite
             value to aim for).
         beta1 (float): in [0, 1), the decay of the fast average ``x_hat``.
         beta2 (float): in [0, 1), the decay of the slow averages.
-        overflow_std_dev (float): >= 0, standard deviations kept below ``E``.
+        overflow_std_dev (float): non-negative, standard deviations kept below ``E``.
         upstream_quirks (bool): OpenSeq2Seq's behaviour as it is (see above).
 
     State: ``loss_scale`` (starts at 1.0), ``x_hat``, ``slow_x_hat``, ``xsquared_hat`` (0),
