@@ -43,12 +43,12 @@ class AdamOptimizer(Optimizer):
     ``LazyAdamOptimizer`` to touch only the gradient's rows.
 
     Args:
-        learning_rate (float | Tensor | Callable | Policy): non-negative: a number, a 0-dim tensor, a
-            callable of no arguments or a ``trainop.schedules`` policy.
+        learning_rate (float | Tensor | Callable | Policy): non-negative: a number, a 0-dim tensor,
+            a callable of no arguments or a ``trainop.schedules`` policy.
         beta1 (float | Tensor | Callable): in [0, 1): the decay of the first moment ``m``.
         beta2 (float | Tensor | Callable): in [0, 1): the decay of the second moment ``v``.
-        epsilon (float | Tensor | Callable): non-negative, added to ``sqrt(v)`` (TF's epsilon hat, not
-            bias-corrected).
+        epsilon (float | Tensor | Callable): non-negative, added to ``sqrt(v)`` (TF's epsilon hat,
+            not bias-corrected).
 
     Example:
         >>> import torch, trainop

@@ -26,7 +26,8 @@ class FtrlOptimizer(Optimizer):
     update divides by the learning rate.
 
     Args:
-        learning_rate (float | Tensor | Callable | Policy): non-negative (0: a step that changes nothing).
+        learning_rate (float | Tensor | Callable | Policy): non-negative (0: a step that changes
+            nothing).
         learning_rate_power (float): non-positive.
         initial_accumulator_value (float): non-negative.
         l1_regularization_strength (float): non-negative.

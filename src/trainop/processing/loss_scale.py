@@ -174,8 +174,8 @@ class BackoffLossScaler(LossScaler):
     Args:
         scale_min (float): positive, the smallest scale.
         scale_max (float): at least ``scale_min``, the largest scale; the scale starts here.
-        step_factor (float): at least 1, what the scale is divided by on an overflow and multiplied by
-            after ``step_window`` clean updates.
+        step_factor (float): at least 1, what the scale is divided by on an overflow and multiplied
+            by after ``step_window`` clean updates.
         step_window (int): at least 1, clean updates between two increases.
 
     State: ``loss_scale`` (float32), ``iteration`` (int64 calls), ``last_overflow_iteration``
@@ -237,8 +237,8 @@ class LogMaxLossScaler(LossScaler):
     Args:
         scale_min (float): positive, the smallest scale.
         scale_max (float): at least ``scale_min``, the largest scale.
-        log_max (float): positive, the overflow sample and ``E`` above (``log2`` of the largest finite
-            value to aim for).
+        log_max (float): positive, the overflow sample and ``E`` above (``log2`` of the largest
+            finite value to aim for).
         beta1 (float): in [0, 1), the decay of the fast average ``x_hat``.
         beta2 (float): in [0, 1), the decay of the slow averages.
         overflow_std_dev (float): non-negative, standard deviations kept below ``E``.
