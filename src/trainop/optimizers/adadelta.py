@@ -8,7 +8,7 @@ from trainop.contract.ranges import NON_NEGATIVE, UNIT_CLOSED
 
 
 class AdadeltaOptimizer(Optimizer):
-    """Adadelta, as ``tf.compat.v1.train.AdadeltaOptimizer``.
+    r"""Adadelta, as ``tf.compat.v1.train.AdadeltaOptimizer``.
 
     Update rule (slots ``accum`` and ``accum_update``, zeros)::
 
@@ -16,6 +16,17 @@ class AdadeltaOptimizer(Optimizer):
         update       = sqrt(accum_update + eps) / sqrt(accum + eps) * g
         var         -= lr * update
         accum_update = rho * accum_update + (1 - rho) * update * update
+
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \begin{gathered}
+    a_t = \rho\,a_{t-1} + (1-\rho)\,g_t^2 \\
+    \Delta_t = \frac{\sqrt{u_{t-1}+\epsilon}}{\sqrt{a_t+\epsilon}}\,g_t \\
+    \theta_t = \theta_{t-1} - \eta\,\Delta_t \\
+    u_t = \rho\,u_{t-1} + (1-\rho)\,\Delta_t^2
+    \end{gathered}
+    $$
 
     Sparse: only touched rows change.
 

@@ -10,12 +10,21 @@ from trainop.kernels.fused import adagrad_fused
 
 
 class AdagradOptimizer(Optimizer):
-    """Adagrad, as ``tf.compat.v1.train.AdagradOptimizer``.
+    r"""Adagrad, as ``tf.compat.v1.train.AdagradOptimizer``.
 
     Update rule (slot ``accumulator``, filled with ``initial_accumulator_value``)::
 
         accum += g * g
         var   -= lr * g / sqrt(accum)          # the updated accum; no epsilon
+
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \begin{gathered}
+    a_t = a_{t-1} + g_t^2 \\
+    \theta_t = \theta_{t-1} - \eta\,\frac{g_t}{\sqrt{a_t}},\qquad a_0 = 0.1
+    \end{gathered}
+    $$
 
     Sparse: only touched rows move.
 

@@ -13,7 +13,7 @@ from trainop.contract.validation import check_real, describe
 
 
 class AdagradDAOptimizer(Optimizer):
-    """Adagrad Dual Averaging, as ``tf.compat.v1.train.AdagradDAOptimizer``.
+    r"""Adagrad Dual Averaging, as ``tf.compat.v1.train.AdagradDAOptimizer``.
 
     Update rule, with ``t = global_step + 1`` read before this update's increment (slots
     ``gradient_accumulator``, zeros, and ``gradient_squared_accumulator``, filled with
@@ -22,6 +22,16 @@ class AdagradDAOptimizer(Optimizer):
         ga  += g;   gga += g * g
         var  = -lr * sign(ga) * max(|ga| - l1 * t, 0) / (l2 * t * lr + sqrt(gga))   (l1 > 0)
         var  = -lr * ga / (l2 * t * lr + sqrt(gga))                                  (l1 = 0)
+
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \begin{gathered}
+    G_t = G_{t-1} + g_t,\qquad S_t = S_{t-1} + g_t^2 \\
+    \theta_t = -\eta\,\frac{\operatorname{sign}(G_t)\,\max(|G_t| - \lambda_1 t,\ 0)}
+    {\lambda_2\,t\,\eta + \sqrt{S_t}}
+    \end{gathered}
+    $$
 
     Sparse: only touched rows change. At ``learning_rate == 0`` the accumulators advance and
     ``var`` keeps its value (TF's closed form would set it to -0).

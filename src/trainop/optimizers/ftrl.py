@@ -9,7 +9,7 @@ from trainop.contract.validation import check_name, check_real
 
 
 class FtrlOptimizer(Optimizer):
-    """FTRL-Proximal, as ``tf.compat.v1.train.FtrlOptimizer``.
+    r"""FTRL-Proximal, as ``tf.compat.v1.train.FtrlOptimizer``.
 
     Update rule with ``p = learning_rate_power`` (slots ``accum``, filled with
     ``initial_accumulator_value``, and ``linear``, zeros)::
@@ -20,6 +20,21 @@ class FtrlOptimizer(Optimizer):
         var       = (l1 * sign(linear) - linear) / (new_accum^(-p) / lr + 2 * l2)
                     if |linear| > l1 else 0
         accum     = new_accum
+
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable;
+    \(n\): ``accum``, \(z\): ``linear``, \(p\): ``-learning_rate_power``; shrinkage left out):
+
+    $$
+    \begin{gathered}
+    n_t = n_{t-1} + g_t^2 \\
+    z_t = z_{t-1} + g_t - \frac{n_t^{-p} - n_{t-1}^{-p}}{\eta}\,\theta_{t-1} \\
+    \theta_t = \begin{cases}
+    \dfrac{\lambda_1 \operatorname{sign}(z_t) - z_t}{n_t^{-p}/\eta + 2\lambda_2}
+    & |z_t| > \lambda_1 \\
+    0 & \text{otherwise}
+    \end{cases}
+    \end{gathered}
+    $$
 
     Sparse: only touched rows change (shrinkage included). At ``learning_rate == 0`` (which TF's
     kernel rejects; a schedule may reach it) nothing changes, slots included: ``linear``'s

@@ -11,7 +11,13 @@ from trainop.kernels.fused import gradient_descent_fused
 
 
 class GradientDescentOptimizer(Optimizer):
-    """Gradient descent, as ``tf.compat.v1.train.GradientDescentOptimizer``.
+    r"""Gradient descent, as ``tf.compat.v1.train.GradientDescentOptimizer``.
+
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \theta_t = \theta_{t-1} - \eta\,g_t
+    $$
 
     Update rule: ``var -= learning_rate * g``. Sparse: only the touched rows move (duplicate
     indices are summed). No slots.

@@ -15,7 +15,7 @@ SECOND_MOMENT_MODES = ("persistent", "openseq2seq")
 
 
 class NovoGrad(Optimizer):
-    """NovoGrad (Ginsburg et al., 2019) with OpenSeq2Seq's arguments and defaults.
+    r"""NovoGrad (Ginsburg et al., 2019) with OpenSeq2Seq's arguments and defaults.
 
     Update rule per variable, with ``n2 = sum(g^2)`` (float32) and a scalar second moment
     (slot ``grad_norm_ema``, float32, 0-dim; upstream calls it ``nvgrad2_ema``)::
@@ -25,6 +25,17 @@ class NovoGrad(Optimizer):
         d *= (1 - beta1)                                     (grad_averaging only)
         m  = beta1 * m + d                                   (slot ``momentum``)
         var -= lr * m
+
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \begin{gathered}
+    v_t = \beta_2 v_{t-1} + (1-\beta_2)\,\lVert g_t\rVert^2\ (v_1 = \lVert g_1\rVert^2) \\
+    d_t = \frac{g_t}{\sqrt{v_t} + \epsilon} + \lambda\,\theta_{t-1} \\
+    m_t = \beta_1 m_{t-1} + d_t \\
+    \theta_t = \theta_{t-1} - \eta\,m_t
+    \end{gathered}
+    $$
 
     ``second_moment="openseq2seq"`` reproduces the code OpenSeq2Seq ships, for porting its
     recipes number for number: its second moment is never stored, so every step uses
