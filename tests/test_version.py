@@ -4,8 +4,9 @@ metadata (so it follows pyproject.toml, with no second copy to forget)."""
 from __future__ import annotations
 
 import importlib.metadata
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 import trainop
 

@@ -10,7 +10,8 @@ _EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 GENERATED = frozenset({
     "images/policies.png", "images/dashboard.png", "images/deviation.png",
-    "images/bench-headline.png", "images/bench-train-step.png", "images/layers.svg", "images/parity.png",
+    "images/bench-headline.png", "images/bench-train-step.png", "images/layers.svg",
+    "images/parity.png",
     "benchmarks.md", "reference/index.md", "reference/cli.md", "examples.md", "changelog.md",
     "javascripts/mathjax/tex-svg.js", "javascripts/mathjax/LICENSE",
     *(f"reference/{page}.md" for _, page, _ in PUBLIC_MODULES),

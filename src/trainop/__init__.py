@@ -59,6 +59,7 @@ from trainop.training import (
     optimize_loss,
 )
 
+
 def _version() -> str:
     """The installed distribution's version (pyproject.toml's, through the package metadata)."""
     from importlib.metadata import PackageNotFoundError, version

@@ -20,15 +20,6 @@ class AdadeltaOptimizer(Optimizer):
     As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
 
     $$
-    a_t = \rho\,a_{t-1} + (1-\rho)\,g_t^2,\qquad
-    \Delta_t = \frac{\sqrt{u_{t-1}+\epsilon}}{\sqrt{a_t+\epsilon}}\,g_t,\qquad
-    \theta_t = \theta_{t-1} - \eta\,\Delta_t,\qquad
-    u_t = \rho\,u_{t-1} + (1-\rho)\,\Delta_t^2
-    $$
-
-    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
-
-    $$
     \begin{gathered}
     a_t = \rho\,a_{t-1} + (1-\rho)\,g_t^2 \\
     \Delta_t = \frac{\sqrt{u_{t-1}+\epsilon}}{\sqrt{a_t+\epsilon}}\,g_t \\

@@ -20,13 +20,6 @@ class AdagradOptimizer(Optimizer):
     As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
 
     $$
-    a_t = a_{t-1} + g_t^2,\qquad
-    \theta_t = \theta_{t-1} - \eta\,\frac{g_t}{\sqrt{a_t}},\qquad a_0 = 0.1
-    $$
-
-    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
-
-    $$
     \begin{gathered}
     a_t = a_{t-1} + g_t^2 \\
     \theta_t = \theta_{t-1} - \eta\,\frac{g_t}{\sqrt{a_t}},\qquad a_0 = 0.1

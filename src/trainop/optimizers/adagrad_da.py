@@ -26,14 +26,6 @@ class AdagradDAOptimizer(Optimizer):
     As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
 
     $$
-    G_t = G_{t-1} + g_t,\qquad S_t = S_{t-1} + g_t^2,\qquad
-    \theta_t = -\eta\,\frac{\operatorname{sign}(G_t)\,\max(|G_t| - \lambda_1 t,\ 0)}
-    {\lambda_2\,t\,\eta + \sqrt{S_t}}
-    $$
-
-    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
-
-    $$
     \begin{gathered}
     G_t = G_{t-1} + g_t,\qquad S_t = S_{t-1} + g_t^2 \\
     \theta_t = -\eta\,\frac{\operatorname{sign}(G_t)\,\max(|G_t| - \lambda_1 t,\ 0)}

@@ -41,15 +41,6 @@ class AdamOptimizer(Optimizer):
     As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
 
     $$
-    \alpha_t = \eta\,\frac{\sqrt{1-\beta_2^{\,t}}}{1-\beta_1^{\,t}},\qquad
-    m_t = \beta_1 m_{t-1} + (1-\beta_1)\,g_t,\qquad
-    v_t = \beta_2 v_{t-1} + (1-\beta_2)\,g_t^2,\qquad
-    \theta_t = \theta_{t-1} - \alpha_t\,\frac{m_t}{\sqrt{v_t} + \epsilon}
-    $$
-
-    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
-
-    $$
     \begin{gathered}
     \alpha_t = \eta\,\frac{\sqrt{1-\beta_2^{\,t}}}{1-\beta_1^{\,t}} \\
     m_t = \beta_1 m_{t-1} + (1-\beta_1)\,g_t \\
@@ -195,14 +186,6 @@ class LazyAdamOptimizer(AdamOptimizer):
     As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
 
     $$
-    m_t[I] = \beta_1 m_{t-1}[I] + (1-\beta_1)\,g_t,\qquad
-    v_t[I] = \beta_2 v_{t-1}[I] + (1-\beta_2)\,g_t^2,\qquad
-    \theta_t[I] = \theta_{t-1}[I] - \alpha_t\,\frac{m_t[I]}{\sqrt{v_t[I]} + \epsilon}
-    $$
-
-    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
-
-    $$
     \begin{gathered}
     m_t[I] = \beta_1 m_{t-1}[I] + (1-\beta_1)\,g_t \\
     v_t[I] = \beta_2 v_{t-1}[I] + (1-\beta_2)\,g_t^2 \\
@@ -245,12 +228,6 @@ class NadamOptimizer(AdamOptimizer):
     Update rule: Adam's moments, then a Nesterov look-ahead in the numerator::
 
         var -= alpha * ((1 - beta1) * g + beta1 * m) / (sqrt(v) + epsilon)
-
-    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
-
-    $$
-    \theta_t = \theta_{t-1} - \alpha_t\,\frac{(1-\beta_1)\,g_t + \beta_1 m_t}{\sqrt{v_t} + \epsilon}
-    $$
 
     As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
 

@@ -21,17 +21,6 @@ class FtrlOptimizer(Optimizer):
                     if |linear| > l1 else 0
         accum     = new_accum
 
-    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
-
-    $$
-    n_t = n_{t-1} + g_t^2,\qquad
-    z_t = z_{t-1} + g_t - \frac{n_t^{-p} - n_{t-1}^{-p}}{\eta}\,\theta_{t-1},\qquad
-    \theta_t = \begin{cases}
-    \dfrac{\lambda_1 \operatorname{sign}(z_t) - z_t}{n_t^{-p}/\eta + 2\lambda_2} & |z_t| > \lambda_1\\
-    0 & \text{otherwise}
-    \end{cases}
-    $$
-
     As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable;
     \(n\): ``accum``, \(z\): ``linear``, \(p\): ``-learning_rate_power``; shrinkage left out):
 

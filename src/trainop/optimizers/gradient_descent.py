@@ -19,12 +19,6 @@ class GradientDescentOptimizer(Optimizer):
     \theta_t = \theta_{t-1} - \eta\,g_t
     $$
 
-    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
-
-    $$
-    \theta_t = \theta_{t-1} - \eta\,g_t
-    $$
-
     Update rule: ``var -= learning_rate * g``. Sparse: only the touched rows move (duplicate
     indices are summed). No slots.
 

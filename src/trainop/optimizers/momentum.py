@@ -20,14 +20,6 @@ class MomentumOptimizer(Optimizer):
     As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
 
     $$
-    a_t = \mu\,a_{t-1} + g_t,\qquad
-    \theta_t = \theta_{t-1} - \eta\,a_t
-    \quad\text{(Nesterov: } \theta_t = \theta_{t-1} - \eta\,g_t - \eta\,\mu\,a_t\text{)}
-    $$
-
-    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
-
-    $$
     \begin{gathered}
     a_t = \mu\,a_{t-1} + g_t \\
     \theta_t = \theta_{t-1} - \eta\,a_t

@@ -29,15 +29,6 @@ class NovoGrad(Optimizer):
     As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
 
     $$
-    v_t = \beta_2 v_{t-1} + (1-\beta_2)\,\lVert g_t\rVert^2\ (v_1 = \lVert g_1\rVert^2),\qquad
-    d_t = \frac{g_t}{\sqrt{v_t} + \epsilon} + \lambda\,\theta_{t-1},\qquad
-    m_t = \beta_1 m_{t-1} + d_t,\qquad
-    \theta_t = \theta_{t-1} - \eta\,m_t
-    $$
-
-    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
-
-    $$
     \begin{gathered}
     v_t = \beta_2 v_{t-1} + (1-\beta_2)\,\lVert g_t\rVert^2\ (v_1 = \lVert g_1\rVert^2) \\
     d_t = \frac{g_t}{\sqrt{v_t} + \epsilon} + \lambda\,\theta_{t-1} \\

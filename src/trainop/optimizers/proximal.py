@@ -23,13 +23,6 @@ class ProximalGradientDescentOptimizer(Optimizer):
     As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
 
     $$
-    p_t = \theta_{t-1} - \eta\,g_t,\qquad
-    \theta_t = \frac{\operatorname{sign}(p_t)\,\max(|p_t| - \eta\lambda_1,\ 0)}{1 + \eta\lambda_2}
-    $$
-
-    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
-
-    $$
     \begin{gathered}
     p_t = \theta_{t-1} - \eta\,g_t \\
     \theta_t = \frac{\operatorname{sign}(p_t)\,\max(|p_t| - \eta\lambda_1,\ 0)}{1 + \eta\lambda_2}
@@ -82,14 +75,6 @@ class ProximalAdagradOptimizer(Optimizer):
         prox   = var - s * g
         var    = sign(prox) * max(|prox| - s * l1, 0) / (1 + s * l2)    (l1 > 0)
         var    = prox / (1 + s * l2)                                     (l1 = 0)
-
-    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
-
-    $$
-    a_t = a_{t-1} + g_t^2,\qquad s_t = \frac{\eta}{\sqrt{a_t}},\qquad
-    p_t = \theta_{t-1} - s_t\,g_t,\qquad
-    \theta_t = \frac{\operatorname{sign}(p_t)\,\max(|p_t| - s_t\lambda_1,\ 0)}{1 + s_t\lambda_2}
-    $$
 
     As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
 

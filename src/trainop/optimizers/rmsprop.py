@@ -21,15 +21,6 @@ class RMSPropOptimizer(Optimizer):
     As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
 
     $$
-    s_t = \rho\,s_{t-1} + (1-\rho)\,g_t^2,\qquad
-    \bar g_t = \rho\,\bar g_{t-1} + (1-\rho)\,g_t\ \text{(centered; else } 0\text{)},\qquad
-    k_t = \mu\,k_{t-1} + \eta\,\frac{g_t}{\sqrt{s_t - \bar g_t^{\,2} + \epsilon}},\qquad
-    \theta_t = \theta_{t-1} - k_t
-    $$
-
-    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
-
-    $$
     \begin{gathered}
     s_t = \rho\,s_{t-1} + (1-\rho)\,g_t^2 \\
     \bar g_t = \rho\,\bar g_{t-1} + (1-\rho)\,g_t\ \text{(centered; else } 0\text{)} \\
