@@ -3,11 +3,13 @@
 - A base class whose name starts with ``_`` (``ExpDecay(_Decay)``) is shown as its nearest
   public ancestor (``Policy``).
 - A default written in the source as a private constant (``dtype=_F32``) is shown as its value
-  (``torch.float32``), read from the imported object.
+  (``torch.float32``), read from the imported object (constructors, inherited ones included,
+  and module functions).
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 from pathlib import Path
@@ -45,6 +47,23 @@ def _show_defaults(func: griffe.Function, runtime_func) -> None:
                 param.default = repr(value)
 
 
+def _functions(module: griffe.Module):
+    for member in module.members.values():
+        if member.is_alias:
+            continue
+        if member.is_module:
+            yield from _functions(member)
+        elif member.is_function:
+            yield member
+
+
+def _runtime_function(func: griffe.Function):
+    try:
+        return getattr(importlib.import_module(func.module.path), func.name)
+    except (ImportError, AttributeError):
+        return None
+
+
 class PublicNames(griffe.Extension):
     """Rewrites private bases and private-constant defaults once the package is loaded."""
 
@@ -55,6 +74,10 @@ class PublicNames(griffe.Extension):
                 continue
             if any(_private(str(b)) for b in cls.bases):
                 cls.bases = _public_bases(runtime)
-            init = cls.members.get("__init__")
-            if init is not None and init.is_function and not init.is_alias:
+            init = cls.all_members.get("__init__")  # inherited too: the one the page shows
+            if init is not None and not init.is_alias and init.is_function:
                 _show_defaults(init, runtime.__init__)
+        for func in _functions(pkg):
+            runtime = _runtime_function(func)
+            if runtime is not None:
+                _show_defaults(func, runtime)
