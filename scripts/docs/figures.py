@@ -129,6 +129,13 @@ def _wrapped(label: str, width: int) -> str:
 
 def _bars(out: Path, name: str, title: str, labels: list[str], series: dict[str, list[float]],
           xlabel: str, log: bool = False) -> Path:
+    path = out / name
+    bar_figure(title, labels, series, xlabel, log).savefig(path, dpi=90, bbox_inches="tight")
+    return path
+
+
+def bar_figure(title: str, labels: list[str], series: dict[str, list[float]], xlabel: str,
+               log: bool = False):
     """Horizontal bars, one group per label; the series named ``trainop...`` gets trainop's
     colour in every chart; the legend sits under the plot, where it covers no bar."""
     labels = [_wrapped(label, 34) for label in labels]
@@ -152,33 +159,39 @@ def _bars(out: Path, name: str, title: str, labels: list[str], series: dict[str,
               ncol=len(series), frameon=False)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    path = out / name
-    fig.savefig(path, dpi=90, bbox_inches="tight")
-    return path
+    return fig
+
+
+def headline_chart(text: str) -> tuple:
+    """``bar_figure``'s arguments for the headline chart."""
+    rows = headline_rows(text)
+    if not rows:
+        raise ValueError("BENCHMARKS.md: no rows in the Headline table to chart")
+    return ("Optimizer step, CPU (2-vCPU AMD EPYC), float32: lower is faster",
+            [f"{w}\n{o} / {p}" for w, o, _, p, _ in rows],
+            {"trainop": [r[2] for r in rows], "best peer": [r[4] for r in rows]},
+            "step time (ms)")
+
+
+def train_step_chart(text: str) -> tuple:
+    """``bar_figure``'s arguments for the training-step chart."""
+    rows = train_step_rows(text)
+    if not rows:
+        raise ValueError("BENCHMARKS.md: no rows in the Training step table to chart")
+    return ("Training step, CPU (2 cores), float32: torch recipe vs trainop",
+            [label.replace("`", "") for label, _, _ in rows],
+            {"torch (GradScaler + clip + fused Adam)": [r[1] for r in rows],
+             "trainop.optimize_loss": [r[2] for r in rows]}, "time (ms, log scale)", True)
 
 
 def bench_headline(out: Path, text: str) -> Path:
     """The headline workloads: trainop's step time against the best peer's (CPU)."""
-    rows = headline_rows(text)
-    if not rows:
-        raise ValueError("BENCHMARKS.md: no rows in the Headline table to chart")
-    return _bars(out, "bench-headline.png",
-                 "Optimizer step, CPU (2-vCPU AMD EPYC), float32: lower is faster",
-                 [f"{w}\n{o} / {p}" for w, o, _, p, _ in rows],
-                 {"trainop": [r[2] for r in rows], "best peer": [r[4] for r in rows]},
-                 "step time (ms)")
+    return _bars(out, "bench-headline.png", *headline_chart(text))
 
 
 def bench_train_step(out: Path, text: str) -> Path:
     """The training step through ``optimize_loss`` against torch's recipe (CPU)."""
-    rows = train_step_rows(text)
-    if not rows:
-        raise ValueError("BENCHMARKS.md: no rows in the Training step table to chart")
-    return _bars(out, "bench-train-step.png",
-                 "Training step, CPU (2 cores), float32: torch recipe vs trainop",
-                 [label.replace("`", "") for label, _, _ in rows],
-                 {"torch (GradScaler + clip + fused Adam)": [r[1] for r in rows],
-                  "trainop.optimize_loss": [r[2] for r in rows]}, "time (ms, log scale)", log=True)
+    return _bars(out, "bench-train-step.png", *train_step_chart(text))
 
 
 #: The home page's parity figure: each optimizer as TensorFlow builds it, as trainop builds it
