@@ -40,7 +40,7 @@ def test_the_legend_covers_no_bar(chart):
 
 def test_trainop_has_one_colour_in_every_chart():
     colours = {}
-    for chart, args in CHARTS.items():
+    for args in CHARTS.values():
         ax = figures.bar_figure(*args).axes[0]
         for container in ax.containers:
             label = container.get_label()
