@@ -14,7 +14,7 @@ import layers  # noqa: E402
 
 out = Path(tempfile.mkdtemp(prefix="trainop-docs-figures-"))
 benchmarks = (figures.ROOT / "BENCHMARKS.md").read_text(encoding="utf-8")
-drawn = [figures.policies(out), *figures.train_run(out)[:2],
+drawn = [figures.policies(out), *figures.train_run(out)[:2], figures.parity(out),
          figures.bench_headline(out, benchmarks), figures.bench_train_step(out, benchmarks)]
 for path in drawn:
     with mkdocs_gen_files.open(f"images/{path.name}", "wb") as f:

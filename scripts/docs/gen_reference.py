@@ -9,7 +9,7 @@ from pathlib import Path
 import mkdocs_gen_files
 
 sys.path.insert(0, str(Path(__file__).parent))
-from public_api import PUBLIC_MODULES, is_module, public_names  # noqa: E402
+from public_api import PUBLIC_MODULES, is_module, public_names, shadowed_home  # noqa: E402
 
 PAGES = {module: page for module, page, _ in PUBLIC_MODULES}
 
@@ -28,6 +28,11 @@ for module, page, what in PUBLIC_MODULES:
             lines += [f"## `{module}.{name}`", "",
                       f"The submodule: [`{module}.{name}`]({target}.md)." if target else
                       f"The submodule `{module}.{name}`.", ""]
+            continue
+        home = shadowed_home(module, name)
+        if home:  # a function in a module of its own name: point at the function itself
+            lines += [f"[](){{#{module}.{name}}}", f"::: {home}", "    options:",
+                      f"      heading: {module}.{name}", ""]
             continue
         lines += [f"::: {module}.{name}", ""]
     with mkdocs_gen_files.open(f"reference/{page}.md", "w") as f:

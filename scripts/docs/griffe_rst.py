@@ -1,6 +1,7 @@
 """Griffe extension for the site's reference: trainop's docstrings are written for reading in
-the source (reST roles, ``>>>`` examples, ``Example::`` blocks); rendered as Markdown they
-become inline code and code blocks instead of stray punctuation and broken links."""
+the source (reST roles, ``>>>`` examples, ``Example::`` blocks, ``.. math::``); rendered as
+Markdown they become inline code, code blocks and display math instead of stray punctuation
+and broken links."""
 
 from __future__ import annotations
 
@@ -13,6 +14,23 @@ import griffe
 _ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|obj|exc):`~?([^`]+)`")
 
 
+def _math(lines: list[str], i: int, out: list[str]) -> int:
+    """A reST ``.. math::`` directive at ``lines[i]`` as a display-math block (``$$``, which
+    pymdownx.arithmatex hands to MathJax); returns the index after the directive."""
+    line = lines[i]
+    indent = line[:len(line) - len(line.lstrip())]
+    body = [line.split("::", 1)[1].strip()] if line.split("::", 1)[1].strip() else []
+    i += 1
+    while i < len(lines) and (not lines[i].strip() or
+                              len(lines[i]) - len(lines[i].lstrip()) > len(indent)):
+        body.append(lines[i].strip())
+        i += 1
+    while body and not body[-1]:
+        body.pop()
+    out += [f"{indent}$$", *(f"{indent}{b}" for b in body if b), f"{indent}$$", ""]
+    return i
+
+
 def markdown(text: str) -> str:
     text = _ROLE.sub(r"`\1`", text)
     out: list[str] = []
@@ -20,6 +38,9 @@ def markdown(text: str) -> str:
     i = 0
     while i < len(lines):
         line = lines[i]
+        if line.lstrip().startswith(".. math::"):
+            i = _math(lines, i, out)
+            continue
         if line.lstrip().startswith(">>>"):
             indent = line[:len(line) - len(line.lstrip())]
             out.append(f"{indent}```pycon")

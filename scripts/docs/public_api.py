@@ -30,3 +30,14 @@ def is_module(module_name: str, name: str) -> bool:
     import types
 
     return isinstance(getattr(importlib.import_module(module_name), name), types.ModuleType)
+
+
+def shadowed_home(module_name: str, name: str) -> str | None:
+    """Where ``module.name`` is defined, when a module of the same name would hide it from the
+    reference (``trainop.optimize_loss`` lives in ``trainop.training.optimize_loss``, which
+    the docs' loader reaches first): that full path, else ``None``."""
+    value = getattr(importlib.import_module(module_name), name)
+    home = getattr(value, "__module__", None) or ""
+    if callable(value) and home.rsplit(".", 1)[-1] == getattr(value, "__name__", None):
+        return f"{home}.{value.__qualname__}"
+    return None

@@ -60,7 +60,18 @@ from trainop.training import (
     optimize_loss,
 )
 
-__version__ = "0.1.0"
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml's, through the package metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("trainop")
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        return "0+unknown"
+
+
+__version__ = _version()
 
 # TensorFlow imported after trainop loads Triton first (interfaces/tensorflow_import.py).
 load_triton_before_tensorflow()

@@ -1,5 +1,5 @@
-"""The ``trainop`` command (also ``python -m trainop``): ``--version``; subcommands ``bench``,
-``doctor``, ``train`` and ``check-config``."""
+"""The ``trainop`` command (also ``python -m trainop``): ``--version``; subcommands ``train``,
+``check-config``, ``doctor`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -18,13 +18,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="trainop", description="trainop command-line tools.")
     parser.add_argument("--version", action="version", version=f"trainop {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    bench_cli.add_parser(subparsers)
     from trainop.interfaces import check_config, doctor
     from trainop.interfaces.train import cli as train_cli
 
-    doctor.add_parser(subparsers)
+    # in the order a user meets them: train a recipe, check one, check the machine, measure
     train_cli.add_parser(subparsers)
     check_config.add_parser(subparsers)
+    doctor.add_parser(subparsers)
+    bench_cli.add_parser(subparsers)
     return parser
 
 

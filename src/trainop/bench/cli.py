@@ -39,8 +39,8 @@ Time optimizer steps of trainop's implementations against torch.optim (for-loop,
 and TensorFlow 1's graph-mode kernels, all in this process. Prints a headline table (each
 workload's lead optimizer against its fastest peer), then, per workload, the median step time,
 effective GB/s (the algorithm's bytes per parameter / time), percent of this machine's memory
-bandwidth (probed in the same run), peak extra memory, and peer/ours ratios, then the speed
-issue's acceptance checks and a verdict.
+bandwidth (probed in the same run), peak extra memory, and peer/ours ratios, then the
+acceptance checks (their targets are in BENCHMARKS.md) and a verdict.
 
 Verdict and exit status: the checks' thresholds are stated for --scale 1 with --repeats >= 10.
 Such a run is binding: it ends "Verdict: PASS" (exit status 0) or "Verdict: FAIL" (exit status
@@ -51,7 +51,7 @@ exit status 0. Checks that could not be measured (n/a) neither pass nor fail.
 Workloads: (a) one tensor of 32M parameters; (b) 400 tensors, 8M in all; (c) 2000 tensors of
 1000 (overhead-bound); (d) a 1M x 64 embedding, 1% of rows in a sparse gradient. --scale
 multiplies the sizes (the tensor count for (c)); the default 0.25 is a quick run, --scale 1
-gives the issue's sizes."""
+gives the full sizes the targets are stated for."""
 
 
 def _comma_list(kind: str, parse: Callable[[str], str],
@@ -228,12 +228,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    default=None, metavar="LIST", help="subset of a,b,c,d (default: all; naming "
                    "them with --device cuda runs these instead of the GPU suite)")
     p.add_argument("--scale", type=_scale, default=DEFAULT_SCALE,
-                   help=f"size multiplier; 1 = the issue's sizes (default: {DEFAULT_SCALE})")
+                   help=f"size multiplier; 1 = the full sizes (default: {DEFAULT_SCALE})")
     p.add_argument("--dtype", choices=DTYPES, default="float32", help="(default: float32)")
     p.add_argument("--device", type=_device, default="cpu", help="cpu or cuda[:N] (default: cpu)")
     p.add_argument("--repeats", type=_int_at_least(1), default=10,
-                   help="timed steps per run, median reported (default: 10; the issue's "
-                        "criteria need >= 10)")
+                   help="timed steps per run, median reported (default: 10; binding checks "
+                        "need >= 10)")
     p.add_argument("--warmup", type=_int_at_least(0), default=3,
                    help="untimed steps first (default: 3)")
     p.add_argument("--seed", type=_int_at_least(0), default=0, help="data seed (default: 0)")
@@ -282,10 +282,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "reads, on (a)-(d) (uses --scale, --repeats as steps per round, "
                         "--warmup, --json); exit status 1 above 1.05x")
     p.add_argument("--gpu-suite", action="store_true",
-                   help="instead of the optimizer workloads, issue #31's GPU suite: trainop's "
+                   help="instead of the optimizer workloads, the GPU suite: trainop's "
                         "Triton kernels (implementation='triton') and today's path against "
                         "torch's fused/foreach Adam, torch's post-backward recipe, optax under "
-                        "jax.jit and a device-to-device copy, with the issue's targets (the "
+                        "jax.jit and a device-to-device copy, with their targets (the "
                         "default with --device cuda; on the CPU its triton rows need "
                         "TRITON_INTERPRET=1; uses --device, --scale, --repeats as rounds, "
                         "--warmup, --json, --jsonl, --gpu-workloads)")

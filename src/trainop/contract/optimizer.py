@@ -103,7 +103,42 @@ _GROUP_BOOKKEEPING = (*_CHECKPOINT_BOOKKEEPING, betas.KEY)
 class Optimizer(Implementations, torch.optim.Optimizer):
     """Base class: TF1's ``tf.train.Optimizer`` contract on a ``torch.optim.Optimizer``.
 
-    Subclasses declare:
+    Every optimizer takes the arguments below besides its hyperparameters; they are documented
+    here once and listed in each optimizer's table.
+
+    **Implementations.** The same update rule runs as one of five code paths, all tested equal
+    to the reference (``implementation=None`` picks one; a name forces it):
+
+    | implementation | what runs | where |
+    |---|---|---|
+    | ``reference`` | the readable per-tensor rule, the ground truth | everywhere |
+    | ``foreach`` | the same rule over lists of tensors (``torch._foreach_*``) | everywhere |
+    | ``fused`` | torch's fused kernels, with TF's math | Adam family, Momentum, SGD, Adagrad |
+    | ``native`` | trainop's single-pass C kernels | CPU, float32 and float64 |
+    | ``triton`` | trainop's Triton kernels | CUDA, with Triton installed |
+
+    The default (``None``) picks ``native`` on the CPU, ``fused`` where the class maps onto
+    torch's kernel on CUDA, else ``foreach``. A forced path that cannot run a given tensor
+    (a dtype, a device, a hyperparameter held in a tensor) runs ``foreach`` for it. Each
+    class lists what it offers in ``IMPLEMENTATIONS`` (``triton`` aside); ``trainop doctor``
+    shows which one each optimizer uses on this machine.
+
+    Args:
+        params (Iterable | None): the parameters to update, torch style (a module's
+            ``parameters()``, or a list of parameter groups as dicts); ``None`` (TF style):
+            the variables come with each ``apply_gradients``/``minimize`` call.
+        defaults (dict): the hyperparameters by their group key (``lr``, ``beta1``, ...);
+            subclasses fill it from their own arguments.
+        use_locking (bool): TF's flag; no effect (a torch step is not concurrent).
+        name (str): TF's optimizer name: the prefix of slot names in a TF checkpoint.
+        implementation (str | None): the code path: ``None`` (the default, picked per tensor
+            by device and dtype) or one of ``reference``, ``foreach``, ``fused``, ``native``,
+            ``triton``; see [Implementations][trainop.Optimizer].
+        lr (float | Tensor | Callable | Policy | None): torch's spelling of
+            ``learning_rate``, for a torch-style call (``Cls(model.parameters(), lr=...)``);
+            giving both is a ``TypeError``.
+
+    For subclass authors, a subclass declares:
 
     - ``_ranges``: hyperparameter key -> allowed ``Interval`` (validated eagerly; a key may also
       hold a 0-dim tensor, a callable or a ``trainop.schedules.Policy``);

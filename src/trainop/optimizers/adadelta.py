@@ -8,7 +8,7 @@ from trainop.contract.ranges import NON_NEGATIVE, UNIT_CLOSED
 
 
 class AdadeltaOptimizer(Optimizer):
-    """Adadelta, as ``tf.compat.v1.train.AdadeltaOptimizer``.
+    r"""Adadelta, as ``tf.compat.v1.train.AdadeltaOptimizer``.
 
     Update rule (slots ``accum`` and ``accum_update``, zeros)::
 
@@ -17,13 +17,23 @@ class AdadeltaOptimizer(Optimizer):
         var         -= lr * update
         accum_update = rho * accum_update + (1 - rho) * update * update
 
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \begin{gathered}
+    a_t = \rho\,a_{t-1} + (1-\rho)\,g_t^2 \\
+    \Delta_t = \frac{\sqrt{u_{t-1}+\epsilon}}{\sqrt{a_t+\epsilon}}\,g_t \\
+    \theta_t = \theta_{t-1} - \eta\,\Delta_t \\
+    u_t = \rho\,u_{t-1} + (1-\rho)\,\Delta_t^2
+    \end{gathered}
+    $$
+
     Sparse: only touched rows change.
 
     Args:
-        learning_rate: float >= 0, default 0.001 (torch: 1.0).
-        rho: float in [0, 1], default 0.95 (torch: 0.9).
-        epsilon: float >= 0, default 1e-8 (torch: 1e-6).
-        use_locking: no effect. name: default ``"Adadelta"``. params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): non-negative (torch's default: 1.0).
+        rho (float | Tensor | Callable): in [0, 1], the decay of both accumulators (torch: 0.9).
+        epsilon (float | Tensor | Callable): non-negative (torch: 1e-6).
 
     Example:
         >>> import torch, trainop

@@ -10,26 +10,34 @@ from trainop.kernels.fused import adagrad_fused
 
 
 class AdagradOptimizer(Optimizer):
-    """Adagrad, as ``tf.compat.v1.train.AdagradOptimizer``.
+    r"""Adagrad, as ``tf.compat.v1.train.AdagradOptimizer``.
 
     Update rule (slot ``accumulator``, filled with ``initial_accumulator_value``)::
 
         accum += g * g
         var   -= lr * g / sqrt(accum)          # the updated accum; no epsilon
 
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \begin{gathered}
+    a_t = a_{t-1} + g_t^2 \\
+    \theta_t = \theta_{t-1} - \eta\,\frac{g_t}{\sqrt{a_t}},\qquad a_0 = 0.1
+    \end{gathered}
+    $$
+
     Sparse: only touched rows move.
 
     Args:
-        learning_rate: float >= 0, tensor, callable or policy. Required.
-        initial_accumulator_value: float > 0, default 0.1.
-        use_locking: no effect. name: default ``"Adagrad"``. params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): non-negative.
+        initial_accumulator_value (float): positive, the accumulator's starting value (torch: 0).
 
     Example:
         >>> import torch, trainop
         >>> w = torch.tensor([1.0], requires_grad=True)
         >>> trainop.AdagradOptimizer(3.0).apply_gradients([(torch.tensor([0.1]), w)])
         >>> round(float(w), 6)  # 1 - 3 * 0.1 / sqrt(0.11)
-        0.095475
+        0.095466
 
     Reference: TF 1.15 ``adagrad.py``. Differs from ``torch.optim.Adagrad`` (which starts the
     accumulator at 0 and adds ``eps=1e-10``).

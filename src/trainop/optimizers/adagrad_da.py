@@ -13,7 +13,7 @@ from trainop.contract.validation import check_real, describe
 
 
 class AdagradDAOptimizer(Optimizer):
-    """Adagrad Dual Averaging, as ``tf.compat.v1.train.AdagradDAOptimizer``.
+    r"""Adagrad Dual Averaging, as ``tf.compat.v1.train.AdagradDAOptimizer``.
 
     Update rule, with ``t = global_step + 1`` read before this update's increment (slots
     ``gradient_accumulator``, zeros, and ``gradient_squared_accumulator``, filled with
@@ -23,17 +23,28 @@ class AdagradDAOptimizer(Optimizer):
         var  = -lr * sign(ga) * max(|ga| - l1 * t, 0) / (l2 * t * lr + sqrt(gga))   (l1 > 0)
         var  = -lr * ga / (l2 * t * lr + sqrt(gga))                                  (l1 = 0)
 
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \begin{gathered}
+    G_t = G_{t-1} + g_t,\qquad S_t = S_{t-1} + g_t^2 \\
+    \theta_t = -\eta\,\frac{\operatorname{sign}(G_t)\,\max(|G_t| - \lambda_1 t,\ 0)}
+    {\lambda_2\,t\,\eta + \sqrt{S_t}}
+    \end{gathered}
+    $$
+
     Sparse: only touched rows change. At ``learning_rate == 0`` the accumulators advance and
     ``var`` keeps its value (TF's closed form would set it to -0).
 
     Args:
-        learning_rate: float >= 0, tensor, callable or policy. Required.
-        global_step: the 0-dim integer tensor that ``apply_gradients(global_step=...)``
-            increments (as in TF). ``None`` uses this optimizer's own count of applied updates,
-            which is the same number when the step starts at 0 (handy in torch style).
-        initial_gradient_squared_accumulator_value: float > 0, default 0.1.
-        l1_regularization_strength, l2_regularization_strength: floats >= 0, default 0.
-        use_locking: no effect. name: default ``"AdagradDA"``. params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): non-negative.
+        global_step (Tensor | None): the 0-dim integer tensor that
+            ``apply_gradients(global_step=...)`` increments (as in TF). ``None`` uses this
+            optimizer's own count of applied updates, which is the same number when the step starts
+            at 0 (handy in torch style).
+        initial_gradient_squared_accumulator_value (float): positive.
+        l1_regularization_strength (float): non-negative.
+        l2_regularization_strength (float): non-negative.
 
     Example:
         >>> import torch, trainop

@@ -27,7 +27,7 @@ def _as_float32(value) -> torch.Tensor:
 
 
 class AdamOptimizer(Optimizer):
-    """Adam, as ``tf.compat.v1.train.AdamOptimizer`` (the epsilon-hat formulation).
+    r"""Adam, as ``tf.compat.v1.train.AdamOptimizer`` (the epsilon-hat formulation).
 
     Update rule at step t (slots ``m``, ``v``, zeros; non-slot float32 ``beta1_power`` and
     ``beta2_power``, equal to ``beta1^t``/``beta2^t`` during step t and advanced once per apply,
@@ -38,15 +38,28 @@ class AdamOptimizer(Optimizer):
         v     = beta2 * v + (1 - beta2) * g * g
         var  -= alpha * m / (sqrt(v) + epsilon)          # epsilon is NOT bias-corrected
 
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \begin{gathered}
+    \alpha_t = \eta\,\frac{\sqrt{1-\beta_2^{\,t}}}{1-\beta_1^{\,t}} \\
+    m_t = \beta_1 m_{t-1} + (1-\beta_1)\,g_t \\
+    v_t = \beta_2 v_{t-1} + (1-\beta_2)\,g_t^2 \\
+    \theta_t = \theta_{t-1} - \alpha_t\,\frac{m_t}{\sqrt{v_t} + \epsilon}
+    \end{gathered}
+    $$
+
     Sparse (TF semantics): the moments decay over the whole tensor and accumulate at the
     touched rows, and EVERY row of ``var`` moves (dense-equivalent). Use
     ``LazyAdamOptimizer`` to touch only the gradient's rows.
 
     Args:
-        learning_rate: float >= 0, default 0.001 (or tensor, callable, policy).
-        beta1: float in [0, 1), default 0.9. beta2: float in [0, 1), default 0.999.
-        epsilon: float >= 0, default 1e-8.
-        use_locking: no effect. name: default ``"Adam"``. params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): non-negative: a number, a 0-dim tensor,
+            a callable of no arguments or a ``trainop.schedules`` policy.
+        beta1 (float | Tensor | Callable): in [0, 1): the decay of the first moment ``m``.
+        beta2 (float | Tensor | Callable): in [0, 1): the decay of the second moment ``v``.
+        epsilon (float | Tensor | Callable): non-negative, added to ``sqrt(v)`` (TF's epsilon hat,
+            not bias-corrected).
 
     Example:
         >>> import torch, trainop
@@ -162,13 +175,23 @@ class AdamOptimizer(Optimizer):
 
 
 class LazyAdamOptimizer(AdamOptimizer):
-    """LazyAdam, as ``tf.contrib.opt.LazyAdamOptimizer``: Adam that touches only gradient rows.
+    r"""LazyAdam, as ``tf.contrib.opt.LazyAdamOptimizer``: Adam that touches only gradient rows.
 
     Dense gradients: exactly ``AdamOptimizer``. Sparse gradients (rows ``I``)::
 
         m[I]   = beta1 * m[I] + (1 - beta1) * g
         v[I]   = beta2 * v[I] + (1 - beta2) * g * g
         var[I] -= alpha * m[I] / (sqrt(v[I]) + epsilon)     # alpha from the shared beta powers
+
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \begin{gathered}
+    m_t[I] = \beta_1 m_{t-1}[I] + (1-\beta_1)\,g_t \\
+    v_t[I] = \beta_2 v_{t-1}[I] + (1-\beta_2)\,g_t^2 \\
+    \theta_t[I] = \theta_{t-1}[I] - \alpha_t\,\frac{m_t[I]}{\sqrt{v_t[I]} + \epsilon}
+    \end{gathered}
+    $$
 
     Other rows of ``var``, ``m`` and ``v`` are untouched; the beta powers still advance once per
     apply. Arguments and defaults as ``AdamOptimizer`` (default name ``"Adam"``, as contrib).
@@ -200,11 +223,17 @@ class LazyAdamOptimizer(AdamOptimizer):
 
 
 class NadamOptimizer(AdamOptimizer):
-    """Nadam, as ``tf.contrib.opt.NadamOptimizer`` (Dozat's simplified form).
+    r"""Nadam, as ``tf.contrib.opt.NadamOptimizer`` (Dozat's simplified form).
 
     Update rule: Adam's moments, then a Nesterov look-ahead in the numerator::
 
         var -= alpha * ((1 - beta1) * g + beta1 * m) / (sqrt(v) + epsilon)
+
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \theta_t = \theta_{t-1} - \alpha_t\,\frac{(1-\beta_1)\,g_t + \beta_1 m_t}{\sqrt{v_t} + \epsilon}
+    $$
 
     Sparse: ``m`` and ``v`` decay over the whole tensor (as Adam), but only the touched rows of
     ``var`` move. Arguments and defaults as ``AdamOptimizer`` (default name ``"Adam"``).

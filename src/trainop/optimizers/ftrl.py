@@ -9,7 +9,7 @@ from trainop.contract.validation import check_name, check_real
 
 
 class FtrlOptimizer(Optimizer):
-    """FTRL-Proximal, as ``tf.compat.v1.train.FtrlOptimizer``.
+    r"""FTRL-Proximal, as ``tf.compat.v1.train.FtrlOptimizer``.
 
     Update rule with ``p = learning_rate_power`` (slots ``accum``, filled with
     ``initial_accumulator_value``, and ``linear``, zeros)::
@@ -21,20 +21,36 @@ class FtrlOptimizer(Optimizer):
                     if |linear| > l1 else 0
         accum     = new_accum
 
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable;
+    \(n\): ``accum``, \(z\): ``linear``, \(p\): ``-learning_rate_power``; shrinkage left out):
+
+    $$
+    \begin{gathered}
+    n_t = n_{t-1} + g_t^2 \\
+    z_t = z_{t-1} + g_t - \frac{n_t^{-p} - n_{t-1}^{-p}}{\eta}\,\theta_{t-1} \\
+    \theta_t = \begin{cases}
+    \dfrac{\lambda_1 \operatorname{sign}(z_t) - z_t}{n_t^{-p}/\eta + 2\lambda_2}
+    & |z_t| > \lambda_1 \\
+    0 & \text{otherwise}
+    \end{cases}
+    \end{gathered}
+    $$
+
     Sparse: only touched rows change (shrinkage included). At ``learning_rate == 0`` (which TF's
     kernel rejects; a schedule may reach it) nothing changes, slots included: ``linear``'s
     update divides by the learning rate.
 
     Args:
-        learning_rate: float >= 0, tensor, callable or policy (0: a step that changes nothing).
-        learning_rate_power: float <= 0, default -0.5.
-        initial_accumulator_value: float >= 0, default 0.1.
-        l1_regularization_strength, l2_regularization_strength: floats >= 0, default 0.
-        l2_shrinkage_regularization_strength: float >= 0, default 0.
-        use_locking: no effect. name: default ``"Ftrl"``.
-        accum_name, linear_name: accepted for TF compatibility (TF names the slot *variables*
-            with them); the slot names stay ``accum``/``linear``.
-        params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): non-negative (0: a step that changes
+            nothing).
+        learning_rate_power (float): non-positive.
+        initial_accumulator_value (float): non-negative.
+        l1_regularization_strength (float): non-negative.
+        l2_regularization_strength (float): non-negative.
+        accum_name (str | None): accepted for TF compatibility (TF names the slot *variable* with
+            it); the slot name stays ``accum``.
+        linear_name (str | None): as ``accum_name``; the slot name stays ``linear``.
+        l2_shrinkage_regularization_strength (float): non-negative.
 
     Example:
         >>> import torch, trainop

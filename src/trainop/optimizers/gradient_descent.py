@@ -11,17 +11,19 @@ from trainop.kernels.fused import gradient_descent_fused
 
 
 class GradientDescentOptimizer(Optimizer):
-    """Gradient descent, as ``tf.compat.v1.train.GradientDescentOptimizer``.
+    r"""Gradient descent, as ``tf.compat.v1.train.GradientDescentOptimizer``.
+
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \theta_t = \theta_{t-1} - \eta\,g_t
+    $$
 
     Update rule: ``var -= learning_rate * g``. Sparse: only the touched rows move (duplicate
     indices are summed). No slots.
 
     Args:
-        learning_rate: float >= 0, 0-dim tensor, callable or ``trainop.schedules.Policy``.
-        use_locking: accepted for TF compatibility; no effect.
-        name: non-empty optimizer name (default ``"GradientDescent"``).
-        params: torch style: the parameters (or param groups) to optimize; ``None`` (TF style)
-            registers variables on their first ``apply_gradients``/``minimize``.
+        learning_rate (float | Tensor | Callable | Policy): non-negative.
 
     Example:
         >>> import torch, trainop

@@ -9,7 +9,7 @@ from trainop.kernels.fused import momentum_fused
 
 
 class MomentumOptimizer(Optimizer):
-    """Momentum, as ``tf.compat.v1.train.MomentumOptimizer``.
+    r"""Momentum, as ``tf.compat.v1.train.MomentumOptimizer``.
 
     Update rule (slot ``momentum``, zeros)::
 
@@ -17,14 +17,22 @@ class MomentumOptimizer(Optimizer):
         var  -= lr * accum                                  (use_nesterov=False)
         var  -= lr * g + lr * momentum * accum              (use_nesterov=True, new accum)
 
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \begin{gathered}
+    a_t = \mu\,a_{t-1} + g_t \\
+    \theta_t = \theta_{t-1} - \eta\,a_t
+    \quad\text{(Nesterov: } \theta_t = \theta_{t-1} - \eta\,g_t - \eta\,\mu\,a_t\text{)}
+    \end{gathered}
+    $$
+
     Sparse: only touched rows move; the accumulator of untouched rows is NOT decayed.
 
     Args:
-        learning_rate: float >= 0, tensor, callable or policy. Required.
-        momentum: float >= 0, tensor or callable. Required.
-        use_locking: no effect. name: default ``"Momentum"``.
-        use_nesterov: bool, default False.
-        params: torch style parameters, or ``None`` for TF style.
+        learning_rate (float | Tensor | Callable | Policy): non-negative.
+        momentum (float | Tensor | Callable): non-negative.
+        use_nesterov (bool): Nesterov's variant (TF's formulation).
 
     Example:
         >>> import torch, trainop

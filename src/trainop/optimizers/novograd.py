@@ -15,7 +15,7 @@ SECOND_MOMENT_MODES = ("persistent", "openseq2seq")
 
 
 class NovoGrad(Optimizer):
-    """NovoGrad (Ginsburg et al., 2019) with OpenSeq2Seq's arguments and defaults.
+    r"""NovoGrad (Ginsburg et al., 2019) with OpenSeq2Seq's arguments and defaults.
 
     Update rule per variable, with ``n2 = sum(g^2)`` (float32) and a scalar second moment
     (slot ``grad_norm_ema``, float32, 0-dim; upstream calls it ``nvgrad2_ema``)::
@@ -26,6 +26,17 @@ class NovoGrad(Optimizer):
         m  = beta1 * m + d                                   (slot ``momentum``)
         var -= lr * m
 
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \begin{gathered}
+    v_t = \beta_2 v_{t-1} + (1-\beta_2)\,\lVert g_t\rVert^2\ (v_1 = \lVert g_1\rVert^2) \\
+    d_t = \frac{g_t}{\sqrt{v_t} + \epsilon} + \lambda\,\theta_{t-1} \\
+    m_t = \beta_1 m_{t-1} + d_t \\
+    \theta_t = \theta_{t-1} - \eta\,m_t
+    \end{gathered}
+    $$
+
     ``second_moment="openseq2seq"`` reproduces the code OpenSeq2Seq ships, for porting its
     recipes number for number: its second moment is never stored, so every step uses
     ``v = n2`` (``beta2`` has no effect, the slot stays 0) and ``d = g / sqrt(v + epsilon)``.
@@ -34,11 +45,13 @@ class NovoGrad(Optimizer):
     Sparse gradients are densified (upstream takes a dense path too).
 
     Args:
-        learning_rate: float >= 0, default 1.0 (normally a policy). beta1: [0, 1), 0.95.
-        beta2: [0, 1), 0.98. epsilon: >= 0, 1e-8. weight_decay: >= 0, 0.0.
-        grad_averaging: bool, False. use_locking: no effect. name: ``"NovoGrad"``.
-        second_moment: ``"persistent"`` (default) or ``"openseq2seq"``.
-        params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): non-negative (normally a policy).
+        beta1 (float | Tensor | Callable): in [0, 1), the decay of the first moment.
+        beta2 (float | Tensor | Callable): in [0, 1), the decay of the per-layer second moment.
+        epsilon (float | Tensor | Callable): non-negative.
+        weight_decay (float | Tensor | Callable): non-negative, added to the normalised gradient.
+        grad_averaging (bool): scale the normalised gradient by ``1 - beta1``.
+        second_moment (str): ``"persistent"`` or ``"openseq2seq"`` (see above).
 
     Example:
         >>> import torch, trainop

@@ -12,7 +12,7 @@ _L1L2_NAMES = {"lr": "learning_rate", "l1": "l1_regularization_strength",
 
 
 class ProximalGradientDescentOptimizer(Optimizer):
-    """Proximal gradient descent, as ``tf.compat.v1.train.ProximalGradientDescentOptimizer``.
+    r"""Proximal gradient descent, as ``tf.compat.v1.train.ProximalGradientDescentOptimizer``.
 
     Update rule (no slots)::
 
@@ -20,14 +20,22 @@ class ProximalGradientDescentOptimizer(Optimizer):
         var  = sign(prox) * max(|prox| - lr * l1, 0) / (1 + lr * l2)    (l1 > 0)
         var  = prox / (1 + lr * l2)                                      (l1 = 0)
 
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \begin{gathered}
+    p_t = \theta_{t-1} - \eta\,g_t \\
+    \theta_t = \frac{\operatorname{sign}(p_t)\,\max(|p_t| - \eta\lambda_1,\ 0)}{1 + \eta\lambda_2}
+    \end{gathered}
+    $$
+
     Sparse: only touched rows change. Hyperparameters are cast to the variable's dtype for every
     dtype (TF's resource-variable path; its ref path raises for float16/float64, quirk Q5).
 
     Args:
-        learning_rate: float >= 0, tensor, callable or policy. Required.
-        l1_regularization_strength, l2_regularization_strength: floats >= 0, default 0.
-        use_locking: no effect. name: default ``"ProximalGradientDescent"``.
-        params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): non-negative.
+        l1_regularization_strength (float): non-negative.
+        l2_regularization_strength (float): non-negative.
 
     Example:
         >>> import torch, trainop
@@ -59,7 +67,7 @@ class ProximalGradientDescentOptimizer(Optimizer):
 
 
 class ProximalAdagradOptimizer(Optimizer):
-    """Proximal Adagrad, as ``tf.compat.v1.train.ProximalAdagradOptimizer``.
+    r"""Proximal Adagrad, as ``tf.compat.v1.train.ProximalAdagradOptimizer``.
 
     Update rule (slot ``accumulator``, filled with ``initial_accumulator_value``)::
 
@@ -68,15 +76,24 @@ class ProximalAdagradOptimizer(Optimizer):
         var    = sign(prox) * max(|prox| - s * l1, 0) / (1 + s * l2)    (l1 > 0)
         var    = prox / (1 + s * l2)                                     (l1 = 0)
 
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \begin{gathered}
+    a_t = a_{t-1} + g_t^2,\qquad s_t = \frac{\eta}{\sqrt{a_t}} \\
+    p_t = \theta_{t-1} - s_t\,g_t \\
+    \theta_t = \frac{\operatorname{sign}(p_t)\,\max(|p_t| - s_t\lambda_1,\ 0)}{1 + s_t\lambda_2}
+    \end{gathered}
+    $$
+
     Sparse: only touched rows change. At ``learning_rate == 0`` (which TF's kernel rejects; a
     schedule may reach it) the accumulator advances and ``var`` keeps its value (``s = 0``).
 
     Args:
-        learning_rate: float >= 0, tensor, callable or policy.
-        initial_accumulator_value: float > 0, default 0.1.
-        l1_regularization_strength, l2_regularization_strength: floats >= 0, default 0.
-        use_locking: no effect. name: default ``"ProximalAdagrad"``.
-        params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): non-negative.
+        initial_accumulator_value (float): positive.
+        l1_regularization_strength (float): non-negative.
+        l2_regularization_strength (float): non-negative.
 
     Example:
         >>> import torch, trainop

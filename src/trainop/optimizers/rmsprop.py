@@ -9,7 +9,7 @@ from trainop.kernels.row_slices import update_rows
 
 
 class RMSPropOptimizer(Optimizer):
-    """RMSProp, as ``tf.compat.v1.train.RMSPropOptimizer``.
+    r"""RMSProp, as ``tf.compat.v1.train.RMSPropOptimizer``.
 
     Update rule (slots ``rms`` filled with ONE, ``momentum`` zeros, ``mg`` zeros if centered)::
 
@@ -18,15 +18,27 @@ class RMSPropOptimizer(Optimizer):
         mom = momentum * mom + lr * g / sqrt(ms - mg^2 + eps)  (mg = 0 if not centered)
         var -= mom
 
+    As math (\(\eta\): the learning rate, \(g_t\): the gradient, \(\theta\): the variable):
+
+    $$
+    \begin{gathered}
+    s_t = \rho\,s_{t-1} + (1-\rho)\,g_t^2 \\
+    \bar g_t = \rho\,\bar g_{t-1} + (1-\rho)\,g_t\ \text{(centered; else } 0\text{)} \\
+    k_t = \mu\,k_{t-1} + \eta\,\frac{g_t}{\sqrt{s_t - \bar g_t^{\,2} + \epsilon}} \\
+    \theta_t = \theta_{t-1} - k_t
+    \end{gathered}
+    $$
+
     Dense updates use TF's dense kernel form ``ms += (g*g - ms) * (1 - decay)`` and sparse
     updates its sparse form ``ms * decay + g*g * (1 - decay)`` (equal up to the last ulp, so
     each matches TF bit for bit on its path). Sparse: only touched rows change.
 
     Args:
-        learning_rate: float >= 0, tensor, callable or policy. Required.
-        decay: float in [0, 1], default 0.9. momentum: float >= 0, default 0.
-        epsilon: float >= 0, default 1e-10. centered: bool, default False.
-        use_locking: no effect. name: default ``"RMSProp"``. params: torch style parameters.
+        learning_rate (float | Tensor | Callable | Policy): non-negative.
+        decay (float | Tensor | Callable): in [0, 1], the decay of the mean square.
+        momentum (float | Tensor | Callable): non-negative.
+        epsilon (float | Tensor | Callable): non-negative, inside the square root (TF's placement).
+        centered (bool): subtract the squared mean gradient (the centered variant).
 
     Example:
         >>> import torch, trainop

@@ -46,6 +46,12 @@ class DecoupledWeightDecayExtension:
     (quirk Q1); trainop honours it there too. ``weight_decay`` may be a float >= 0, a tensor or a
     callable; a callable is evaluated once per apply (upstream breaks on callables, quirk Q2).
     It is used at the variable's dtype without first rounding to float32, as upstream does.
+
+    Args:
+        weight_decay (float | Tensor | Callable): non-negative, the decoupled decay.
+        decay_scaled_by_lr (bool | None): ``True``: torch's meaning of ``weight_decay``
+            (``w -= lr * wd * w``); ``False``: contrib's (``w -= wd * w``); ``None``: torch's for
+            a torch-style call (parameters first, or ``lr=``), else contrib's.
     """
 
     _exact_keys = ("weight_decay",)
@@ -181,13 +187,8 @@ class AdamWOptimizer(DecoupledWeightDecayExtension, AdamOptimizer):
     or ``var -= lr * weight_decay * var`` (torch's ``AdamW``; torch's call shape), then the
     Adam update (TF's, epsilon hat: not torch's).
 
-    Args:
-        weight_decay: float >= 0, tensor or callable. Required.
-        learning_rate, beta1, beta2, epsilon: as ``AdamOptimizer``.
-        use_locking: no effect. name: default ``"AdamW"``. params: torch style parameters.
-        decay_scaled_by_lr: ``True``: torch's meaning of ``weight_decay``; ``False``:
-            contrib's; ``None`` (default): torch's for a torch-style call (parameters first or
-            ``lr=``), else contrib's (see ``DecoupledWeightDecayExtension``).
+    The arguments: ``weight_decay`` and ``decay_scaled_by_lr`` as
+    ``DecoupledWeightDecayExtension``, the others as the base optimizer.
 
     Example:
         >>> import torch, trainop
@@ -224,11 +225,8 @@ class MomentumWOptimizer(DecoupledWeightDecayExtension, MomentumOptimizer):
     or ``var -= lr * weight_decay * var`` (torch's meaning; torch's call shape), then the
     Momentum update.
 
-    Args:
-        weight_decay: float >= 0, tensor or callable. Required.
-        learning_rate, momentum, use_nesterov: as ``MomentumOptimizer``.
-        use_locking: no effect. name: default ``"MomentumW"``. params: torch style parameters.
-        decay_scaled_by_lr: as ``AdamWOptimizer``.
+    The arguments: ``weight_decay`` and ``decay_scaled_by_lr`` as
+    ``DecoupledWeightDecayExtension``, the others as the base optimizer.
 
     Example:
         >>> import trainop

@@ -357,6 +357,7 @@ class Gradients(Sequence):
 
         Example:
             >>> import torch
+            >>> from trainop.processing import Gradients
             >>> g16 = torch.tensor([0.5, -1.5], dtype=torch.float16)
             >>> batch = Gradients([(g16, torch.zeros(2))])
             >>> batch.widen_on_use([0])

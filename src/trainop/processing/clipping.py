@@ -186,7 +186,8 @@ class ClipByValue(Processor):
     so a later finite check only sees NaN (as RETURNN notes); NaN stays NaN.
 
     Args:
-        clip_value_min, clip_value_max: real numbers with ``min <= max``.
+        clip_value_min (float): the lower bound.
+        clip_value_max (float): the upper bound, ``>= clip_value_min``.
 
     Example:
         >>> import torch

@@ -172,9 +172,11 @@ class BackoffLossScaler(LossScaler):
         i += 1                                   # clip to [scale_min, scale_max]
 
     Args:
-        scale_min: real > 0, default 1.0. scale_max: real >= scale_min, default 2**14 (the scale
-            starts here). step_factor: real >= 1, default 2.0. step_window: int >= 1, default
-            2000.
+        scale_min (float): positive, the smallest scale.
+        scale_max (float): at least ``scale_min``, the largest scale; the scale starts here.
+        step_factor (float): at least 1, what the scale is divided by on an overflow and multiplied
+            by after ``step_window`` clean updates.
+        step_window (int): at least 1, clean updates between two increases.
 
     State: ``loss_scale`` (float32), ``iteration`` (int64 calls), ``last_overflow_iteration``
     (int64, -1 before the first overflow).
@@ -233,9 +235,14 @@ class LogMaxLossScaler(LossScaler):
     and ``amax == 0`` feeds ``-inf`` into the averages (scale NaN from then on).
 
     Args:
-        scale_min: real > 0, default 1.0. scale_max: real >= scale_min, default 2**14.
-        log_max: real > 0, default 16.0. beta1, beta2: real in [0, 1), defaults 0.99, 0.999.
-        overflow_std_dev: real >= 0, default 3.09. upstream_quirks: bool, default False.
+        scale_min (float): positive, the smallest scale.
+        scale_max (float): at least ``scale_min``, the largest scale.
+        log_max (float): positive, the overflow sample and ``E`` above (``log2`` of the largest
+            finite value to aim for).
+        beta1 (float): in [0, 1), the decay of the fast average ``x_hat``.
+        beta2 (float): in [0, 1), the decay of the slow averages.
+        overflow_std_dev (float): non-negative, standard deviations kept below ``E``.
+        upstream_quirks (bool): OpenSeq2Seq's behaviour as it is (see above).
 
     State: ``loss_scale`` (starts at 1.0), ``x_hat``, ``slow_x_hat``, ``xsquared_hat`` (0),
     ``b1_correction``, ``b2_correction`` (1), all float32; ``iteration`` (int64 calls).

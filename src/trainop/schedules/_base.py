@@ -372,6 +372,10 @@ class Policy:
     object; :meth:`state_dict` holds its mutable state (only the random-number generator of
     the noisy policy has any).
 
+    Args:
+        dtype (torch.dtype): the floating dtype of a tensor step's result (TF computes these
+            policies in float32).
+
     Example:
         >>> import torch
         >>> from trainop import schedules

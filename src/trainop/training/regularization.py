@@ -63,9 +63,10 @@ class _Scaled:
 def l2_regularizer(scale: float) -> Callable[[torch.Tensor], torch.Tensor]:
     """TF's ``tf.contrib.layers.l2_regularizer``: ``scale * sum(w**2) / 2`` (in float32).
 
-    >>> import torch
-    >>> float(l2_regularizer(0.5)(torch.tensor([1.0, 2.0])))
-    1.25
+    Example:
+        >>> import torch, trainop
+        >>> float(trainop.l2_regularizer(0.5)(torch.tensor([1.0, 2.0])))  # 0.5 * (1 + 4) / 2
+        1.25
     """
     return _Scaled("l2", scale)
 

@@ -77,6 +77,19 @@ class NumericsChecker:
 
     Use it as a context manager (``check_numerics``) or ``install()``/``remove()`` it.
 
+    Args:
+        modules (Iterable[Module] | None): the modules to watch (with all their submodules);
+            ``None`` watches every module as it is first called.
+        optimizer (Any): as ``check_numerics``'s ``optimizer``; ``None``: no update checks.
+        ignore (Iterable[Any]): as ``check_numerics``'s ``ignore``: names or patterns let
+            through.
+        print_tensors (bool): keep the offending tensor's values in
+            ``NumericsError.tensor_stats``.
+        phases (Iterable[str]): a subset of ``("forward", "backward", "update")``.
+        debug_print (bool): print each check as it is added (``add check for: ...``), as
+            RETURNN's ``debug_add_check_numerics_ops`` does.
+        replay (bool): replay the failing call to name the op; ``False``: detection only.
+
     Attributes:
         step: optimizer steps seen so far (the ``step`` a ``NumericsError`` reports).
         checked: the qualified names of the watched modules (filled as roots are first called
