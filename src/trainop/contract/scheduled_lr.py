@@ -15,10 +15,10 @@ that calls ``check_reader``: when the code reading the groups is a torch schedul
 ``timm.scheduler``, whose base class reads the groups as it attaches, before it writes
 ``initial_lr``) and a group's ``lr`` is a trainop schedule, it raises one ``TypeError`` naming
 the groups and what to do instead. Nothing has been written yet, so every group stays exactly
-as it was, keys included. Wrappers that forward ``param_groups`` through a property of that name (accelerate's
-``AcceleratedOptimizer``, which HF Trainer builds) are looked through, so the same refusal
-comes on every path; a schedule assigned to ``group["lr"]`` after a scheduler was attached is
-refused at that scheduler's next ``step()``, before it writes a rate.
+as it was, keys included. Wrappers that forward ``param_groups`` through a property of that
+name (accelerate's ``AcceleratedOptimizer``, which HF Trainer builds) are looked through, so
+the same refusal comes on every path; a schedule assigned to ``group["lr"]`` after a
+scheduler was attached is refused at that scheduler's next ``step()``, before it writes a rate.
 """
 
 from __future__ import annotations
