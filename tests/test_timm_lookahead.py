@@ -144,3 +144,25 @@ def _slot_names_in_use() -> set[str]:
 
 def test_slot_name_table_is_every_optimizers_slots():
     assert _slot_names_in_use() == set(TRAINOP_SLOT_NAMES)
+
+
+@pytest.mark.parametrize("name", ["AdamOptimizer", "MomentumOptimizer", "AdagradOptimizer"])
+def test_a_parameter_without_the_wrappers_key_steps_beside_one_with_it(name):
+    """Lookahead adds its key only to the parameters that had a gradient at its k-th step;
+    the others (and their sparse updates) step on with their slots alone, as do the keys of
+    any wrapper, tensors or not."""
+    used, unused = torch.nn.Parameter(torch.ones(4, 2)), torch.nn.Parameter(torch.ones(4, 2))
+    opt = Lookahead(OPTIMIZER_CLASSES[name]([used, unused], lr=0.1, **{
+        k: v for k, v in kwargs_for(name).items() if k != "learning_rate"}), k=1)
+    used.grad = torch.ones(4, 2)
+    opt.step()  # the k-th step: only `used` gets lookahead_slow_buff
+    base = opt._base_optimizer
+    assert "lookahead_slow_buff" in base.state[used] and "lookahead_slow_buff" not in \
+        base.state[unused]
+    base.state[used]["wrapper_count"] = 3
+    for grad in (torch.ones(4, 2), torch.sparse_coo_tensor([[1, 3]], torch.ones(2, 2),
+                                                              (4, 2))):
+        used.grad, unused.grad = torch.ones(4, 2), grad
+        opt.step()
+    assert base.state[used]["wrapper_count"] == 3
+    assert torch.isfinite(unused).all() and not torch.equal(unused, torch.ones(4, 2))
