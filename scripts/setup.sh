@@ -12,3 +12,6 @@ if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+
   .venv/bin/python -m pip install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==2.13.0"
 fi
 .venv/bin/python -m pip install -q -e ".[test]"
+# timm (tests/test_timm_*.py: a real client of the optimizers) without its torchvision: PyPI's
+# torchvision is built for CUDA torch and does not import beside a CPU torch (tests/timm_client.py)
+.venv/bin/python -m pip install -q --no-deps "timm==1.0.31"

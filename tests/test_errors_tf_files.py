@@ -180,7 +180,7 @@ def test_a_save_failing_half_way_leaves_the_old_checkpoint(tmp_path, monkeypatch
     with pytest.raises(OSError, match="No space left"):
         ckpt.write_tf(prefix, {"a": torch.zeros(5)})
     assert torch.equal(ckpt.read_tf(prefix)["a"], torch.ones(3))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck" + DATA, "ck.index"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint", "ck" + DATA, "ck.index"]
 
 
 @pytest.mark.parametrize("dims,message", [

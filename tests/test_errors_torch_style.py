@@ -132,7 +132,7 @@ ERRORS: list[Row] = [
         lambda: Adam([{"params": _params(), "betas": (0.9, 0.99), "beta1": 0.5}], lr=1e-3),
         ValueError, r"Expected the param group's `beta1` to equal `betas`'s, got beta1=0\.5 "
                     r"and betas=\(0\.9, 0\.99\); give one spelling$"),
-    Row("group-weight-decay-adam", group(Adam, "weight_decay", 0.0, lr=1e-3), TypeError,
+    Row("group-weight-decay-adam", group(Adam, "weight_decay", 0.01, lr=1e-3), TypeError,
         msg("AdamOptimizer", "weight_decay", "AdamOptimizer has no `weight_decay`",
             where="in a param group")),
 ]

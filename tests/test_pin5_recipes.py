@@ -197,17 +197,22 @@ def test_a_dotted_override_of_an_option_the_recipe_does_not_give_starts_its_dict
     assert recipe.options["optimizer_params"] == {"beta1": 0.8}
 
 
-def test_a_str_override_from_python_is_refused_as_the_same_value_in_the_file(tmp_path):
+def test_a_str_override_from_python_is_read_as_the_same_value_in_the_file(tmp_path):
     # "a bad value is refused exactly as the same value in the file would be" (recipes.md):
-    # only --set text (Text) is read as a literal, a Python str is taken as given
+    # only --set text (Text) is read as a literal, a Python str is taken as given; a str
+    # learning rate is read as RETURNN's Config.float reads it (float()), in both places
     path = tmp_path / "r.config"
     path.write_text("#!rnn.py\nlearning_rate = 0.1\noptimizer = {'class': 'adam'}\n")
-    refused = r"Expected `learning_rate` to be a real number, got '1e-3' \(str\)"
-    with pytest.raises(TypeError, match=refused):
-        trainop.load_recipe(str(path), overrides={"learning_rate": "1e-3"})
     in_file = tmp_path / "s.config"
     in_file.write_text("#!rnn.py\nlearning_rate = '1e-3'\noptimizer = {'class': 'adam'}\n")
-    with pytest.raises(TypeError, match=refused):
-        trainop.load_recipe(str(in_file))
+    assert trainop.load_recipe(str(in_file)).options["learning_rate"] == 1e-3
+    assert trainop.load_recipe(str(path), overrides={"learning_rate": "1e-3"}).options[
+        "learning_rate"] == 1e-3
     assert trainop.load_recipe(str(path), overrides={"learning_rate": Text("1e-3")}).options[
         "learning_rate"] == 1e-3
+    refused = r"Expected `learning_rate` to be a number, or a str that float\(\) reads"
+    with pytest.raises(ValueError, match=refused):
+        trainop.load_recipe(str(path), overrides={"learning_rate": "fast"})
+    in_file.write_text("#!rnn.py\nlearning_rate = 'fast'\noptimizer = {'class': 'adam'}\n")
+    with pytest.raises(ValueError, match=refused):
+        trainop.load_recipe(str(in_file))

@@ -35,28 +35,45 @@ def _run(script):
 
 
 TF_FIRST = """
-import tensorflow
+import warnings
+warnings.simplefilter("always")
+import tensorflow as tf
 import torch
 import trainop
+import sys
 w = torch.nn.Parameter(torch.ones(2))
+opt = trainop.AdamOptimizer([w], lr=0.1)
+w.grad = torch.ones(2)
+opt.step()
+print(sys.modules["triton"] is None, float(tf.constant(2.0) * 3.0),
+      [round(float(x), 4) for x in w.detach()])
 try:
-    trainop.AdamOptimizer([w], lr=0.1)
+    trainop.MomentumOptimizer([w], lr=0.1, momentum=0.9, implementation="triton")
 except RuntimeError as error:
     print(error)
 """
 
 
-def test_tensorflow_imported_first_is_one_clear_error():
+def test_tensorflow_imported_first_switches_triton_off_and_works():
     """Issue #40: a script that imported TensorFlow before anything loaded Triton aborted at
     its first optimizer (torch's add_param_group imports torch._dynamo, then Triton) with
-    LLVM's "registered more than once" and no traceback; now it is refused before that."""
+    LLVM's "registered more than once" and no traceback; issue #46: rather than refuse every
+    optimizer, trainop blocks Triton for the process (one warning), and refuses only what
+    needs Triton."""
     out = _run(TF_FIRST)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == (
-        "AdamOptimizer: TensorFlow was imported before Triton. Building an optimizer imports "
-        "torch._dynamo, which imports Triton, and with TensorFlow's LLVM already loaded "
-        "Triton's would abort this process (\"CommandLine Error: Option ... registered more "
-        "than once\"). Import trainop (or torch._dynamo) before tensorflow in your script")
+    lines = out.stdout.strip().splitlines()
+    assert lines[-2] == "True 6.0 [0.9, 0.9]"
+    assert lines[-1] == (
+        "MomentumOptimizer: implementation='triton' is unavailable in this process: "
+        "TensorFlow was imported before Triton, and with TensorFlow's LLVM loaded, loading "
+        "Triton's (torch._dynamo imports it when an optimizer is built) would abort this "
+        "process (\"CommandLine Error: Option ... registered more than once\"), so trainop "
+        "switched Triton off; import trainop (or torch._dynamo) before tensorflow in your "
+        "script to have both, or use another implementation")
+    assert out.stderr.count("RuntimeWarning: trainop: TensorFlow was imported before "
+                            "Triton") == 1
+    assert "Triton is switched off in this process" in out.stderr
 
 
 TRAINOP_FIRST = """

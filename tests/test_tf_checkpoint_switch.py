@@ -76,4 +76,4 @@ def test_saves_alternate_data_names_and_leave_one_checkpoint(tf, tmp_path):
         data = sorted(f for f in os.listdir(tmp_path) if ".data-" in f)
         assert data == (["model.ckpt.data-00000-of-00001"] if i % 2 == 0 else
                         ["model.ckpt.data-00000-of-00002", "model.ckpt.data-00001-of-00002"])
-        assert len(os.listdir(tmp_path)) == len(data) + 1  # and the index
+        assert len(os.listdir(tmp_path)) == len(data) + 2  # the index, TF's `checkpoint`

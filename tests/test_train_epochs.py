@@ -111,6 +111,6 @@ def test_compare_tf_without_tensorflow_is_refused_before_training(tmp_path):
     out = _train(tmp_path, recipe, "--compare-tf", blocked=True)
     assert (out.returncode, out.stdout) == (1, "")
     assert out.stderr == ("trainop train: --compare-tf needs TensorFlow, which cannot be "
-                          "imported (No module named 'tensorflow'; pip install 'trainop[test]' "
-                          "has tensorflow-cpu)\n")
+                          "imported (No module named 'tensorflow'; pip install "
+                          "'trainop[tensorflow]' installs it)\n")
     assert not (tmp_path / "run").exists()

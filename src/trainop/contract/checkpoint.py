@@ -28,7 +28,10 @@ optimizer bit-identical. It checks:
   (Adam's beta powers in [0, 1): a power of 1 divides by zero at the next step); a group whose
   parameters have slots must carry every one of them and ``step`` (nothing is silently
   re-initialised);
-- slots: exactly the algorithm's slot names (no missing, no extra), each a dense real
+- slots: every one of the algorithm's slot names and no other trainop optimizer's
+  (``TRAINOP_SLOT_NAMES``); other keys are a wrapper's per-parameter state (timm's
+  ``Lookahead`` keeps ``lookahead_slow_buff`` beside the slots), kept unchecked as torch keeps
+  them. Each slot a dense real
   floating-point tensor of the parameter's shape (0-dim for scalar slots), finite, and >= 0 for
   the slots whose rule takes their root (``SlotSpec.nonnegative``: Adam's ``v``, Adagrad's
   accumulator, RMSProp's ``rms``, ...). A slot of another floating dtype is cast on load to the
@@ -50,7 +53,7 @@ from typing import Any
 import torch
 
 from trainop.contract.checkpoint_foreign import check_not_foreign
-from trainop.contract.slots import slot_dtype
+from trainop.contract.slots import TRAINOP_SLOT_NAMES, slot_dtype
 from trainop.contract.state import STEP_LIMIT
 from trainop.contract.validation import describe
 
@@ -206,7 +209,9 @@ def _check_slots(opt: Any, where: str, group: Mapping, param: torch.Tensor, save
         _fail(TypeError, where, f"Expected the slots to be a dict, got {describe(saved)}")
     specs = {s.name: s for s in opt._slot_specs(group)}
     missing = sorted(set(specs) - set(saved))
-    extra = sorted(set(saved) - set(specs), key=str)
+    # keys a wrapper adds (timm's Lookahead: ``lookahead_slow_buff``) are kept as torch keeps
+    # them; another trainop optimizer's slot is refused (``TRAINOP_SLOT_NAMES``)
+    extra = sorted((k for k in saved if k not in specs and k in TRAINOP_SLOT_NAMES), key=str)
     if missing or extra:
         _fail(ValueError, where, f"Expected the slots {sorted(specs)}, got {sorted(saved, key=str)}"
                                  f" (missing {missing}, unexpected {extra})")

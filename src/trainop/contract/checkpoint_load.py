@@ -15,7 +15,9 @@ What is loaded:
   ``torch.load(map_location="cuda")``), ``step`` as int64;
 - state: each parameter's slots copied to the parameter's device, in the dtype the optimizer
   creates the slot in (``slot_dtype``: the parameter's dtype, so a checkpoint of a float32 model
-  loads into ``model.double()`` as torch casts its state; fixed-dtype slots keep theirs);
+  loads into ``model.double()`` as torch casts its state; fixed-dtype slots keep theirs); the
+  other keys of a parameter's state (a wrapper's, timm Lookahead's ``lookahead_slow_buff``)
+  copied and cast as torch casts them (``_loaded_extra``);
   entries under a key no group lists (``opt.state["note"] = {...}``) are kept as they are, as
   torch keeps them.
 """
@@ -61,11 +63,28 @@ def _loaded_group(saved: Mapping, own: Mapping, unsaved: str) -> dict[str, Any]:
     return group
 
 
+def _loaded_extra(param: torch.Tensor, key: Any, value: Any) -> Any:
+    """A wrapper's per-parameter entry as torch loads it: tensors (inside dicts, lists and
+    tuples too) moved to the parameter's device and, for a floating-point parameter, cast to
+    its dtype; a ``step`` tensor kept as it is; copied, as trainop copies its slots."""
+    if isinstance(value, torch.Tensor):
+        if key == "step":
+            return value.detach().clone()
+        dtype = param.dtype if param.is_floating_point() else value.dtype
+        return value.detach().to(device=param.device, dtype=dtype, copy=True)
+    if isinstance(value, dict):
+        return {k: _loaded_extra(param, k, v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_loaded_extra(param, None, v) for v in value)
+    return copy.deepcopy(value)
+
+
 def _loaded_slots(opt: Any, group: Mapping, param: torch.Tensor, saved: Mapping
-                  ) -> dict[str, torch.Tensor]:
+                  ) -> dict[str, Any]:
     specs = {s.name: s for s in opt._slot_specs(group)}
     return {name: t.detach().to(device=param.device, dtype=slot_dtype(specs[name], param),
                                 memory_format=torch.contiguous_format, copy=True)
+            if name in specs else _loaded_extra(param, name, t)
             for name, t in saved.items()}
 
 

@@ -191,7 +191,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         name: str,
         implementation: str | None = None,
     ) -> None:
-        llvm_order.check(type(self).__name__)
+        llvm_order.check(type(self).__name__, implementation)
         self._name = check_name(name)
         if implementation is not None:
             check_choice("implementation", implementation, (*self.IMPLEMENTATIONS, TRITON))
@@ -294,7 +294,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         """Add a param group (torch API); its hyperparameters are validated like the defaults."""
         if not isinstance(param_group, dict):
             raise TypeError(f"Expected `param_group` to be a dict, got {describe(param_group)}")
-        check_group_keys(type(self).__name__, param_group, self.defaults)
+        param_group = check_group_keys(type(self).__name__, param_group, self.defaults)
         self._check_required(param_group, "the param group")
         self._validate_group_values({k: v for k, v in param_group.items() if k != "params"})
         gives_betas = self._has_betas and betas.KEY in param_group
@@ -390,7 +390,8 @@ class Optimizer(Implementations, torch.optim.Optimizer):
                 f"{aggregation_method!r}"
             )
         check_bool("colocate_gradients_with_ops", colocate_gradients_with_ops)
-        if callable(loss) and not isinstance(loss, torch.Tensor):
+        given_tensor = isinstance(loss, torch.Tensor)
+        if callable(loss) and not given_tensor:
             with torch.enable_grad():
                 loss = loss()
         check_loss(loss, "loss")
@@ -403,8 +404,13 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         if not loss.requires_grad:
             return [(None, v) for v in variables]
         grad_outputs = torch.ones_like(loss) if grad_loss is None else grad_loss
-        grads = torch.autograd.grad(loss, variables, grad_outputs=grad_outputs,
-                                    allow_unused=True)
+        try:
+            grads = torch.autograd.grad(loss, variables, grad_outputs=grad_outputs,
+                                        allow_unused=True)
+        except RuntimeError as error:
+            if given_tensor and "a second time" in str(error):
+                raise RuntimeError(_LOSS_USED_TWICE) from error
+            raise
         return list(zip(grads, variables, strict=True))
 
     def _resolve_var_list(self, var_list: Iterable[torch.Tensor] | None) -> list[torch.Tensor]:
@@ -484,7 +490,11 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         name: str | None = None,
         grad_loss: torch.Tensor | None = None,
     ) -> None:
-        """``compute_gradients`` then ``apply_gradients`` (through ``self``, so overrides run)."""
+        """``compute_gradients`` then ``apply_gradients`` (through ``self``, so overrides run).
+
+        TF-style, ``loss`` is a callable that computes the loss, called at each ``minimize``:
+        a loss tensor is one evaluation, whose graph the call frees (TF1's habit of building
+        ``loss`` once and calling ``minimize(loss)`` in a loop fails at the second call)."""
         grads_and_vars = self.compute_gradients(
             loss, var_list=var_list, gate_gradients=gate_gradients,
             aggregation_method=aggregation_method,
@@ -1078,6 +1088,13 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         self._counters_seen = noted(self)
         self._invalidate()
 
+
+#: The error of TF1's habit ``loss = ...`` once, then ``opt.minimize(loss)`` in a loop.
+_LOSS_USED_TWICE = (
+    "The loss tensor's graph was used and freed by an earlier minimize/compute_gradients: "
+    "TF-style minimize takes a callable that computes the loss, "
+    "`opt.minimize(lambda: loss_fn(...), var_list=...)`, evaluated at each call (a tensor is "
+    "one evaluation of the loss; torch's retain_graph=True would re-apply its stale gradient)")
 
 # Caches an optimizer derives from its groups and state (not pickled, rebuilt when needed).
 _DERIVED = frozenset({"_step_plan", "_param_index_cache", "_hyper_cache", "_gate",

@@ -2,21 +2,23 @@
 
 ``Optimizer(lr=ExponentialDecay(...))`` evaluates the schedule at the group's applied-step
 counter inside each update. A torch scheduler (``StepLR``, ``OneCycleLR``, ``CyclicLR``,
-``LambdaLR``, ``ReduceLROnPlateau``, ...) writes ``group["lr"]`` as a number, which would
-silently replace the schedule or fail deep inside torch (``StepLR``: ``lr * gamma``). The two
-do not compose.
+``LambdaLR``, ``ReduceLROnPlateau``, ...) or a timm one (``CosineLRScheduler``, ...) writes
+``group["lr"]`` as a number, which would silently replace the schedule or fail deep inside the
+scheduler (``StepLR``: ``lr * gamma``), after the first epoch or update. The two do not
+compose.
 
 Every torch scheduler reads ``optimizer.param_groups`` before it writes anything into a group:
 its constructor (``initial_lr``, ``OneCycleLR``'s bounds and momentum, ``CyclicLR``'s base
 rate) and each ``step()`` (the new rates). trainop's ``Optimizer.param_groups`` is a property
 that calls ``check_reader``: when the code reading the groups is a torch scheduler (a frame of
-``torch.optim.lr_scheduler``/``swa_utils``, or a method of an ``LRScheduler`` subclass) and a
-group's ``lr`` is a trainop schedule, it raises one ``TypeError`` naming the groups and what
-to do instead. Nothing has been written yet, so every group stays exactly as it was, keys
-included. Wrappers that forward ``param_groups`` through a property of that name (accelerate's
-``AcceleratedOptimizer``, which HF Trainer builds) are looked through, so the same refusal
-comes on every path; a schedule assigned to ``group["lr"]`` after a scheduler was attached is
-refused at that scheduler's next ``step()``, before it writes a rate.
+``torch.optim.lr_scheduler``/``swa_utils``, a method of an ``LRScheduler`` subclass, or
+``timm.scheduler``, whose base class reads the groups as it attaches, before it writes
+``initial_lr``) and a group's ``lr`` is a trainop schedule, it raises one ``TypeError`` naming
+the groups and what to do instead. Nothing has been written yet, so every group stays exactly
+as it was, keys included. Wrappers that forward ``param_groups`` through a property of that
+name (accelerate's ``AcceleratedOptimizer``, which HF Trainer builds) are looked through, so
+the same refusal comes on every path; a schedule assigned to ``group["lr"]`` after a
+scheduler was attached is refused at that scheduler's next ``step()``, before it writes a rate.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ __all__ = ["check_reader", "own"]
 
 #: Modules whose code is torch's LR schedulers.
 _SCHEDULER_MODULES = frozenset({"torch.optim.lr_scheduler", "torch.optim.swa_utils"})
+#: timm's schedulers (``timm.scheduler``: ``CosineLRScheduler``, ``StepLRScheduler``, ...; not
+#: torch ``LRScheduler`` subclasses): their base class reads the groups when it attaches
+#: (``initial_lr``) and at each ``step``/``step_update``, then writes ``group["lr"]``.
+_TIMM_SCHEDULERS = "timm.scheduler."
 #: A property of this name forwarding to the optimizer's (``AcceleratedOptimizer``'s).
 _FORWARDING = "param_groups"
 #: How many forwarding frames are looked through (a wrapper of a wrapper of ...).
@@ -54,32 +60,38 @@ def _reader(frame: FrameType | None) -> FrameType | None:
     return frame
 
 
-def _is_scheduler(frame: FrameType) -> bool:
+def _scheduler(frame: FrameType) -> str | None:
+    """Whose LR scheduler is reading the groups in ``frame`` ("torch", "timm"), or None."""
     module = frame.f_globals.get("__name__", "")
     if module in _SCHEDULER_MODULES:
-        return True
+        return "torch"
+    if module.startswith(_TIMM_SCHEDULERS):
+        return "timm"
     if module.startswith(("torch.", "trainop.")):  # torch's and trainop's own reads
-        return False
+        return None
     code = frame.f_code  # a method of an LRScheduler subclass written elsewhere
-    return (code.co_argcount > 0 and code.co_varnames[0] == "self"
-            and isinstance(frame.f_locals.get("self"), LRScheduler))
+    if (code.co_argcount > 0 and code.co_varnames[0] == "self"
+            and isinstance(frame.f_locals.get("self"), LRScheduler)):
+        return "torch"
+    return None
 
 
 def check_reader(opt: Any, groups: list[dict]) -> None:
     """Raise ``TypeError`` if a torch LR scheduler is reading ``opt``'s ``groups`` while a
     group's ``lr`` is a trainop schedule. Called by ``Optimizer.param_groups``."""
     frame = _reader(sys._getframe(2))  # 0: here, 1: the property, 2: who read it
-    if frame is None or not _is_scheduler(frame):
+    kind = None if frame is None else _scheduler(frame)
+    if kind is None:
         return
     policies = [i for i, group in enumerate(groups) if is_policy(group.get("lr"))]
     if not policies:
         return
     policy = groups[policies[0]]["lr"]
     raise TypeError(
-        f"{type(opt).__name__}: a torch LR scheduler cannot drive param group(s) {policies}: "
+        f"{type(opt).__name__}: a {kind} LR scheduler cannot drive param group(s) {policies}: "
         f"their learning rate is a trainop schedule ({type(policy).__name__}), evaluated at "
         f"each update, which the scheduler would replace or scale as a number; give the "
-        f"optimizer a float learning rate for the torch scheduler "
+        f"optimizer a float learning rate for the {kind} scheduler "
         f"(trainop.schedules.PolicyScheduler(optimizer, policy) applies a trainop schedule as "
         f"a torch scheduler and composes with SequentialLR/ChainedScheduler), or keep the "
-        f"trainop schedule without a torch scheduler")
+        f"trainop schedule without a {kind} scheduler")

@@ -15,7 +15,19 @@ from trainop.contract.overlap import own_elements_overlap
 from trainop.contract.validation import describe
 from trainop.kernels.native.boundary import PLAIN_TYPES
 
-__all__ = ["AggregationMethod", "SlotSpec", "check_slot", "slot_dtype", "uniform_slots"]
+__all__ = ["TRAINOP_SLOT_NAMES", "AggregationMethod", "SlotSpec", "check_slot", "slot_dtype",
+           "uniform_slots"]
+
+#: Every slot name of trainop's optimizers, in every configuration (tests/test_wrapper_state.py
+#: checks the table against the registry's classes). Besides the slots of its class, a
+#: parameter's state may hold keys a wrapper adds (timm's ``Lookahead`` keeps
+#: ``lookahead_slow_buff`` there): a checkpoint's key outside this table (and outside torch's
+#: own state keys, ``checkpoint_foreign``) is such a key, kept and loaded as torch loads it; one
+#: inside it that the class does not use is another optimizer's slot, and refused.
+TRAINOP_SLOT_NAMES = frozenset({
+    "m", "v", "momentum", "accumulator", "gradient_accumulator",
+    "gradient_squared_accumulator", "accum", "accum_update", "linear", "rms", "mg",
+    "grad_norm_ema"})
 
 
 class AggregationMethod:

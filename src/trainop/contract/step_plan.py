@@ -183,7 +183,7 @@ def build_plan(param_groups, state, slot_names) -> StepPlan | None:
     params: list[torch.Tensor] = []
     out = []
     for (gi, _, _), ps in buckets.items():
-        names = list(state[ps[0]])
+        names = slot_names[gi]  # (not a wrapper's keys in the same state: Lookahead's)
         slots = {n: [state[p][n] for p in ps] for n in names}
         out.append(Bucket(gi, ps, slots, len(params), len(params) + len(ps)))
         params.extend(ps)

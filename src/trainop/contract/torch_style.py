@@ -27,8 +27,10 @@ weight decay), as before.
 torch spellings whose meaning differs from TF's (``eps``, ``betas``, ``weight_decay`` where the
 TF class has none, ``amsgrad``, ``foreach``, ...; see ``TORCH_SPELLINGS``) raise a ``TypeError``
 naming the trainop argument to use and how the meaning differs, whether given to the
-constructor or as a key of a param group. A spelling that IS the class's own TF argument (e.g.
-``weight_decay`` of ``AdamWOptimizer``, ``momentum`` of ``MomentumOptimizer``) is that argument;
+constructor or as a key of a param group; ``weight_decay=0`` (timm's factory passes it to every
+optimizer and param group) is the no-op it says, accepted and left out of the groups. A
+spelling that IS the class's own TF argument (e.g. ``weight_decay`` of ``AdamWOptimizer``,
+``momentum`` of ``MomentumOptimizer``) is that argument;
 ``betas`` is a param-group key (not a constructor argument) of the classes with ``beta1`` and
 ``beta2``, kept equal to them (``contract/betas.py``).
 A class whose constructor has a ``decay_scaled_by_lr`` keyword (the decoupled weight decay
@@ -66,7 +68,8 @@ from torch.optim.optimizer import required as _torch_required
 
 from trainop.contract.validation import check_hyper_tensor
 
-__all__ = ["REQUIRED", "TORCH_SPELLINGS", "check_group_keys", "install", "is_required"]
+__all__ = ["REQUIRED", "TORCH_SPELLINGS", "check_group_keys", "install", "is_required",
+           "no_decay"]
 
 _WRAPPED = "__trainop_torch_style__"
 
@@ -100,10 +103,12 @@ TORCH_SPELLINGS: dict[str, Spelling] = {
         "torch's betas=(b1, b2) are TF's two arguments beta1=b1, beta2=b2")),
     "weight_decay": Spelling(("weight_decay",), (
         "torch's weight_decay adds weight_decay * param to the gradient (L2; AdamW: "
-        "p *= 1 - lr * wd); for a weight decay use AdamWOptimizer or MomentumWOptimizer "
+        "p *= 1 - lr * wd); weight_decay=0 (no decay) is accepted and ignored; for a weight "
+        "decay use AdamWOptimizer or MomentumWOptimizer "
         "(decoupled: torch's var -= lr * weight_decay * var when built torch-style, "
-        "contrib's var -= weight_decay * var with TF's call shape) or add the L2 term to the "
-        "loss")),
+        "contrib's var -= weight_decay * var with TF's call shape), give this class a "
+        "decoupled decay with trainop.extend_with_decoupled_weight_decay, or add the L2 term "
+        "to the loss")),
     "momentum": Spelling(("momentum",), (
         "for momentum use MomentumOptimizer(learning_rate, momentum) "
         "(accum = momentum * accum + g; var -= lr * accum: torch's SGD with dampening=0)")),
@@ -152,13 +157,27 @@ def _spelling_error(owner: str, key: str, accepted: Iterable[str], where: str) -
                      f"accept: {hint}; {spelling.why}")
 
 
-def check_group_keys(owner: str, group: Mapping[str, Any], accepted: Iterable[str]) -> None:
+def no_decay(key: str, value: Any) -> bool:
+    """Whether ``key=value`` is ``weight_decay`` 0 (an int or float), which a class without a
+    weight decay accepts as the no-op it is: timm's ``create_optimizer_v2`` passes
+    ``weight_decay`` to every optimizer it builds, 0.0 included, and in every param group."""
+    return (key == "weight_decay" and isinstance(value, numbers.Real)
+            and not isinstance(value, bool) and value == 0)
+
+
+def check_group_keys(owner: str, group: Mapping[str, Any], accepted: Iterable[str]
+                     ) -> Mapping[str, Any]:
     """A param group's keys that are torch spellings (and not keys of this optimizer) raise
-    ``TypeError``; a torch optimizer would read them, trainop would silently ignore them."""
+    ``TypeError``; a torch optimizer would read them, trainop would silently ignore them.
+    Returns the group without a ``weight_decay`` of 0 the optimizer has no key for
+    (``no_decay``): ``group`` itself when it has none, else a copy."""
     accepted = set(accepted)
     for key in group:
-        if key in TORCH_SPELLINGS and key not in accepted:
+        if key in TORCH_SPELLINGS and key not in accepted and not no_decay(key, group[key]):
             raise _spelling_error(owner, key, accepted, "in a param group")
+    if "weight_decay" in group and "weight_decay" not in accepted:
+        return {k: v for k, v in group.items() if k != "weight_decay"}
+    return group
 
 
 def _as_params(first: Any) -> tuple[bool, Any]:
@@ -265,8 +284,9 @@ def _normalize(cls: type, signature: inspect.Signature, args: tuple, kwargs: dic
     owner = cls.__name__
     names = signature.parameters
     for key in kwargs:
-        if key in TORCH_SPELLINGS and key not in names:
+        if key in TORCH_SPELLINGS and key not in names and not no_decay(key, kwargs[key]):
             raise _spelling_error(owner, key, names, "as an argument")
+    kwargs = {k: v for k, v in kwargs.items() if k in names or not no_decay(k, v)}
     torch_shaped = "lr" in kwargs and "lr" not in names
     if args and args[0] is None and torch_shaped and "params" not in kwargs:
         args = args[1:]  # ``cls(None, lr=...)``: no parameters, as torch reads it

@@ -5,7 +5,9 @@ Triton's (``import triton``, which ``torch._dynamo`` does on its first import wh
 installed) registers LLVM's command-line options a second time and LLVM aborts the whole process
 ("CommandLine Error: Option ... registered more than once"). Loaded in the other order, both
 work. Every place in trainop that imports TensorFlow (``--compare-tf``, the TF1 benchmark peer)
-goes through ``import_tensorflow``, which loads Triton first where it is installed.
+goes through ``import_tensorflow``, which loads Triton first where it is installed. Where a
+script imported TensorFlow first, trainop switches Triton off for the process
+(``contract.llvm_order``) rather than let it abort.
 
 Example::
 
@@ -19,6 +21,8 @@ import importlib.abc
 import importlib.util
 import sys
 from typing import Any
+
+from trainop.contract.llvm_order import block_triton_after_tensorflow
 
 __all__ = ["import_tensorflow", "load_triton_before_tensorflow", "load_triton_first"]
 
@@ -55,8 +59,12 @@ def load_triton_before_tensorflow() -> None:
     """Make the process's first ``import tensorflow`` load Triton first (where Triton is
     installed and TensorFlow not loaded yet): called when trainop is imported, so a script
     that imports trainop before TensorFlow never meets the LLVM abort. The hook finds no
-    module and removes itself at that import."""
-    if "tensorflow" in sys.modules or "triton" in sys.modules:
+    module and removes itself at that import. Where TensorFlow is loaded already, Triton is
+    blocked for the process instead (``contract.llvm_order``)."""
+    if "tensorflow" in sys.modules:
+        block_triton_after_tensorflow()
+        return
+    if "triton" in sys.modules:
         return
     if any(isinstance(finder, _TritonFirst) for finder in sys.meta_path):
         return

@@ -61,6 +61,15 @@ def choose(explicit: str | None, offered: tuple[str, ...], native_ok: bool,
     return "foreach" if "foreach" in offered else "reference"
 
 
+def slots_of(opt: Any, var, group) -> dict:
+    """``var``'s slots: the entries of its state under the group's slot names. A wrapper's
+    keys in the same state (timm Lookahead's ``lookahead_slow_buff``) are not the rule's: they
+    are left out (the state itself is returned where it holds no other key)."""
+    entry = opt.state[var]
+    names = {spec.name for spec in opt._slot_specs(group)}
+    return entry if names.issuperset(entry) else {n: t for n, t in entry.items() if n in names}
+
+
 def update_pairs(opt: Any, pairs, index: dict[int, int], prepared: dict[int, Any],
                  param_groups, gate) -> None:
     """Run the update rule over ``pairs``: dense pairs in buckets of one group, dtype and
@@ -80,7 +89,7 @@ def update_pairs(opt: Any, pairs, index: dict[int, int], prepared: dict[int, Any
             vs.append(v)
             gs.append(g)
     for (gi, _, _), (vs, gs) in buckets.items():
-        names = list(opt.state[vs[0]])
+        names = list(slots_of(opt, vs[0], param_groups[gi]))
         slot_lists = {n: [opt.state[v][n] for v in vs] for n in names}
         update_bucket(opt, vs, gs, slot_lists, prepared[gi].for_tensor(vs[0]),
                       param_groups[gi]["non_slot"], gate)
@@ -204,7 +213,7 @@ def update_one(opt: Any, g, v, prepared, group, gate) -> None:
     skip flag into its kernels (read on the device, as the dense kernels read it); every other
     path reads it here."""
     hp = prepared.for_tensor(v)
-    slots, non_slot = opt.state[v], group["non_slot"]
+    slots, non_slot = slots_of(opt, v, group), group["non_slot"]
     if gate.widen:
         (g,) = widened([g], [v])
     if g.is_sparse and g.sparse_dim() == 1 and sparse_rows_triton(opt, g, v, slots, hp,

@@ -42,8 +42,14 @@ class MomentumOptimizer(Optimizer):
         >>> opt.get_slot(w, "momentum")
         tensor([0.1000, 0.1000])
 
-    Reference: TF 1.15 ``momentum.py``. Equals ``torch.optim.SGD(momentum=m, dampening=0)``
-    (Nesterov included).
+    Reference: TF 1.15 ``momentum.py``. The rule of ``torch.optim.SGD(momentum=m,
+    dampening=0)`` (Nesterov included), equal to torch's to the bit only with
+    ``implementation="fused"``, which runs torch's fused SGD kernel (float ``lr``, ``momentum``
+    > 0; otherwise ``fused`` runs ``foreach``; in float64 for values float32 holds exactly, as
+    TF rounds a Python ``lr`` and ``momentum`` to float32 first). The other implementations
+    keep TF's order of
+    operations and round differently from torch's SGD: per step at most 1 ulp of the larger of
+    ``|var|`` before and after (a few ulps with Nesterov), adding up over steps.
     """
 
     _ranges = {"lr": NON_NEGATIVE, "momentum": NON_NEGATIVE}

@@ -30,6 +30,7 @@ from trainop.configs.reading import open_regular, read_regular
 from trainop.interfaces.checkpoints.crc32c import crc32c, mask, unmask
 from trainop.interfaces.checkpoints.dtypes import TF_TO_TORCH, TORCH_TO_TF, tf_dtype_name
 from trainop.interfaces.checkpoints.sstable import read_table, write_table
+from trainop.interfaces.checkpoints.state_file import resolve_prefix, write_state
 from trainop.interfaces.checkpoints.switch import shard_name, write_switched
 from trainop.interfaces.checkpoints.wire import CorruptCheckpoint, encode, parse, signed64
 
@@ -231,7 +232,9 @@ def read_bundle(prefix: str | os.PathLike, *, verify_checksums: bool = True) -> 
 
     Args:
         prefix: what ``tf.compat.v1.train.Saver.save`` returned (``run/model.ckpt-1000``): the
-            files ``prefix.index`` and ``prefix.data-NNNNN-of-NNNNN``.
+            files ``prefix.index`` and ``prefix.data-NNNNN-of-NNNNN``; or the folder TF saved
+            into (``run``): its latest checkpoint, named by its ``checkpoint`` file, as
+            ``tf.train.latest_checkpoint`` reads it (``state_file``).
         verify_checksums: check the CRC-32C of every table block and tensor (TF's own
             checks; default True).
 
@@ -249,7 +252,7 @@ def read_bundle(prefix: str | os.PathLike, *, verify_checksums: bool = True) -> 
         tensors = trainop.checkpoints.read_tf("run/model.ckpt-1000")
         tensors["dense/kernel/Adam"].shape, float(tensors["beta1_power"])
     """
-    prefix = os.fspath(prefix)
+    prefix = resolve_prefix(prefix)  # a folder: its latest checkpoint (TF's state file)
     num_shards, entries = _index_entries(prefix)
     shards: dict[int, _Shard] = {}
     tensors, unsupported = {}, {}
@@ -279,7 +282,9 @@ def _as_bytes(tensor: torch.Tensor) -> bytes:
 
 
 def write_bundle(prefix: str | os.PathLike, tensors: Mapping[str, torch.Tensor]) -> None:
-    """Write ``tensors`` as a one-shard V2 checkpoint at ``prefix``.
+    """Write ``tensors`` as a one-shard V2 checkpoint at ``prefix``, and the folder's
+    ``checkpoint`` state file naming it the latest (``state_file.write_state``, as TF's
+    ``Saver.save`` does, so ``tf.train.latest_checkpoint(folder)`` finds it).
 
     The data goes under a name the checkpoint there now does not use and the index is
     replaced last (``switch.write_switched``): the old checkpoint stays whole until the new
@@ -305,6 +310,7 @@ def write_bundle(prefix: str | os.PathLike, tensors: Mapping[str, torch.Tensor])
     write_switched(prefix, bytes(data), lambda num_shards: write_table(
         [(b"", encode([(1, num_shards), (3, encode([(1, _PRODUCER)]))])), *entries]),
         _current_shards(prefix))
+    write_state(prefix)  # the folder's `checkpoint` file names it the latest, as TF's Saver
 
 
 def _current_shards(prefix: str) -> int | None:

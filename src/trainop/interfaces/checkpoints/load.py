@@ -200,7 +200,8 @@ def load_tf(path: str | os.PathLike, model: torch.nn.Module, optimizer: Any = No
 
     Args:
         path: the checkpoint prefix (``Saver.save``'s return value; the files are
-            ``path.index`` and ``path.data-*``).
+            ``path.index`` and ``path.data-*``), or the folder TF saved into: its latest
+            checkpoint, as ``tf.train.latest_checkpoint`` finds it.
         model: the torch model. optimizer: a trainop optimizer over (some of) its parameters,
             a ``MixedPrecisionOptimizerWrapper`` around one, or None for the weights only.
         names: ``{parameter name: TF name | (TF name, layout) | None}`` (see ``binding``),

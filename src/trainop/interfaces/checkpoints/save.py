@@ -109,7 +109,9 @@ def _scaler(wrapper: Any, overrides: dict[str, str]) -> dict[str, torch.Tensor]:
 
 def save_tf(path: str | os.PathLike, model: torch.nn.Module, optimizer: Any = None, *,
             names: Any, global_step: int | torch.Tensor | None = None) -> None:
-    """Write ``model`` (and ``optimizer``'s state) as a TF1 checkpoint at the prefix ``path``.
+    """Write ``model`` (and ``optimizer``'s state) as a TF1 checkpoint at the prefix ``path``,
+    and the folder's ``checkpoint`` file naming it the latest, as TF's ``Saver.save`` does
+    (``tf.train.latest_checkpoint(folder)`` finds it; ``load_tf(folder, ...)`` reads it).
 
     ``names`` as for ``load_tf`` (every parameter mapped, or to ``None`` to leave it out).
     ``global_step``: the value to write as ``global_step``; None writes the optimizer's count

@@ -199,7 +199,7 @@ def _check_args(args: argparse.Namespace) -> str | None:
                 import_tensorflow()
         except ImportError as error:
             return (f"--compare-tf needs TensorFlow, which cannot be imported ({error}; pip "
-                    f"install 'trainop[test]' has tensorflow-cpu)")
+                    f"install 'trainop[tensorflow]' installs it)")
     return None
 
 

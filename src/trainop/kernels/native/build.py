@@ -8,7 +8,8 @@ Set ``TRAINOP_NATIVE=0`` to switch the kernels off; ``CC`` names the compiler (d
 ``cc``). Flags: ``-O3 -march=native -fopenmp`` for vectorised, multi-threaded loops, with
 ``-ffp-contract=off`` (no fused multiply-add, so each operation rounds as torch's do) and
 ``-fno-math-errno`` and ``-fno-trapping-math`` (let ``sqrt`` and branches vectorise; floating-point
-traps are off in Python anyway, and no result changes).
+traps are off in Python anyway, and no result changes). A process that compiles says so once
+on stderr (the first use would otherwise look like a hang).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import os
 import platform
 import shlex
 import subprocess
+import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from trainop.kernels.native._once import BuiltOnce
@@ -89,10 +92,30 @@ class CompileError(RuntimeError):
         return lines[-1] if lines else f"`{self.command[0]}` exited with {self.returncode}"
 
 
+#: Set once this process said on stderr that it compiles (``_announce``).
+_announced = threading.Event()
+_announcing = threading.Lock()
+
+
+def _announce(directory: Path) -> None:
+    """Say once per process, on stderr, that the first use compiles: 15 s on a quiet machine
+    and minutes on a busy one, which would otherwise look like a hang."""
+    with _announcing:
+        if _announced.is_set():
+            return
+        _announced.set()
+    sys.stderr.write(f"trainop: compiling its native CPU kernels for this machine and torch "
+                     f"(first use only, cached in {directory}); this takes from about 15 s to "
+                     f"a few minutes. TRAINOP_NATIVE=0 skips it (slower steps).\n")
+    sys.stderr.flush()
+
+
 def compile_shared(target: Path, command: list[str]) -> None:
     """Run ``command`` with ``-o <temporary file>`` appended, then move the result to
-    ``target`` atomically (a concurrent process sees all of it or nothing)."""
+    ``target`` atomically (a concurrent process sees all of it or nothing). The first call of
+    a process says on stderr what is happening (``_announce``)."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    _announce(target.parent)
     fd, partial = tempfile.mkstemp(suffix=".so", dir=target.parent)
     os.close(fd)
     try:

@@ -13,6 +13,7 @@ from typing import Any
 
 from trainop.configs import check_keys, load_config
 from trainop.contract.validation import describe
+from trainop.training.returnn.config_float import FLOAT_KEYS, config_float
 from trainop.training.returnn.unknown_options import (
     RecipeWarning,
     flag_keys,
@@ -108,7 +109,8 @@ def read_config(config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         refuse_upstream_only(values)
         for line in flag_keys(values, known).values():
             warnings.warn(line, RecipeWarning, stacklevel=3)
-    options = {key: values.get(key, default) for key, default in DEFAULTS.items()}
+    options = {key: config_float(key, values.get(key, default)) if key in FLOAT_KEYS
+               else values.get(key, default) for key, default in DEFAULTS.items()}
     for key, where in unresolved.items():
         options[key] = where
     return options, unresolved
@@ -119,6 +121,7 @@ def read_lr_control(config: Any) -> dict[str, Any]:
     config read as ``read_config`` reads it (the same files, checks and strictness)."""
     options, _ = read_config(config)
     values = config if isinstance(config, dict) else load_config(config)[1]
-    out = {key: values[key] for key in LR_CONTROL_KEYS if key in values}
+    out = {key: config_float(key, values[key]) if key in FLOAT_KEYS else values[key]
+           for key in LR_CONTROL_KEYS if key in values}
     out["learning_rate"] = options["learning_rate"]
     return out
