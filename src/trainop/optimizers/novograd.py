@@ -31,7 +31,8 @@ class NovoGrad(Optimizer):
     $$
     \begin{gathered}
     v_t = \beta_2 v_{t-1} + (1-\beta_2)\,\lVert g_t\rVert^2\ (v_1 = \lVert g_1\rVert^2) \\
-    d_t = \frac{g_t}{\sqrt{v_t} + \epsilon} + \lambda\,\theta_{t-1} \\
+    d_t = c\left(\frac{g_t}{\sqrt{v_t} + \epsilon} + \lambda\,\theta_{t-1}\right)
+    \quad (c = 1 - \beta_1 \text{ with grad\_averaging, else } 1) \\
     m_t = \beta_1 m_{t-1} + d_t \\
     \theta_t = \theta_{t-1} - \eta\,m_t
     \end{gathered}
