@@ -17,8 +17,8 @@ file kept in its list while their files are there).
 A state file is data read from disk: it is at most ``MAX_STATE_BYTES``, its lines are TF's
 text format (``field: value``, strings quoted with C escapes, ``#`` comments), it names
 ``model_checkpoint_path`` once, and that path must lie inside the folder (after symbolic links:
-a name like ``../../x`` or ``/etc/x`` is refused, naming the file and the entry); anything else
-is a ``CorruptCheckpoint`` (a ``ValueError``).
+a name that climbs out with ``..`` or an absolute path elsewhere is refused, naming the file
+and the entry); anything else is a ``CorruptCheckpoint`` (a ``ValueError``).
 """
 
 from __future__ import annotations
