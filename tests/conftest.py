@@ -1,5 +1,6 @@
 """Shared fixtures: deterministic torch, and the TensorFlow oracle loaded once per session."""
 
+import omp_wait  # noqa: F401 - first: before torch loads OpenMP
 import pytest
 import torch
 from layer_coverage import layer_test_files, traced_only_in_layers

@@ -6,7 +6,10 @@ about 65% slower on its Python-heavy tests, so the tracer is paused outside the 
 round-5 mutation audit's groups (``scripts/mutation_audit.py``'s GROUPS, TL to EB) and the
 ``test_pin5_*`` files: imports and collection are traced (module-level lines count), and so is
 every test of those layers. The figures are the layers' coverage by their own tests, a lower
-bound of what the whole suite covers.
+bound of what the whole suite covers. Under pytest-xdist (``scripts/test.sh``) each worker has
+its own tracer (pytest-cov's ``DistWorker``), paused the same way around the tests it runs;
+pytest-cov combines the workers' data into the one table (the same table as a serial run: the
+same TOTAL on the audit's files, checked with and without ``-n 2``).
 """
 from __future__ import annotations
 
