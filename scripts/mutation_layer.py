@@ -1,8 +1,8 @@
 """The mutmut settings of one layer, for ``scripts/mutation.sh``.
 
-    python scripts/mutation_layer.py LAYER            # print pyproject.toml with the layer's settings
-    python scripts/mutation_layer.py --list           # the layers
-    python scripts/mutation_layer.py --score DIR      # the score of a finished run in DIR
+    python scripts/mutation_layer.py LAYER        # pyproject.toml with the layer's settings
+    python scripts/mutation_layer.py --list       # the layers
+    python scripts/mutation_layer.py --score DIR  # the score of a finished run in DIR
 
 pyproject.toml holds the settings every layer shares (``[tool.mutmut]``) and, per layer, the
 files to mutate and the tests to run (``[tool.trainop.mutation.LAYER]``). mutmut reads only
@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 
