@@ -290,7 +290,7 @@ def foreign_grad(kind, i, params, shared, gen, scale, opt):
 
 #: (class, implementation, kind) that fail today ONLY because such a gradient is read after
 #: the write (break A1: the metadata reader's may-share filter misses it; the fix is on branch
-#: ``breaks``). The Python fallback compares addresses and reads it first.
+#: ``breaks``). The same cases fail without the reader (its Python fallback).
 #: class -> 'implementations=kinds ...' (space-separated groups; commas within a group).
 _A1_TODAY = {
     "GradientDescentOptimizer": "reference,fused=numpy,dlpack",
@@ -318,7 +318,7 @@ A1_CASES = [(name, impl, kind) for name in BY_NAME for impl in implementations(n
 
 
 def _a1_param(name, impl, kind):
-    fails = (name, impl, kind) in A1_FAILS and metadata.load() is not None
+    fails = (name, impl, kind) in A1_FAILS
     marks = [pytest.mark.xfail(strict=True, reason="round 6 A1/D2: fixed on branch breaks")]
     return pytest.param(name, impl, kind, marks=marks if fails else [],
                         id=f"{name}-{impl}-{kind}")
@@ -342,14 +342,17 @@ def test_a_gradient_in_another_storage_is_read_first(name, impl, kind):
     run_against_tf(name, impl, VARIANTS[name][-1], a1_plan(kind), make_gradient=a1_grad)
 
 
-@pytest.mark.parametrize("kind", FOREIGN)
-def test_a_gradient_in_another_storage_without_the_reader(kind):
-    """The Python fallback (no metadata reader) compares addresses: read first."""
-    for name in ("AdamWOptimizer", "FtrlOptimizer"):
-        for impl in ("reference", "native"):
-            _skip_unavailable(impl)
-            run_against_tf(name, impl, VARIANTS[name][-1], a1_plan(kind, python_reads=True),
-                           make_gradient=a1_grad)
+FALLBACK_CASES = [(name, impl, kind) for name in ("AdamOptimizer", "FtrlOptimizer",
+                                                  "AdamWOptimizer")
+                  for impl in ("reference", "foreach", "native") for kind in FOREIGN]
+
+
+@pytest.mark.parametrize(("name", "impl", "kind"), [_a1_param(*c) for c in FALLBACK_CASES])
+def test_a_gradient_in_another_storage_without_the_reader(name, impl, kind):
+    """The same without the metadata reader (the Python fallback reads every address)."""
+    _skip_unavailable(impl)
+    run_against_tf(name, impl, VARIANTS[name][-1], a1_plan(kind, python_reads=True),
+                   make_gradient=a1_grad)
 
 
 # ---- parameters that come to share memory after the first step (round 6, D2) ---------------
