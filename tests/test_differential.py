@@ -342,6 +342,18 @@ def test_a_gradient_in_another_storage_is_read_first(name, impl, kind):
     run_against_tf(name, impl, VARIANTS[name][-1], a1_plan(kind), make_gradient=a1_grad)
 
 
+@pytest.mark.parametrize("impl", ["reference", "foreach", "native", "triton"])
+def test_a_view_of_a_written_parameter_in_the_middle_of_the_list(impl):
+    """The second of four gradients is a view of the first parameter (written before it is
+    read): its copy replaces that gradient, not another one."""
+    _skip_unavailable(impl)
+    plan = {"params": [(launch.ALIGN + 1, "own")] * 4,
+            "grads": [["own", "other_param", "own", "own"]] * 2, "moves": [[], []],
+            "seed": 2, "scale": 1.0, "python_reads": False}
+    run_against_tf("AdamOptimizer", impl, {}, plan)
+    run_against_tf("AdamOptimizer", impl, {}, {**plan, "python_reads": True})
+
+
 FALLBACK_CASES = [(name, impl, kind) for name in ("AdamOptimizer", "FtrlOptimizer",
                                                   "AdamWOptimizer")
                   for impl in ("reference", "foreach", "native") for kind in FOREIGN]
