@@ -148,9 +148,11 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
                       found_inf=gate.found_inf, cache=bucket, read=read):
             return
         implementation = "foreach"  # a subclass or a non-contiguous tensor: the list path
-    if implementation == "fused":
+    if implementation == "fused" and _dense(vs, gs, *slot_lists.values()):
         opt._apply_fused(vs, gs, slot_lists, hp, non_slot, gate)
         return
+    if implementation == "fused":
+        implementation = "foreach"  # torch's fused CPU kernels skip a gapped tensor's tail
     if gate.skipped():
         return
     gs = gate.scale(gs)
@@ -159,6 +161,13 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
     else:
         for i, (g, v) in enumerate(zip(gs, vs, strict=True)):
             opt._apply_dense(v, g, {n: s[i] for n, s in slot_lists.items()}, hp, non_slot)
+
+
+def _dense(*lists) -> bool:
+    """Whether every tensor of ``lists`` is contiguous: torch's fused kernels read and write a
+    tensor as its first ``numel`` elements from its start, so a view with gaps
+    (``x[::2]``) would be updated at the wrong places."""
+    return all(t.is_contiguous() for ts in lists for t in ts)
 
 
 def _whole_norms_on_triton(opt: Any, vs, gs, slot_lists, hp, non_slot, gate) -> bool:
