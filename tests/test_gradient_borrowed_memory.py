@@ -30,10 +30,11 @@ def _borrow(t: torch.Tensor, source: str) -> torch.Tensor:
     return torch.from_numpy(t.numpy()) if source == "numpy" else torch.from_dlpack(t)
 
 
-def _run(name, impl, shapes, steps, target, source, borrowed):
-    """``steps`` steps of two parameters; from the second step on, parameter 0's gradient
-    is ``target``'s memory (``"param"``: parameter 1; else that slot of parameter 1) borrowed
-    through ``source``, or (``borrowed`` False) a copy of it made before the step."""
+def _run(name, impl, shapes, steps, target, source, borrowed, reader=0):
+    """``steps`` steps of two parameters; from the second step on, parameter ``reader``'s
+    gradient is ``target``'s memory (``"param"``: the other parameter; else that slot of the
+    other parameter) borrowed through ``source``, or (``borrowed`` False) a copy of it made
+    before the step."""
     gen = torch.Generator().manual_seed(7)
     params = [torch.nn.Parameter(torch.randn(s, generator=gen, dtype=torch.float64))
               for s in shapes]
@@ -42,8 +43,9 @@ def _run(name, impl, shapes, steps, target, source, borrowed):
     for step in range(steps):
         grads = [torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes]
         if step:
-            memory = params[1] if target == "param" else opt.state[params[1]][target]
-            grads[0] = _borrow(memory, source) if borrowed else memory.detach().clone()
+            other = params[1 - reader]
+            memory = other if target == "param" else opt.state[other][target]
+            grads[reader] = _borrow(memory, source) if borrowed else memory.detach().clone()
         for p, g in zip(params, grads, strict=True):
             p.grad = g
         opt.step()
@@ -68,7 +70,8 @@ def test_borrowed_memory_is_read_before_any_write(name, impl, data):
     target = data.draw(st.sampled_from(["param", *slots]), label="memory of")
     source = data.draw(st.sampled_from(["numpy", "dlpack"]), label="through")
     steps = data.draw(st.integers(2, 3), label="steps")
-    got = _run(name, impl, shapes, steps, target, source, True)
-    wanted = _run(name, impl, shapes, steps, target, source, False)
+    reader = data.draw(st.sampled_from([0, 1]), label="whose gradient borrows")
+    got = _run(name, impl, shapes, steps, target, source, True, reader)
+    wanted = _run(name, impl, shapes, steps, target, source, False, reader)
     for a, b in zip(got, wanted, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
