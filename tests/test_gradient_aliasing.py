@@ -85,6 +85,18 @@ SCENARIOS = {
     # a parameter of the group updated before (another bucket)
     "groups": ([[1.0, 2.0, 3.0], [0.5, -1.0, 4.0]], True,
                lambda p: [_const((3,)), p[0].detach()]),
+    # #47 A1: a storage of its own over another parameter's memory (numpy, DLPack), so the
+    # storage is held once and nothing requires grad
+    "numpy-later": ([[1.0, 2.0, 3.0], [0.5, -1.0, 4.0]], False,
+                    lambda p: [torch.from_numpy(p[1].detach().numpy()), _const((3,))]),
+    "numpy-earlier": ([[1.0, 2.0, 3.0], [0.5, -1.0, 4.0]], False,
+                      lambda p: [_const((3,)), torch.from_numpy(p[0].detach().numpy())]),
+    "numpy-own": ([[1.0, 2.0, 3.0], [0.5, -1.0, 4.0]], False,
+                  lambda p: [torch.from_numpy(p[0].detach().numpy()), _const((3,))]),
+    "dlpack-later": ([[1.0, 2.0, 3.0], [0.5, -1.0, 4.0]], True,
+                     lambda p: [torch.from_dlpack(p[1].detach()), _const((3,))]),
+    "numpy-view": ([[1.0, 2.0, 3.0], [[0.5, -1.0, 4.0], [2.0, -3.0, 0.25]]], False,
+                   lambda p: [torch.from_numpy(p[1].detach().numpy()[1]), _const((2, 3))]),
 }
 
 

@@ -47,6 +47,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from trainop.contract import betas, llvm_order, scheduled_lr
@@ -63,8 +64,13 @@ from trainop.contract.flat_plan import FlatLayout, flat_plan, reattach, relink, 
 from trainop.contract.gate import NO_GATE, Gate, make_gate
 from trainop.contract.hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop.contract.implementations import TRITON, Implementations
-from trainop.contract.outside_load import check_outside_load, noted
-from trainop.contract.overlap import check_no_duplicates, check_no_overlap, check_written_apart
+from trainop.contract.outside_load import check_outside_load, noted, state_noted
+from trainop.contract.overlap import (
+    byte_extents,
+    check_memory_written,
+    check_no_duplicates,
+    check_no_overlap,
+)
 from trainop.contract.read_first import read_first
 from trainop.contract.slots import (
     AggregationMethod,
@@ -221,6 +227,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             super().__init__(params, defaults)
             self._check_implementation([p for g in self.param_groups for p in g["params"]])
         self.state = adopt(self.state)
+        self._state_seen = state_noted(self)  # (contract/outside_load.py)
 
     @property
     def param_groups(self) -> list[dict[str, Any]]:
@@ -592,6 +599,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             return
         self._gate = NO_GATE
         self._counters_seen = noted(self)
+        self._state_seen = state_noted(self)
         self._betas_seen = {}  # keyed by the groups' ids, which a copy changes
         self._invalidate()
         if self._flat is not None:  # the copied buffers live at new addresses
@@ -663,6 +671,8 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         made again after them."""
         grads = plan.gradients()
         if grads is None:
+            if plan.moved():  # `p.data = t`: the general path checks this step, then a new plan
+                self._step_plan = None
             return {}
         prepared: dict[int, Prepared] = {}
         user_code = False
@@ -1001,21 +1011,25 @@ class Optimizer(Implementations, torch.optim.Optimizer):
 
     def _check_written_apart(self) -> None:
         """No parameter or slot shares memory with another one an update writes (a slot
-        replaced by a view of its parameter, of another slot, of another parameter): one sort
-        of byte ranges, repeated only when the state or the groups' parameters changed."""
+        replaced by a view of its parameter, of another slot, of another parameter; ``c.data =
+        b.data``), nor with itself (an expanded tensor): one sort of byte ranges, repeated only
+        when the state, the groups' parameters or the tensors' memory (``p.data = t``, one
+        C pass over their byte ranges) changed."""
         state = self.state
+        written = [(p, i, None) for i, p in enumerate(
+            p for g in self.param_groups for p in g["params"])]
+        written += [(slot, i, name) for p, i, _ in list(written)
+                    for name, slot in state.get(p, {}).items() if isinstance(slot, torch.Tensor)]
+        start, end = byte_extents([t for t, _, _ in written])
+        ranges = np.concatenate((start, end))
         done = self._apart_checked
         if (done is not None and done[0] is state and done[1] == state.version
-                and done[2].matches(self.param_groups)):
+                and done[2].matches(self.param_groups) and np.array_equal(done[3], ranges)):
             return
-        tensors = []
-        for i, p in enumerate(p for g in self.param_groups for p in g["params"]):
-            tensors.append((p, f"parameter {i} (shape {tuple(p.shape)})"))
-            tensors += [(slot, f"the slot {name!r} of parameter {i}")
-                        for name, slot in state.get(p, {}).items()
-                        if isinstance(slot, torch.Tensor)]
-        check_written_apart(tensors)
-        self._apart_checked = (state, state.version, GroupsSnapshot(self.param_groups))
+        check_memory_written([(t, f"parameter {i} (shape {tuple(t.shape)})" if name is None
+                               else f"the slot {name!r} of parameter {i}")
+                              for t, i, name in written])
+        self._apart_checked = (state, state.version, GroupsSnapshot(self.param_groups), ranges)
 
     def _make_slots(self, var: torch.Tensor, group: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         slots = {}
@@ -1086,6 +1100,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         tf_params = None if self._tf_group is None else self._tf_group["params"]
         self._tf_group = next((g for g in self.param_groups if g["params"] is tf_params), None)
         self._counters_seen = noted(self)
+        self._state_seen = state_noted(self)
         self._invalidate()
 
 
@@ -1098,7 +1113,7 @@ _LOSS_USED_TWICE = (
 
 # Caches an optimizer derives from its groups and state (not pickled, rebuilt when needed).
 _DERIVED = frozenset({"_step_plan", "_param_index_cache", "_hyper_cache", "_gate",
-                      "_apart_checked", "_betas_seen", "_counters_seen"})
+                      "_apart_checked", "_betas_seen", "_counters_seen", "_state_seen"})
 
 
 def _shown(value: Any) -> str:

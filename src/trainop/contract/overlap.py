@@ -20,8 +20,8 @@ import torch
 
 from trainop.kernels.native import metadata
 
-__all__ = ["byte_extents", "check_no_duplicates", "check_no_overlap", "check_written_apart",
-           "own_elements_overlap"]
+__all__ = ["byte_extents", "check_memory_written", "check_no_duplicates", "check_no_overlap",
+           "check_written_apart", "own_elements_overlap"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
@@ -111,6 +111,18 @@ def check_written_apart(tensors: Iterable[tuple[torch.Tensor, str]]) -> None:
             f"Expected the parameters and slots an update writes not to share memory, got "
             f"{found[0]} and {found[1]} overlapping in one storage; give each its own "
             "storage (e.g. .clone())")
+
+
+def check_memory_written(tensors: list[tuple[torch.Tensor, str]]) -> None:
+    """``check_written_apart``, and first no tensor whose own elements overlap (an expanded
+    tensor assigned as ``p.data``): a kernel writing it would write one element twice."""
+    for t, label in tensors:
+        if own_elements_overlap(t):
+            raise ValueError(
+                f"Expected the parameters and slots an update writes not to share memory, got "
+                f"{label} (stride {t.stride()}) whose own elements overlap (an expanded "
+                "tensor?); give it its own storage (e.g. .clone())")
+    check_written_apart(tensors)
 
 
 def _first_overlap(labelled):

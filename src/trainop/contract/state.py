@@ -107,6 +107,14 @@ class OptimizerState(_Counted, defaultdict):
     def _changed(self) -> None:
         self.version += 1
 
+    def __missing__(self, key):
+        # an entry made by reading ``opt.state[p]`` is one of this state's own entries (an
+        # entry assigned whole, ``opt.state[p] = {...}``, is a loader's: outside_load.py)
+        if self.default_factory is not dict:
+            return super().__missing__(key)
+        self[key] = entry = SlotState(self)
+        return entry
+
     def __reduce__(self):
         return (OptimizerState, (self.default_factory, dict(self)))
 

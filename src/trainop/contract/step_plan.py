@@ -12,7 +12,7 @@ step takes the general, fully validated path.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import attrgetter, is_
+from operator import attrgetter, is_, methodcaller
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ from trainop.kernels.native import metadata
 # Attribute readers for map(): a list of tensors read without a Python loop body.
 _GRAD, _LAYOUT = attrgetter("grad"), attrgetter("layout")
 _SHAPE, _DTYPE = attrgetter("shape"), attrgetter("dtype")
+_POINTER = methodcaller("data_ptr")
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
@@ -67,9 +68,11 @@ class StepPlan:
     # Whether that pass found a gradient that may share memory (``read_first``'s filter, read
     # in the same C pass); None where it was not read there.
     _shared: bool | None = field(default=None, init=False)
+    _written_list: list | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.shapes = [p.shape for p in self.params]
+        self.pointers = [p.data_ptr() for p in self.params]
         self.dtypes = [p.dtype for p in self.params]
         self.layouts = [torch.strided] * len(self.params)
         # The metadata reader takes plain tensors and Parameters (no __torch_function__).
@@ -105,9 +108,12 @@ class StepPlan:
         return copied
 
     def _written(self) -> list[torch.Tensor]:
-        """Every tensor a step of this plan writes: the parameters and their slots."""
-        return [*self.params, *(t for b in self.buckets for slot in b.slots.values()
-                                for t in slot)]
+        """Every tensor a step of this plan writes: the parameters and their slots (the list
+        made once: the plan's tensors do not change)."""
+        if self._written_list is None:
+            self._written_list = [*self.params, *(t for b in self.buckets
+                                                  for slot in b.slots.values() for t in slot)]
+        return self._written_list
 
     def _gradients(self) -> list[torch.Tensor] | None:
         """``gradients`` as they are (a gradient sharing memory not copied)."""
@@ -128,9 +134,21 @@ class StepPlan:
         if (layouts != self.layouts or list(map(_SHAPE, grads)) != self.shapes
                 or list(map(_DTYPE, grads)) != self.dtypes
                 or list(map(_SHAPE, self.params)) != self.shapes
-                or list(map(_DTYPE, self.params)) != self.dtypes):
+                or list(map(_DTYPE, self.params)) != self.dtypes
+                or list(map(_POINTER, self.params)) != self.pointers):
             return None
         return grads
+
+    def moved(self) -> bool:
+        """Whether a parameter is no longer the memory the plan was built for (``p.data = t``,
+        of the same shape or not): then the general path checks the step (``gradients`` found
+        it) and the plan is built again."""
+        reader = metadata.load() if self.bulk else None
+        if reader is not None:
+            return list(self.record) != list(reader.record(self.params))
+        return (list(map(_SHAPE, self.params)) != self.shapes
+                or list(map(_DTYPE, self.params)) != self.dtypes
+                or list(map(_POINTER, self.params)) != self.pointers)
 
     def read_for(self, bucket: Bucket) -> tuple[np.ndarray, np.ndarray] | None:
         """What this step's ``gradients()`` read of ``bucket``'s parameters and gradients for

@@ -53,6 +53,11 @@ def run(args: argparse.Namespace) -> int:
     if twice:
         sys.stderr.write(f"trainop check-config: {twice}\n")
         return 1
+    path = _plot_path(args)
+    if path is not None and _same_file(path, args.file):
+        sys.stderr.write(f"trainop check-config: the plot would overwrite the recipe {args.file} "
+                         f"(--plot {path}); nothing written, give the plot another name\n")
+        return 1
     try:
         recipe = load_with_settings(args.file, parse_settings(getattr(args, "set", None)))
         pending = recipe.pending()
@@ -117,8 +122,7 @@ def _report(recipe, args: argparse.Namespace) -> None:
     out(f"  {schedule_.unit:>8s}  learning rate\n")
     for row in _summarised(schedule_.rows):
         out(f"  {row[0]:>8d}  {row[1]:.6g}\n" if row[0] is not None else f"  {row[1]}\n")
-    path = None if args.no_plot else args.plot or (args.out and os.path.join(
-        args.out, os.path.splitext(os.path.basename(args.file))[0] + ".lr.png"))
+    path = _plot_path(args)
     if path is None and not args.no_plot:
         out("plot: none written (--plot FILE.png or --out FOLDER)\n")
     elif path is not None:
@@ -140,6 +144,24 @@ def _report(recipe, args: argparse.Namespace) -> None:
             out(f"  {key}: {why}\n")
     for warning in warnings_for(recipe):
         out(f"warning: {warning}\n")
+
+
+def _plot_path(args: argparse.Namespace) -> str | None:
+    """Where the plot goes: ``--plot``, else ``<recipe name>.lr.png`` in ``--out``; None for
+    no plot."""
+    if getattr(args, "no_plot", False):
+        return None
+    out = getattr(args, "out", None)
+    return getattr(args, "plot", None) or (out and os.path.join(
+        out, os.path.splitext(os.path.basename(args.file))[0] + ".lr.png"))
+
+
+def _same_file(path: str, other: str) -> bool:
+    """Whether ``path`` names the file ``other`` (through links or another spelling)."""
+    try:
+        return os.path.samefile(path, other)
+    except OSError:  # one of them does not exist
+        return os.path.realpath(path) == os.path.realpath(other)
 
 
 def _built_torch_hyperparameters(recipe) -> dict | None:

@@ -83,9 +83,7 @@ def run(args: argparse.Namespace | None = None) -> int:
     out("implementation each optimizer picks for float32 CPU parameters:\n")
     out("".join(_picks(trainop.OPTIMIZER_CLASSES, torch.device("cpu"), offers=True)))
     out(f"triton: {_triton()}\n")
-    interpret = os.environ.get("TRITON_INTERPRET")
-    out(f"TRITON_INTERPRET: {interpret!r} (Triton kernels on CPU tensors)\n" if interpret
-        else "TRITON_INTERPRET: not set\n")
+    out(f"TRITON_INTERPRET: {_interpret_line()}\n")
     out("CUDA: " + (f"{torch.cuda.device_count()} device(s), {torch.cuda.get_device_name(0)}"
                     if torch.cuda.is_available() else "not available") + "\n")
     cuda = _picks(trainop.OPTIMIZER_CLASSES, torch.device("cuda"), offers=False)
@@ -94,6 +92,19 @@ def run(args: argparse.Namespace | None = None) -> int:
            " (Triton only when asked for, implementation='triton': opt-in until "
            f"{GPU_CHECK} has passed on a GPU)") + ":\n" + "".join(cuda))
     return 1 if problems else 0
+
+
+def _interpret_line() -> str:
+    """``TRITON_INTERPRET`` as the Triton path reads it (``kernels.triton.interpreted``): set
+    to a true value, the kernels run on CPU tensors; any other value leaves them on CUDA."""
+    from trainop.kernels import triton
+
+    value = os.environ.get("TRITON_INTERPRET")
+    if value is None:
+        return "not set"
+    if triton.interpreted():
+        return f"{value!r} (Triton kernels on CPU tensors)"
+    return f"{value!r} (off: Triton kernels on CUDA tensors only)"
 
 
 def _picks(classes: dict, device, *, offers: bool) -> list[str]:

@@ -408,7 +408,7 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
         raise ValueError("Expected clip_gradients and larc_params not to be used together, got "
                          "both (OpenSeq2Seq raises AttributeError)")
     chosen = check_summaries(summaries)
-    iter_size = _check_iter_size(iter_size)
+    iter_size = check_iter_size(iter_size)
     check_bool("on_horovod", on_horovod)
     check_bool("accumulate_first", accumulate_first)
     if apply_loss_scaling is not None:
@@ -467,7 +467,8 @@ def optimize_loss(loss: Callable[..., torch.Tensor], optimizer: Any,
                    scaler=scale if isinstance(loss_scaling, str) else None)
 
 
-def _check_iter_size(iter_size: Any) -> int:
+def check_iter_size(iter_size: Any) -> int:
+    """``iter_size`` checked: an int in [1, 2**63 - 1] (also a recipe's, at load)."""
     if isinstance(iter_size, bool) or not isinstance(iter_size, int) or iter_size < 1:
         raise ValueError(f"Expected `iter_size` to be an int >= 1, got {iter_size!r}")
     if iter_size > STEP_MAX:  # gradients are divided by it as an int64 scalar

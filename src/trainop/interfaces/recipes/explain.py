@@ -132,8 +132,14 @@ class Schedule:
 
 
 def _points(last: int, extra: list[int]) -> list[int]:
-    marks = {round(last * k / 10) for k in range(11)} | {e for e in extra if 0 <= e <= last}
+    marks = {_tenth(last * k) for k in range(11)} | {e for e in extra if 0 <= e <= last}
     return sorted(marks)
+
+
+def _tenth(n: int) -> int:
+    """``round(n / 10)`` (half to even) in integers: exact where ``n / 10`` is not (2**63)."""
+    q, r = divmod(n, 10)
+    return q + (r > 5 or (r == 5 and q % 2 == 1))
 
 
 def schedule(recipe: Recipe, num_steps: int | None = None,

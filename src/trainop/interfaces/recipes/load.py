@@ -29,7 +29,7 @@ from trainop.interfaces.recipes import openseq2seq, returnn, trainop_format
 from trainop.interfaces.recipes.names import resolve_name
 from trainop.interfaces.recipes.overrides import apply_overrides
 from trainop.interfaces.recipes.recipe import Recipe, without_unresolved
-from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS
+from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS, MAPPINGS
 from trainop.training.returnn.resolve import check_classes
 
 __all__ = ["load_recipe"]
@@ -220,7 +220,7 @@ def _returnn_recipe(config: Mapping[str, Any], source: str,
     unresolved = dict(unresolved or {})
     if overrides:
         config = apply_overrides(config, overrides, _RETURNN_KEYS | {"backend"},
-                                 "the overrides (RETURNN's training options)")
+                                 "the overrides (RETURNN's training options)", MAPPINGS)
         for key in overrides:  # an override supplies what the file computed with code
             unresolved.pop(key, None)
             unresolved.pop(key.partition(".")[0], None)

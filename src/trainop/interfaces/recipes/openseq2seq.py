@@ -48,6 +48,7 @@ import torch
 from trainop.configs import Symbol, Unresolved, check_keys, closest
 from trainop.contract.optimizer import Optimizer
 from trainop.contract.ranges import POSITIVE
+from trainop.contract.state import STEP_MAX
 from trainop.contract.validation import check_int, check_real, describe
 from trainop.interfaces.recipes.names import (
     POLICY_FUNCTIONS,
@@ -61,7 +62,7 @@ from trainop.processing import AutomaticLossScaler
 from trainop.processing.larc import LARC
 from trainop.registry import get_optimizer_class
 from trainop.schedules import fill_policy_params, policy
-from trainop.training.optimize_loss import TrainOp, optimize_loss
+from trainop.training.optimize_loss import TrainOp, check_iter_size, optimize_loss
 from trainop.training.summaries import check_summaries
 
 __all__ = ["DEFAULTS", "IGNORED", "UPSTREAM_BEHAVIOUR", "build", "fill_for_run",
@@ -76,6 +77,9 @@ DEFAULTS: dict[str, Any] = {
     "freeze_variables_regex": None, "regularizer": None, "regularizer_params": {},
     "use_horovod": False, "max_steps": None, "num_epochs": None, "save_summaries_steps": None,
 }
+#: The options whose value is a dict (a dotted ``--set larc_params.larc_eta=...`` may start one).
+MAPPINGS = frozenset({"optimizer_params", "lr_policy_params", "larc_params",
+                      "loss_scaling_params", "regularizer_params"})
 #: Where trainop's default (for new work) is not what OpenSeq2Seq's code does: optimizer class
 #: -> {argument: (the value that reproduces OpenSeq2Seq, why)}. An OpenSeq2Seq recipe gets it
 #: unless its ``optimizer_params`` set the argument (the user's override); docs/recipes.md
@@ -172,7 +176,7 @@ def with_overrides(params: Mapping[str, Any], overrides: Mapping[str, Any]) -> d
             raise ValueError(f"Expected a training option to override, got {dotted!r}: it "
                              f"changes nothing trainop uses ({IGNORED[head]})")
     return apply_overrides(params, overrides, DEFAULTS,
-                           "the overrides (OpenSeq2Seq's training options)")
+                           "the overrides (OpenSeq2Seq's training options)", MAPPINGS)
 
 
 def _needing_code(params: Mapping[str, Any], prefix: str = ""):
@@ -216,11 +220,13 @@ def _normalize(o: dict[str, Any], unresolved: Mapping[str, Any]) -> None:
         check_real("loss_scaling", scaling, POSITIVE)
     if o["max_grad_norm"] is not None and not needs_code("max_grad_norm"):
         check_real("max_grad_norm", o["max_grad_norm"], POSITIVE)
-    if not needs_code("iter_size"):
-        check_int("iter_size", o["iter_size"], POSITIVE)
+    if not needs_code("iter_size"):  # optimize_loss's own check: train's bound at load
+        check_iter_size(o["iter_size"])
     for key in ("max_steps", "num_epochs", "save_summaries_steps"):
         if o[key] is not None and not needs_code(key):
             check_int(key, o[key], POSITIVE)
+            if o[key] > STEP_MAX:  # counted in int64 steps, as the global step
+                raise ValueError(f"Expected `{key}` in [1, 2**63 - 1], got {o[key]!r}")
     if o["max_grad_norm"] is not None and o["larc_params"] is not None:
         raise ValueError("Expected `max_grad_norm` and `larc_params` not to be used together, "
                          "got both (OpenSeq2Seq raises AttributeError)")

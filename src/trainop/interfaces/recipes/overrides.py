@@ -4,7 +4,7 @@ validated exactly as the file's own value would be."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 from trainop.configs import Text, check_keys
@@ -15,11 +15,13 @@ __all__ = ["apply_overrides"]
 
 
 def apply_overrides(values: Mapping[str, Any], overrides: Mapping[str, Any],
-                    keys: Iterable[str], where: str) -> dict[str, Any]:
+                    keys: Iterable[str], where: str, mappings: Container[str] = ()
+                    ) -> dict[str, Any]:
     """``values`` (a new dict) with each override set: its head must be one of ``keys`` (else
     a ``ValueError`` naming the closest); a ``Text`` value is read as ``--set`` text
     (``final_value``: data within the evaluator's bounds, else the text); a dotted key sets
-    one entry of the head's dict (``TypeError`` where the head's value is not a dict)."""
+    one entry of the head's dict (``TypeError`` where the head's value is not a dict, or is
+    unset and the head is not one of ``mappings``, the options whose value is a dict)."""
     out = dict(values)
     keys = list(keys)
     for dotted, value in overrides.items():
@@ -31,6 +33,10 @@ def apply_overrides(values: Mapping[str, Any], overrides: Mapping[str, Any],
             if not isinstance(nested, Mapping | None):
                 raise TypeError(f"Expected `{head}` to be a dict to override {dotted!r}, got "
                                 f"{describe(nested)}")
+            if nested is None and head not in mappings:
+                raise TypeError(f"Expected `{head}` to be a dict to override {dotted!r}, got "
+                                f"an option that is not a dict (unset here); set it whole: "
+                                f"{head}=VALUE")
             value = {**(nested or {}), sub: value}
         out[head] = value
     return out

@@ -36,7 +36,7 @@ from trainop.configs import check_keys
 from trainop.contract.validation import describe
 from trainop.interfaces.recipes import openseq2seq, returnn
 from trainop.interfaces.recipes.overrides import apply_overrides
-from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS
+from trainop.training.returnn.options import DEFAULTS, LR_CONTROL_KEYS, MAPPINGS
 from trainop.training.returnn.resolve import resolve_class, with_classes
 from trainop.training.returnn.torch_classes import resolve_torch_class
 
@@ -68,7 +68,7 @@ def options_from(data: Mapping[str, Any], classes: Mapping[str, type] | None = N
         return "openseq2seq", options, openseq2seq.optimizer_class(options["optimizer"])
     check_keys(body, ["format", "openseq2seq", *DEFAULTS, *LR_CONTROL_KEYS], "the trainop recipe")
     body = apply_overrides(body, overrides or {}, [*DEFAULTS, *LR_CONTROL_KEYS],
-                           "the overrides (options of the trainop recipe)")
+                           "the overrides (options of the trainop recipe)", MAPPINGS)
     if "optimizer" in body:
         body["optimizer"] = with_classes(body["optimizer"], classes)
     _check_optimizer_arguments(body)

@@ -20,7 +20,7 @@ from trainop.training.returnn.unknown_options import (
     refuse_upstream_only,
 )
 
-__all__ = ["DEFAULTS", "read_config"]
+__all__ = ["DEFAULTS", "MAPPINGS", "read_config"]
 
 #: option -> default (RETURNN's TF backend).
 DEFAULTS: dict[str, Any] = {
@@ -60,6 +60,9 @@ DEFAULTS: dict[str, Any] = {
     "weight_decay_custom_include_check": None,
     "param_groups_custom": None,
 }
+
+#: The options whose value is a dict (a dotted ``--set optimizer.epsilon=...`` may start one).
+MAPPINGS = frozenset({"optimizer", "updater_opts"})
 
 #: Keys of the per-epoch learning-rate control, allowed in trainop's strict configs.
 LR_CONTROL_KEYS = ("learning_rates", "learning_rate_control", "min_learning_rate",

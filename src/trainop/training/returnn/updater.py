@@ -308,7 +308,7 @@ class Updater:
         if options["debug_grad_summaries"] and summary_writer is None:
             raise ValueError("Expected a `summary_writer` (a SummaryWriter or a log directory) "
                              "with `debug_grad_summaries`: the summaries are written there")
-        if options["backend"] not in BACKENDS:
+        if not isinstance(options["backend"], str) or options["backend"] not in BACKENDS:
             raise ValueError(f"Expected `backend` to be one of {sorted(BACKENDS)}, got "
                              f"{options['backend']!r}")
         options["backend"] = BACKENDS[options["backend"]]

@@ -8,14 +8,16 @@
 //       each parameter's .grad, or None if one is missing, not strided, or differs from its
 //       parameter in dtype, shape or device, or a parameter differs from its entry of
 //       `record` (int64 at `record`, per parameter: scalar type, device type, device index,
-//       number of dimensions, then the sizes: what the step plan was built for; a
-//       `p.data = t` since then); then the step takes the general, validated path.
+//       number of dimensions, the sizes, the strides, the data pointer: what the step plan
+//       was built for; a `p.data = t` since then, even of the same shape); then the step
+//       takes the general, validated path.
 //       The bool: every parameter and gradient is exactly one of `types`, on the CPU and
 //       contiguous; then the C boundary's reads of them are written at `out` as int64
 //       (n = len(params)): out[i] the parameter's data pointer, out[n + i] its gradient's,
 //       out[2n + i] its element count (the buffer is only complete after True).
 //       The second bool: some gradient exactly one of `types` may share its memory with
-//       another tensor (as `shared` finds, in the same pass).
+//       another tensor (as `shared` finds, in the same pass), or some parameter's storage
+//       does not own its memory (a gradient's own memory may be that parameter's).
 //   record(params) -> list[int]
 //       the record `gradients` compares the parameters with (see there), as it is now.
 //   pointers(lists, address) -> bool
@@ -58,8 +60,9 @@
 //       whether some tensor of `tensors` (a list) that is exactly one of `types` and strided
 //       may share its memory with another tensor: it requires grad (it may be a parameter
 //       itself), or its storage is held by another tensor too (use count above one: a view,
-//       `p.detach()`); False where every one has a storage of its own (a gradient autograd
-//       made). The step's filter before it compares its gradients with the memory it writes
+//       `p.detach()`), or its storage does not own its memory (`from_numpy`, `from_dlpack`:
+//       another storage may hold the same bytes); False where every one has a storage of its
+//       own over memory of its own (a gradient autograd made). The step's filter before it compares its gradients with the memory it writes
 //       (../../../contract/read_first.py); other tensors are not looked at.
 //   extents(tensors, types, address) -> None
 //       for each tensor of `tensors` (a list), the byte addresses from its first element to
@@ -165,24 +168,36 @@ void prefetch_gradients(PyObject* params, Py_ssize_t i, PyObject* types) {
 // Whether `p` is as its entry of the plan's record says (advancing `entry` past it); false
 // also where the record ends early.
 bool as_recorded(const at::Tensor& p, const int64_t*& entry, const int64_t* end) {
-    if (end - entry < 4) return false;
+    if (end - entry < 5) return false;
     const int64_t dims = entry[3];
-    if (dims < 0 || end - entry < 4 + dims) return false;
+    if (dims < 0 || end - entry < 5 + 2 * dims) return false;
     const c10::Device device = p.device();
     if (static_cast<int64_t>(p.scalar_type()) != entry[0] ||
         static_cast<int64_t>(device.type()) != entry[1] || device.index() != entry[2] ||
         p.dim() != dims)
         return false;
     const auto sizes = p.sizes();
+    const auto strides = p.strides();
     for (int64_t d = 0; d < dims; ++d)
-        if (sizes[d] != entry[4 + d]) return false;
-    entry += 4 + dims;
+        if (sizes[d] != entry[4 + d] || strides[d] != entry[4 + dims + d]) return false;
+    if (static_cast<int64_t>(reinterpret_cast<uintptr_t>(p.data_ptr())) != entry[4 + 2 * dims])
+        return false;
+    entry += 5 + 2 * dims;
     return true;
+}
+
+// Whether strided `t`'s storage holds memory that another storage may also hold: memory it
+// does not own as an allocation of its own (its context is not its data: `from_numpy`,
+// `from_dlpack`, `from_blob`, shared or mapped memory), which another tensor's storage (a
+// parameter's, a slot's) may hold too.
+bool borrowed(const at::Tensor& t) {
+    const c10::DataPtr& data = t.storage().data_ptr();
+    return data.get_context() != data.get();
 }
 
 // Whether strided `t` may share its memory with another tensor (see `shared`).
 bool may_share(const at::Tensor& t) {
-    return t.requires_grad() || t.storage().use_count() != 1;
+    return t.requires_grad() || t.storage().use_count() != 1 || borrowed(t);
 }
 
 PyObject* gradients(PyObject*, PyObject* args) {
@@ -224,7 +239,8 @@ PyObject* gradients(PyObject*, PyObject* args) {
             }
             PyList_SET_ITEM(grads, i, wrapped);
             const bool plain_grad = one_of(wrapped, types);
-            maybe_shared = maybe_shared || (plain_grad && may_share(g));
+            // a parameter in borrowed memory may be the memory of a gradient that owns it
+            maybe_shared = maybe_shared || (plain_grad && (may_share(g) || borrowed(*p)));
             ready = ready && one_of(item, types) && plain_grad &&
                     p->layout() == c10::kStrided && p->device().is_cpu() &&
                     p->is_contiguous() && g.is_contiguous();
@@ -266,6 +282,8 @@ PyObject* record(PyObject*, PyObject* args) {
                       append(static_cast<int64_t>(device.type())) &&
                       append(device.index()) && append(p->dim());
             for (const int64_t size : p->sizes()) ok = ok && append(size);
+            for (const int64_t stride : p->strides()) ok = ok && append(stride);
+            ok = ok && append(static_cast<int64_t>(reinterpret_cast<uintptr_t>(p->data_ptr())));
             if (!ok) {
                 Py_DECREF(out);
                 return nullptr;
