@@ -21,7 +21,7 @@ fi
 # newest torch (scripts/compat.sh), each in the time left before minute 85 of CI's 90 (none if
 # under 10 min are left); a run stopped for time is reported, not failed. Measured on the 2-core
 # machine under load: the first run per version installs torch for 15-20 min (cached after in
-# ~/.cache/trainop/compat: setup ~1 min), then the subset's ~2,200 tests run for 20-40 min.
+# ~/.cache/trainop/compat: setup ~1 min), then the subset (~2,200 tests) ran 40+ min.
 if [ -n "${CI:-}" ] && [ "${TRAINOP_COMPAT:-1}" != 0 ]; then
   for version in ${TRAINOP_COMPAT_VERSIONS:-2.6.0 2.14.1}; do
     left=$((5100 - SECONDS))
