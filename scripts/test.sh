@@ -23,7 +23,7 @@ fi
 # machine under load: the first run per version installs torch for 15-20 min (cached after in
 # ~/.cache/trainop/compat: setup ~1 min), then the subset (~2,200 tests) ran 40+ min.
 if [ -n "${CI:-}" ] && [ "${TRAINOP_COMPAT:-1}" != 0 ]; then
-  for version in ${TRAINOP_COMPAT_VERSIONS:-2.6.0 2.14.1}; do
+  for version in ${TRAINOP_COMPAT_VERSIONS:-2.13.0 2.14.1}; do
     left=$((5100 - SECONDS))
     if [ "$left" -lt 600 ]; then echo "scripts/test.sh: no time left for compat $version"
     else status=0; timeout "$left" bash scripts/compat.sh "$version" || status=$?
