@@ -74,7 +74,7 @@ for line in requires("torch") or []:
         print(spec)
 EOF
 )
-  "$PY" -m pip install -q "${pure[@]}" numpy pyyaml tqdm pytest hypothesis
+  "$PY" -m pip install -q "${pure[@]}"
   if ! "$PY" -c "import torch" >/dev/null 2>&1; then
     echo "compat: torch $VERSION does not import without its CUDA libraries;" \
          "installing its full requirements (nvidia-*, 2-3 GB, once; pip caches the wheels)"
@@ -83,7 +83,9 @@ EOF
   "$PY" -c "import torch; print(torch.__version__)" >"$VENV/.trainop-compat-ready"
   echo "compat: torch $VERSION installed in $(( $(date +%s) - started )) s"
 fi
-if ! "$PY" -m pip install -q --no-deps --no-build-isolation -e "$ROOT" >"$VENV/.install.log" 2>&1
+# trainop's own requirements and what the subset needs (already there: a few seconds)
+if ! { "$PY" -m pip install -q numpy pyyaml tqdm pytest hypothesis matplotlib tensorboard &&
+       "$PY" -m pip install -q --no-deps --no-build-isolation -e "$ROOT"; } >"$VENV/.install.log" 2>&1
 then cat "$VENV/.install.log"; exit 1; fi
 installed=$("$PY" -c "import torch; print(torch.__version__)")
 setup=$(( $(date +%s) - started ))
