@@ -6,9 +6,10 @@
 # pure-Python requirements; if `import torch` fails without the nvidia-* CUDA libraries (PyPI's
 # Linux wheels are CUDA builds), it installs torch's full requirements once (2-3 GB; pip's cache
 # keeps the wheels). Later runs reuse the venv and only reinstall trainop (editable, no deps).
-# Measured on the 2-core CI-like machine: a first run 6-8 min to install (torch 2.6.0 from PyPI,
-# 2.14.1 from a local wheel), a cached run under a minute to set up; the tests themselves take
-# 5-9 min (see the subset below).
+# Measured on this 2-core machine under a load of 12-20 (idle would be faster): the first run
+# per version 16-20 min to install (torch 2.6.0 + its nvidia-* wheels from PyPI, ~3 GB: 20 min;
+# 2.14.1 from a local wheel: 15.5 min); a cached run ~1 min of setup. The tests (~2,200) then
+# ran over 40 min under that load.
 #
 # The subset (SUBSET below, printed at the start) covers every layer: algorithms and
 # optimizers, kernels (foreach, native C and its C++ metadata reader, flat buffers), the
@@ -73,7 +74,7 @@ for line in requires("torch") or []:
         print(spec)
 EOF
 )
-  "$PY" -m pip install -q "${pure[@]}" numpy pyyaml tqdm pytest hypothesis
+  "$PY" -m pip install -q "${pure[@]}"
   if ! "$PY" -c "import torch" >/dev/null 2>&1; then
     echo "compat: torch $VERSION does not import without its CUDA libraries;" \
          "installing its full requirements (nvidia-*, 2-3 GB, once; pip caches the wheels)"
@@ -82,7 +83,9 @@ EOF
   "$PY" -c "import torch; print(torch.__version__)" >"$VENV/.trainop-compat-ready"
   echo "compat: torch $VERSION installed in $(( $(date +%s) - started )) s"
 fi
-if ! "$PY" -m pip install -q --no-deps --no-build-isolation -e "$ROOT" >"$VENV/.install.log" 2>&1
+# trainop's own requirements and what the subset needs (already there: a few seconds)
+if ! { "$PY" -m pip install -q numpy pyyaml tqdm pytest hypothesis matplotlib tensorboard &&
+       "$PY" -m pip install -q --no-deps --no-build-isolation -e "$ROOT"; } >"$VENV/.install.log" 2>&1
 then cat "$VENV/.install.log"; exit 1; fi
 installed=$("$PY" -c "import torch; print(torch.__version__)")
 setup=$(( $(date +%s) - started ))

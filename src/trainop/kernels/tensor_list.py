@@ -29,7 +29,7 @@ def _is_scalar(x: Any) -> bool:
 
 
 def _rsqrt_present() -> None:
-    """``torch._foreach_rsqrt`` came with torch 2.6 (trainop's floor): below it, one message."""
+    """``torch._foreach_rsqrt`` came with torch 2.6: below it, one message, not AttributeError."""
     if not hasattr(torch, "_foreach_rsqrt"):
         require("the foreach path of Adagrad, Adadelta and ProximalAdagrad")
 
