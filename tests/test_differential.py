@@ -288,40 +288,14 @@ def foreign_grad(kind, i, params, shared, gen, scale, opt):
     return torch.from_numpy(slot.numpy()) if kind == "slot_numpy" else slot
 
 
-#: (class, implementation, kind) that fail today ONLY because such a gradient is read after
-#: the write (break A1: the metadata reader's may-share filter misses it; the fix is on branch
-#: ``breaks``). The same cases fail without the reader (its Python fallback).
-#: class -> 'implementations=kinds ...' (space-separated groups; commas within a group).
-_A1_TODAY = {
-    "GradientDescentOptimizer": "reference,fused=numpy,dlpack",
-    "MomentumOptimizer": "reference,fused=numpy,dlpack,slot_numpy foreach,native,triton=slot_numpy",
-    "AdagradOptimizer": "reference,fused=numpy,dlpack,slot_numpy foreach,native,triton=slot_numpy",
-    "AdagradDAOptimizer": "reference=numpy,dlpack,slot_numpy foreach,native,triton=slot_numpy",
-    "AdadeltaOptimizer": "reference=numpy,dlpack,slot_numpy foreach,native,triton=slot_numpy",
-    "RMSPropOptimizer": "reference=numpy,dlpack,slot_numpy foreach,native,triton=slot_numpy",
-    "AdamOptimizer": "reference,fused=numpy,dlpack,slot_numpy foreach,native,triton=slot_numpy",
-    "FtrlOptimizer": "reference=numpy,dlpack,slot_numpy",
-    "ProximalGradientDescentOptimizer": "reference=numpy,dlpack",
-    "ProximalAdagradOptimizer":
-        "reference=numpy,dlpack,slot_numpy foreach,native,triton=slot_numpy",
-    "LazyAdamOptimizer": "reference,fused=numpy,dlpack,slot_numpy foreach,native,triton=slot_numpy",
-    "AdamWOptimizer": "reference,foreach,fused,native,triton=numpy,dlpack,slot_numpy",
-    "MomentumWOptimizer": "reference,foreach,native,triton=numpy,dlpack,slot_numpy",
-    "NadamOptimizer": "reference=numpy,dlpack,slot_numpy foreach,native,triton=slot_numpy",
-    "NovoGrad": "reference=numpy,dlpack,slot_numpy",
-}
-A1_FAILS = {(name, impl, kind) for name, text in _A1_TODAY.items()
-            for group in text.split() for impl in group.split("=")[0].split(",")
-            for kind in group.split("=")[1].split(",")}
+#: A gradient in memory of its own storage object that is a parameter's or a slot's (break A1 of
+#: round 6: such gradients were read after the write): every class, implementation and kind.
 A1_CASES = [(name, impl, kind) for name in BY_NAME for impl in implementations(name)
             for kind in FOREIGN]
 
 
 def _a1_param(name, impl, kind):
-    fails = (name, impl, kind) in A1_FAILS
-    marks = [pytest.mark.xfail(strict=True, reason="round 6 A1/D2: fixed on branch breaks")]
-    return pytest.param(name, impl, kind, marks=marks if fails else [],
-                        id=f"{name}-{impl}-{kind}")
+    return pytest.param(name, impl, kind, id=f"{name}-{impl}-{kind}")
 
 
 def a1_plan(kind, python_reads=False):
@@ -376,9 +350,8 @@ D2_CASES = [(name, impl, kind) for name in BY_NAME for impl in implementations(n
             for kind in SHARED]
 
 
-# Every case fails today, ONLY because the shared memory is accepted (reference, foreach: a
-# double update) or refused after the first group was written (native, Triton): break D2.
-@pytest.mark.xfail(strict=True, reason="round 6 A1/D2: fixed on branch breaks")
+# Break D2 of round 6: memory shared after the first step was accepted (reference, foreach: a
+# double update) or refused after the first group was written (native, Triton).
 @pytest.mark.parametrize(("name", "impl", "kind"), D2_CASES,
                          ids=[f"{n}-{i}-{k}" for n, i, k in D2_CASES])
 def test_memory_shared_after_the_first_step_is_refused_before_any_write(name, impl, kind):

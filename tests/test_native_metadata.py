@@ -49,8 +49,16 @@ def gradient_pass(ps, record):
 @needs_reader
 def test_the_record_is_dtype_device_and_shape():
     ps = [torch.zeros(2, 3), torch.zeros((), dtype=torch.float64), torch.zeros(4, 1, 5)]
-    # c10::ScalarType Float = 6, Double = 7; DeviceType CPU = 0, index -1
-    assert reader.record(ps) == [6, 0, -1, 2, 2, 3, 7, 0, -1, 0, 6, 0, -1, 3, 4, 1, 5]
+    # c10::ScalarType Float = 6, Double = 7; DeviceType CPU = 0, index -1; then the number
+    # of dimensions, the sizes, the strides and the data pointer (a `p.data = t` shows)
+    expected = []
+    for p, scalar_type in zip(ps, (6, 7, 6)):
+        expected += [scalar_type, 0, -1, p.dim(), *p.shape, *p.stride(), p.data_ptr()]
+    assert expected[:10] == [6, 0, -1, 2, 2, 3, 3, 1, ps[0].data_ptr(), 7]
+    assert reader.record(ps) == expected
+    moved = ps[0].clone()
+    ps[0].data = moved
+    assert reader.record(ps)[8] == moved.data_ptr()
     assert reader.record([]) == []
 
 

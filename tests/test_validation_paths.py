@@ -169,8 +169,8 @@ def one_rank(tmp_path_factory):
 #: param groups without calling its ``load_state_dict``: the value is refused at the next step
 #: (before any write, ``test_param_group_edited_before_step``), not at the load. The ZeRO load
 #: is breaks' Z1 (a ZeRO checkpoint validated whole at load).
-ZERO_LATE = pytest.mark.xfail(strict=True, reason="round 6 Z1: ZeRO's load bypasses the "
-                                                  "optimizer's validation (branch breaks)")
+ZERO_LATE = pytest.mark.xfail(strict=True, reason="ZeRO's load bypasses the optimizer's "
+                                                  "load validation; refused at the next step")
 
 
 @ZERO_LATE
