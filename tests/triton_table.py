@@ -298,34 +298,36 @@ def correctly_rounded_sqrt():
 
 
 def spy_sparse(monkeypatch) -> list[tuple[str, bool]]:
-    """Each ``kernels.triton.sparse_rows`` call from now on: (rule, whether it ran)."""
+    """Each sparse call of the Triton path from now on (``Entry.sparse_rows``, the one way in
+    of ``kernels.triton.sparse_rows`` and of the dispatch): (rule, whether it ran)."""
     from trainop.kernels import triton as tk
 
     ran: list[tuple[str, bool]] = []
-    real = tk.sparse_rows
+    real = tk.Entry.sparse_rows
 
-    def spy(rule, *args, **kwargs):
-        ran.append((rule, real(rule, *args, **kwargs)))
+    def spy(self, rule, *args, **kwargs):
+        ran.append((rule, real(self, rule, *args, **kwargs)))
         return ran[-1][1]
 
-    monkeypatch.setattr(tk, "sparse_rows", spy)
+    monkeypatch.setattr(tk.Entry, "sparse_rows", spy)
     return ran
 
 
 def spy_runs(monkeypatch) -> list[str]:
-    """The rules the Triton path runs from now on (each ``kernels.triton.run`` that returned
-    True), recorded by a spy ``monkeypatch`` installs."""
+    """The rules the Triton path runs from now on (each dense call of its one way in,
+    ``Entry.update``, behind ``kernels.triton.run`` and the dispatch, that returned True),
+    recorded by a spy ``monkeypatch`` installs."""
     from trainop.kernels import triton as tk
 
     ran: list[str] = []
-    real = tk.run
+    real = tk.Entry.update
 
-    def spy(rule, *args, **kwargs):
-        done = real(rule, *args, **kwargs)
+    def spy(self, rule, *args, **kwargs):
+        done = real(self, rule, *args, **kwargs)
         if done:
             ran.append(rule)
         return done
 
-    monkeypatch.setattr(tk, "run", spy)
+    monkeypatch.setattr(tk.Entry, "update", spy)
     return ran
 
