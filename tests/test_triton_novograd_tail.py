@@ -1,5 +1,6 @@
-"""Issue #44, item 1: NovoGrad on Triton over a tensor of at least 2^20 elements (``SPLIT_AT``)
-whose count is not a multiple of 16. Such a unit is launched as a head (a multiple of 16 elements) and a tail;
+"""Issue #44, item 1: NovoGrad on Triton over a tensor of at least 2^20 elements
+(``launch.SPLIT_AT``) whose count is not a multiple of 16. Such a unit is launched as a head
+(a multiple of 16 elements) and a tail;
 the split used to cut NovoGrad's one-element per-tensor denominator too, so the tail kernel
 read an empty view one element past its end (the interpreter segfaulted; a GPU would divide
 the last few weights by whatever lies there). Dense and sparse (densified) paths, each in a
@@ -58,8 +59,8 @@ def test_novograd_tail_reads_its_own_denominator():
     src = os.path.abspath(os.path.join(os.path.dirname(trainop.__file__), os.pardir))
     here = os.path.dirname(os.path.abspath(__file__))
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join((src, here))}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(n), str(split_at)], capture_output=True,
-                          text=True, env=env, timeout=600, check=False)
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(n), str(split_at)],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
     assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
     found = dict(line.split() for line in done.stdout.splitlines())
     assert sorted(found) == ["dense", "sparse"], done.stdout
