@@ -222,8 +222,9 @@ def assert_mixed_matches(name, ours, theirs, dtype, rtol=RTOL) -> None:
 
 class HalfGradients:
     """Spies (installed with ``monkeypatch``) on a mixed-precision update: ``kernel``, the
-    gradient dtypes of every ``kernels.triton.run`` that ran; ``widened``, the shape of every
-    float32 copy (``Tensor.to``) made of a ``.grad`` of the parameters given to ``watch``."""
+    gradient dtypes of every kernel call the Triton entry prepared (one per gradient dtype of
+    a bucket, ``Entry._layout``); ``widened``, the shape of every float32 copy
+    (``Tensor.to``) made of a ``.grad`` of the parameters given to ``watch``."""
 
     def __init__(self, monkeypatch) -> None:
         from trainop.kernels import triton as tk
@@ -231,11 +232,11 @@ class HalfGradients:
         self.kernel: list[set[torch.dtype]] = []
         self.widened: list[tuple[int, ...]] = []
         self._params: list[torch.Tensor] = []
-        run, to = tk.run, torch.Tensor.to
+        run, to = tk.Entry._layout, torch.Tensor.to
 
-        def spy_run(rule, lists, *args, **kwargs):
-            done = run(rule, lists, *args, **kwargs)
-            if done:
+        def spy_run(entry, rule, lists, *args, **kwargs):
+            done = run(entry, rule, lists, *args, **kwargs)
+            if done is not None:
                 self.kernel.append({g.dtype for g in lists[1]})
             return done
 
@@ -246,7 +247,7 @@ class HalfGradients:
                 self.widened.append(tuple(t.shape))
             return out
 
-        monkeypatch.setattr(tk, "run", spy_run)
+        monkeypatch.setattr(tk.Entry, "_layout", spy_run)
         monkeypatch.setattr(torch.Tensor, "to", spy_to)
 
     def watch(self, params) -> None:

@@ -167,7 +167,7 @@ def _on_triton(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, whole: Any) -> 
     reduce = None if whole is None else (lambda squares: summed_over_shards(squares, whole))
     if not triton.entry_of(opt).update(rule, [vs, gs, *slots], hyper,
                                        multiplier=gate.multiplier, found_inf=gate.found_inf,
-                                       half=half, reduce=reduce):
+                                       half=half, reduce=reduce, mixed=gate.widen):
         return False
     if half is not None:
         opt._copied_to_half.update(map(id, vs))

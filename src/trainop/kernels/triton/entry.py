@@ -172,8 +172,12 @@ class Entry:
                found_inf: torch.Tensor | None = None,
                half: Sequence[torch.Tensor] | None = None,
                squares: torch.Tensor | None = None,
-               reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> bool:
-        """``kernels.triton.run`` (see there) through this entry; ``reduce``: for a rule of
+               reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+               mixed: bool = False) -> bool:
+        """``kernels.triton.run`` (see there) through this entry; ``mixed``: the gradients
+        may have several dtypes (``widen_gradients``: a master's half and float32 gradients;
+        one kernel call per dtype), else they are one dtype (another list is refused at the
+        boundary, a ``ValueError``); ``reduce``: for a rule of
         ``WHOLE_NORM_RULES`` over local shards, the sum over the ranks of each tensor's
         squared norm (one collective), run after the checks passed. False: nothing done."""
         package = _package()
@@ -197,7 +201,9 @@ class Entry:
             return False
         with self.lock, devices.guard(device):
             calls = []
-            for part, part_half in _split_by_gradient_dtype(lists, half):
+            parts = (_split_by_gradient_dtype(lists, half) if mixed
+                     else [(list(lists), None if half is None else list(half))])
+            for part, part_half in parts:
                 layout = self._layout(rule, part, part_half)
                 if layout is None:
                     return False
