@@ -87,13 +87,12 @@ def test_a_captured_host_row_is_never_written_again(monkeypatch):
 
 def test_the_layout_cache_evicts_the_least_recently_used(monkeypatch):
     # the layout a bucket uses every step stays however many others come after it (T16)
-    from collections import OrderedDict
     from types import SimpleNamespace
 
     from trainop.kernels.triton import tables
 
-    monkeypatch.setattr(tables, "_LAYOUTS", OrderedDict())
     monkeypatch.setattr(tables, "LIMIT", 2)
+    cache = tables.Cache(steps=False)
     made = []
 
     def make(name):
@@ -101,9 +100,29 @@ def test_the_layout_cache_evicts_the_least_recently_used(monkeypatch):
         return SimpleNamespace(pinned=False, name=name)
 
     for key in ("every step", "b", "every step", "c", "every step", "d"):
-        assert tables.cached((key,), lambda key=key: make(key)).name == key
+        assert cache((key,), lambda key=key: make(key)).name == key
     assert made == ["every step", "b", "c", "d"]  # never made again
-    assert list(tables.layouts()) == [("every step",), ("d",)]
+    assert list(cache.items) == [("every step",), ("d",)]
+
+
+def test_an_optimizers_cache_keeps_what_its_last_steps_used(monkeypatch):
+    # beyond the limit, an optimizer's cache evicts only what its last two steps did not use
+    from types import SimpleNamespace
+
+    from trainop.kernels.triton import tables
+
+    monkeypatch.setattr(tables, "LIMIT", 2)
+    cache = tables.Cache(steps=True)
+    for _ in range(3):
+        cache.next_step()
+        for key in ("a", "b", "c", "d"):
+            cache((key,), lambda key=key: SimpleNamespace(pinned=False, name=key))
+    assert list(cache.items) == [("a",), ("b",), ("c",), ("d",)] and cache.made == 4
+    for _ in range(3):
+        cache.next_step()
+        cache(("a",), lambda: SimpleNamespace(pinned=False, name="a"))
+    cache(("e",), lambda: SimpleNamespace(pinned=False, name="e"))
+    assert list(cache.items) == [("a",), ("e",)]
 
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)

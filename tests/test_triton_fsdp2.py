@@ -48,21 +48,22 @@ LOCAL = [64, 8, 32, 2]
 
 
 def _spied_runs() -> list[tuple[str, list[int]]]:
-    """From now on, each ``kernels.triton.run`` that ran (returned True) on plain tensors:
-    its rule and the variables' element counts (a DTensor would fail the check)."""
+    """From now on, each dense call of the Triton path's one way in (``Entry.update``) that
+    ran (returned True) on plain tensors: its rule and the variables' element counts (a
+    DTensor would fail the check)."""
     from trainop.kernels.shards import is_sharded
 
     ran: list[tuple[str, list[int]]] = []
-    real = tk.run
+    real = tk.Entry.update
 
-    def spy(rule, lists, *args, **kwargs):
-        done = real(rule, lists, *args, **kwargs)
+    def spy(self, rule, lists, *args, **kwargs):
+        done = real(self, rule, lists, *args, **kwargs)
         if done:
             assert not any(is_sharded(t) for tensors in lists for t in tensors)
             ran.append((rule, [v.numel() for v in lists[0]]))
         return done
 
-    tk.run = spy
+    tk.Entry.update = spy
     return ran
 
 
@@ -149,7 +150,8 @@ def _train_pipeline_sharded(rank: int, ran: list) -> dict:
     step checked for host reads."""
     read: list[list[int]] = []
     real = tk.l2_norms
-    tk.l2_norms = lambda tensors: read.append([t.numel() for t in tensors]) or real(tensors)
+    tk.l2_norms = lambda tensors, **k: read.append([t.numel() for t in tensors]) or real(
+        tensors, **k)
     model = _WithExtra()
     _sharded(model, [*model.body, model.extra])
     pipe = _pipeline(model.parameters(), "backoff", "triton")

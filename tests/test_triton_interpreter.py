@@ -179,13 +179,13 @@ def test_mixed_precision_in_one_pass(name, dtype, monkeypatch):
     """``MixedPrecisionOptimizerWrapper``: the kernel updates the float32 masters and slots and
     writes the half model copy in the same pass (skipped with the step on an overflow)."""
     halves = []
-    real = tk.run
+    real = tk.Entry.update
 
     def spy(*args, **kwargs):
         halves.append(kwargs.get("half") is not None)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(tk, "run", spy)
+    monkeypatch.setattr(tk.Entry, "update", spy)
 
     ours = train_mixed(BASE[name], dtype, "triton", CPU)
     assert halves and all(halves)
@@ -456,7 +456,7 @@ def test_pipeline_read_pass_is_triton(flat, monkeypatch):
     NaN step skipped, the parameters as the reference's."""
     read = []
     real = tk.l2_norms
-    monkeypatch.setattr(tk, "l2_norms", lambda t: read.append(len(t)) or real(t))
+    monkeypatch.setattr(tk, "l2_norms", lambda t, **k: read.append(len(t)) or real(t, **k))
     *ours, our_norms = _pipeline_steps("triton", flat=flat)
     assert read == [len(SHAPES) * 2] * 3
     read.clear()
@@ -599,7 +599,8 @@ def test_mixed_precision_read_pass_reads_the_half_gradients(dtype, monkeypatch):
     the reference path's."""
     read = []
     real = tk.l2_norms
-    monkeypatch.setattr(tk, "l2_norms", lambda t: read.append({x.dtype for x in t}) or real(t))
+    monkeypatch.setattr(tk, "l2_norms",
+                        lambda t, **k: read.append({x.dtype for x in t}) or real(t, **k))
     ours = train_mixed(BASE["AdamOptimizer"], dtype, "triton", CPU)
     assert read == [{dtype}] * 3
     assert_mixed_matches("AdamOptimizer", ours,

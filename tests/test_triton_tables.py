@@ -14,9 +14,9 @@ from __future__ import annotations
 import contextlib
 import os
 
-import numpy as np
 import pytest
 import torch
+from interpreter_shortcuts import nested_calls_unpatched
 from triton_table import CASES, assert_matches_reference
 
 import trainop
@@ -35,50 +35,12 @@ SIZES = (1, 7, 16, 33, 5, 48, 3, 1023, 2, 17, 1025, 1, 1024, 9)
 def _interpreter():
     saved = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1"
-    with _nested_calls_unpatched():
+    with nested_calls_unpatched():
         yield
     if saved is None:
         del os.environ["TRITON_INTERPRET"]
     else:
         os.environ["TRITON_INTERPRET"] = saved
-
-
-@contextlib.contextmanager
-def _nested_calls_unpatched():
-    """Two shortcuts of the interpreter, the same numbers: (1) it re-patches
-    ``triton.language`` at every call of a ``@triton.jit`` helper inside a kernel
-    (``InterpretedFunction.__call__``), though the kernel's launch already patched it for its
-    whole grid: skipped here (4x fewer Python calls per program); (2) it adds a block with
-    trainop's own combine function (``_common.total``) one element at a time, a Python call
-    each: here ``np.cumsum``, the same additions in the same order (left to right, in the
-    block's dtype)."""
-    from triton.runtime import interpreter
-
-    real_call = interpreter.InterpretedFunction.__call__
-    real_reduce = interpreter.ReduceOps.generic_reduce
-
-    def call(self, *args, **kwargs):
-        try:
-            return self.rewrite()(*args, **kwargs)
-        except Exception as error:
-            raise interpreter.InterpreterError(repr(error)) from error
-
-    def reduce(self, input):
-        fn = getattr(self.combine_fn, "fn", None)
-        data = input[0].handle.data
-        if (len(input) == 1 and getattr(fn, "__name__", "") == "_add"
-                and fn.__module__ == "trainop.kernels.triton._common" and data.ndim == 1
-                and data.size and self.axis == 0 and not self.keep_dims):
-            return [self.to_tensor(np.asarray(np.cumsum(data)[-1]), input[0].dtype)]
-        return real_reduce(self, input)
-
-    interpreter.InterpretedFunction.__call__ = call
-    interpreter.ReduceOps.generic_reduce = reduce
-    try:
-        yield
-    finally:
-        interpreter.InterpretedFunction.__call__ = real_call
-        interpreter.ReduceOps.generic_reduce = real_reduce
 
 
 def _params(count: int, gen: torch.Generator) -> list[torch.nn.Parameter]:
@@ -163,16 +125,24 @@ def test_pipeline_over_300_mixed_tensors_equals_the_reference():
     assert_matches_reference("AdamOptimizer", ours, theirs)
 
 
-def _created():
-    """What the Triton path has made: its cached layouts and every host row of theirs."""
-    from trainop.kernels.triton import tables
+def _owner(obj):
+    """The optimizer whose Triton entry ``obj`` (an optimizer, a train op, a wrapper) steps
+    through."""
+    while getattr(obj, "_triton_entry", None) is None:
+        obj = obj.optimizer
+    return obj
 
+
+def _created(obj):
+    """What the Triton path has made for ``obj``'s optimizer: its cached layouts and every
+    host row of theirs."""
+    cache = tk.entry_of(_owner(obj)).cache
     rows = 0
-    for layout in tables.layouts().values():
+    for layout in cache.values():
         scalars = layout.scalars.staging
         rows += len(scalars.rows) if scalars is not None else 0
         rows += len(layout.staging.rows) if hasattr(layout, "staging") else 0
-    return list(tables.layouts()), rows
+    return list(cache.items), rows
 
 
 @contextlib.contextmanager
@@ -228,16 +198,15 @@ def test_a_captured_step_after_warm_up_creates_nothing(entry, monkeypatch):
             lr[0] = _lr_schedule(k)
             step()
         if implementation == "triton":
-            before, warm = _created(), {g.data_ptr() for g in seen}
+            owner = opt if entry == "pipeline" else step
+            before, warm = _created(owner), {g.data_ptr() for g in seen}
             lr[0] = _lr_schedule(3)
             with _captured(monkeypatch):
                 step()
             new = seen[-len(list(model.parameters())):]
             assert not warm & {g.data_ptr() for g in new}, "gradients at new addresses"
-            assert _created() == before, "the captured step made something new"
-            from trainop.kernels.triton import tables
-
-            assert any(layout.pinned for layout in tables.layouts().values())
+            assert _created(owner) == before, "the captured step made something new"
+            assert any(layout.pinned for layout in tk.entry_of(_owner(owner)).cache.values())
         else:
             lr[0] = _lr_schedule(3)
             step()
@@ -252,7 +221,6 @@ def test_a_captured_step_after_warm_up_creates_nothing(entry, monkeypatch):
 def test_a_float_learning_rate_schedule_writes_one_device_tensor():
     """A learning rate given as a new Python float every step: written into the layout's one
     hyperparameter tensor (no cache entry, no new tensor per value)."""
-    from trainop.kernels.triton import tables
 
     params = _params(5, torch.Generator().manual_seed(2))
     opt = trainop.AdamOptimizer(0.1, params=params, implementation="triton")
@@ -263,9 +231,9 @@ def test_a_float_learning_rate_schedule_writes_one_device_tensor():
         opt.step()
         # the step's layout is the one used last (earlier tests may have left others of 5
         # tensors in the cache)
-        key, layout = next(reversed(tables.layouts().items()))
+        key, layout = next(reversed(tk.entry_of(opt).cache.items.items()))
         assert key[0] == "update" and layout.tensors == 5
-        found.append((len(tables.layouts()), layout.scalars.h.data_ptr(),
+        found.append((len(tk.entry_of(opt).cache), layout.scalars.h.data_ptr(),
                       float(layout.scalars.h[0])))
     assert found[0][:2] == found[1][:2] == found[2][:2]
     assert [f[2] for f in found] == [torch.tensor(_lr_schedule(k)).item() for k in range(3)]
@@ -277,16 +245,17 @@ def test_eviction_never_frees_what_a_captured_graph_reads(monkeypatch):
     from trainop.kernels.triton import tables
 
     monkeypatch.setattr(tables, "LIMIT", 2)
-    tables.layouts().clear()
+    cache = tk.entry_of(None).cache
+    cache.items.clear()
     held = [torch.zeros(3), torch.zeros(4)]
     tk.run("gradient_descent", [held, [torch.ones(3), torch.ones(4)]], [0.5])
     with _captured(monkeypatch):
         tk.run("gradient_descent", [held, [torch.ones(3), torch.ones(4)]], [0.5])
-    (pinned,) = list(tables.layouts())
+    (pinned,) = list(cache.items)
     for _ in range(4):
         tk.run("gradient_descent", [[torch.zeros(2), torch.zeros(5)],
                                     [torch.ones(2), torch.ones(5)]], [0.5])
-    assert pinned in tables.layouts() and len(tables.layouts()) <= 3
+    assert pinned in cache and len(cache) <= 3
     assert torch.equal(held[0], torch.full((3,), -1.0))
 
 

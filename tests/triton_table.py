@@ -222,8 +222,9 @@ def assert_mixed_matches(name, ours, theirs, dtype, rtol=RTOL) -> None:
 
 class HalfGradients:
     """Spies (installed with ``monkeypatch``) on a mixed-precision update: ``kernel``, the
-    gradient dtypes of every ``kernels.triton.run`` that ran; ``widened``, the shape of every
-    float32 copy (``Tensor.to``) made of a ``.grad`` of the parameters given to ``watch``."""
+    gradient dtypes of every kernel call the Triton entry prepared (one per gradient dtype of
+    a bucket, ``Entry._layout``); ``widened``, the shape of every float32 copy
+    (``Tensor.to``) made of a ``.grad`` of the parameters given to ``watch``."""
 
     def __init__(self, monkeypatch) -> None:
         from trainop.kernels import triton as tk
@@ -231,11 +232,11 @@ class HalfGradients:
         self.kernel: list[set[torch.dtype]] = []
         self.widened: list[tuple[int, ...]] = []
         self._params: list[torch.Tensor] = []
-        run, to = tk.run, torch.Tensor.to
+        run, to = tk.Entry._layout, torch.Tensor.to
 
-        def spy_run(rule, lists, *args, **kwargs):
-            done = run(rule, lists, *args, **kwargs)
-            if done:
+        def spy_run(entry, rule, lists, *args, **kwargs):
+            done = run(entry, rule, lists, *args, **kwargs)
+            if done is not None:
                 self.kernel.append({g.dtype for g in lists[1]})
             return done
 
@@ -246,7 +247,7 @@ class HalfGradients:
                 self.widened.append(tuple(t.shape))
             return out
 
-        monkeypatch.setattr(tk, "run", spy_run)
+        monkeypatch.setattr(tk.Entry, "_layout", spy_run)
         monkeypatch.setattr(torch.Tensor, "to", spy_to)
 
     def watch(self, params) -> None:
@@ -298,34 +299,36 @@ def correctly_rounded_sqrt():
 
 
 def spy_sparse(monkeypatch) -> list[tuple[str, bool]]:
-    """Each ``kernels.triton.sparse_rows`` call from now on: (rule, whether it ran)."""
+    """Each sparse call of the Triton path from now on (``Entry.sparse_rows``, the one way in
+    of ``kernels.triton.sparse_rows`` and of the dispatch): (rule, whether it ran)."""
     from trainop.kernels import triton as tk
 
     ran: list[tuple[str, bool]] = []
-    real = tk.sparse_rows
+    real = tk.Entry.sparse_rows
 
-    def spy(rule, *args, **kwargs):
-        ran.append((rule, real(rule, *args, **kwargs)))
+    def spy(self, rule, *args, **kwargs):
+        ran.append((rule, real(self, rule, *args, **kwargs)))
         return ran[-1][1]
 
-    monkeypatch.setattr(tk, "sparse_rows", spy)
+    monkeypatch.setattr(tk.Entry, "sparse_rows", spy)
     return ran
 
 
 def spy_runs(monkeypatch) -> list[str]:
-    """The rules the Triton path runs from now on (each ``kernels.triton.run`` that returned
-    True), recorded by a spy ``monkeypatch`` installs."""
+    """The rules the Triton path runs from now on (each dense call of its one way in,
+    ``Entry.update``, behind ``kernels.triton.run`` and the dispatch, that returned True),
+    recorded by a spy ``monkeypatch`` installs."""
     from trainop.kernels import triton as tk
 
     ran: list[str] = []
-    real = tk.run
+    real = tk.Entry.update
 
-    def spy(rule, *args, **kwargs):
-        done = real(rule, *args, **kwargs)
+    def spy(self, rule, *args, **kwargs):
+        done = real(self, rule, *args, **kwargs)
         if done:
             ran.append(rule)
         return done
 
-    monkeypatch.setattr(tk, "run", spy)
+    monkeypatch.setattr(tk.Entry, "update", spy)
     return ran
 

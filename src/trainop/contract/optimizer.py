@@ -695,6 +695,7 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             if grads is None:
                 self._gate = gate  # the general path guards its own updates
                 return {**prepared, **idle}
+        dispatch.begin_step(self)
         for bucket in plan.buckets:
             group = self.param_groups[bucket.group_index]
             hp = prepared[bucket.group_index].for_tensor(bucket.params[0])
@@ -1113,7 +1114,8 @@ _LOSS_USED_TWICE = (
 
 # Caches an optimizer derives from its groups and state (not pickled, rebuilt when needed).
 _DERIVED = frozenset({"_step_plan", "_param_index_cache", "_hyper_cache", "_gate",
-                      "_apart_checked", "_betas_seen", "_counters_seen", "_state_seen"})
+                      "_apart_checked", "_betas_seen", "_counters_seen", "_state_seen",
+                      "_triton_entry"})
 
 
 def _shown(value: Any) -> str:

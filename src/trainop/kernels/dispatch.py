@@ -15,12 +15,14 @@ hands each bucket to one implementation:
   ``foreach`` as the native kernels do.
 
 DTensor buckets (FSDP2) sharded alike run on their local shards (``kernels.shards``); NovoGrad's
-on the Triton path with its whole-tensor norms summed by one ``all_reduce`` per bucket.
+on the Triton path with its whole-tensor norms summed by one ``all_reduce`` per bucket. The
+Triton path has one entrance per optimizer (``triton.entry_of(opt)``: its layouts, device
+guard, stream order and lock), which takes a whole bucket and returns.
 With ``gate.widen`` (``apply_gradients(widen_gradients=True)``: a mixed-precision master's
 float16/bfloat16 gradient stands for its float32 widening) the Triton kernels read such a
-gradient as it is (widened in registers); every other path, and a Triton bucket that falls
-back, gets the float32 widening first (``widened``: exact, so the numbers are those of a float32
-gradient on every path).
+gradient as it is (widened in registers; a bucket of several gradient dtypes is one entry
+call); every other path, and a Triton bucket that falls back, gets the float32 widening first
+(``widened``: exact, so the numbers are those of a float32 gradient on every path).
 
 ``opt`` is the optimizer, used only through its algorithm hooks (``_choose_implementation``,
 ``_native_rule``, ``_triton_rule``, ``_native_sparse_rule``, ``_apply_dense``, ``_apply_sparse``,
@@ -42,7 +44,7 @@ from trainop.kernels import native, triton
 from trainop.kernels.row_slices import RowSlices, row_slices
 from trainop.kernels.shards import is_sharded, local_shards, shard_group, summed_over_shards
 
-__all__ = ["choose", "row_slices_for", "sparse_rows_natively", "sparse_rows_triton",
+__all__ = ["begin_step", "choose", "row_slices_for", "sparse_rows_natively", "sparse_rows_triton",
            "update_bucket", "update_one", "update_pairs", "widened"]
 
 
@@ -74,6 +76,7 @@ def update_pairs(opt: Any, pairs, index: dict[int, int], prepared: dict[int, Any
                  param_groups, gate) -> None:
     """Run the update rule over ``pairs``: dense pairs in buckets of one group, dtype and
     device through the chosen implementation, sparse pairs one by one."""
+    begin_step(opt)
     if len({id(v) for _, v in pairs}) != len(pairs):
         # The same variable twice (TF: two independent updates, in order): one by one.
         for g, v in pairs:
@@ -95,21 +98,33 @@ def update_pairs(opt: Any, pairs, index: dict[int, int], prepared: dict[int, Any
                       param_groups[gi]["non_slot"], gate)
 
 
+def begin_step(opt: Any) -> None:
+    """A step of ``opt`` begins: its Triton entry (if it has one) keeps the layouts of its
+    last steps, whatever their number (``triton.Entry``)."""
+    entry = getattr(opt, "_triton_entry", None)
+    if entry is not None:
+        entry.next_step()
+
+
 def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
                   bucket: Any = None, read: Any = None) -> None:
     """Dense update of one bucket (same group, dtype, device) by the chosen implementation.
 
+    One way through: the local shards of sharded tensors where they exist, the choice, then
+    one call of that implementation (the Triton entry takes the whole bucket, checks it whole,
+    and returns), then, where it cannot run the bucket, the list path once.
     ``bucket``: the step plan's bucket, where the choice and the C boundary's check are
     remembered; ``read``: what the plan's gradient pass read of ``vs`` and ``gs`` for the C
     boundary this step (``StepPlan.read_for``), or ``None``."""
-    if opt._elementwise:
-        local = local_shards(vs, gs, slot_lists)  # DTensors (FSDP2): the local shards
+    whole = None  # a rule reading whole-tensor norms over shards: their process group
+    if is_sharded(vs[0]):
+        whole = None if opt._elementwise else shard_group(gs)
+        local = (local_shards(vs, gs, slot_lists, scalars=whole is not None)
+                 if opt._elementwise or whole is not None else None)
         if local is not None:
-            vs, gs, slot_lists = local
-            read = None
-    elif is_sharded(vs[0]) and _whole_norms_on_triton(opt, vs, gs, slot_lists, hp, non_slot,
-                                                      gate):
-        return
+            sharded, (vs, gs, slot_lists), read = (vs, gs, slot_lists), local, None
+        else:
+            whole = None
     # Only step() passes a plan bucket; there the choice depends on dtype, device and hp
     # alone (a decay_var_list, which also steers it, exists only inside apply_gradients).
     if is_sharded(vs[0]):
@@ -120,24 +135,13 @@ def update_bucket(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, *,
         implementation = opt._choose_implementation(vs[0].dtype, vs[0].device, hp)
         if bucket is not None:
             bucket.chosen_for, bucket.implementation = hp, implementation
-    if implementation == "triton" and gate.widen and len({g.dtype for g in gs}) > 1:
-        # half and float32 gradients (a regularized master): one kernel call per dtype (the
-        # Triton rules are elementwise or per tensor, so the split changes no number)
-        parts: dict[torch.dtype, list[int]] = {}
-        for i, g in enumerate(gs):
-            parts.setdefault(g.dtype, []).append(i)
-        for idx in parts.values():
-            update_bucket(opt, [vs[i] for i in idx], [gs[i] for i in idx],
-                          {n: [s[i] for i in idx] for n, s in slot_lists.items()}, hp,
-                          non_slot, gate)
-        return
-    if implementation == "triton":
-        rule, slots, hyper = opt._triton_rule(vs, slot_lists, hp, non_slot)
-        half = _half_copies(opt, vs)
-        if triton.run(rule, [vs, gs, *slots], hyper, multiplier=gate.multiplier,
-                      found_inf=gate.found_inf, half=half):
-            if half is not None:
-                opt._copied_to_half.update(map(id, vs))
+    if whole is not None:  # only the Triton entry runs these shards; else the DTensor path
+        if implementation == "triton" and _on_triton(opt, vs, gs, slot_lists, hp, non_slot,
+                                                     gate, whole):
+            return
+        (vs, gs, slot_lists), implementation = sharded, "reference"
+    elif implementation == "triton":
+        if _on_triton(opt, vs, gs, slot_lists, hp, non_slot, gate, None):
             return
         implementation = "foreach"  # not a kernel's dtype/device, a subclass, non-contiguous
     if gate.widen:
@@ -170,29 +174,22 @@ def _dense(*lists) -> bool:
     return all(t.is_contiguous() for ts in lists for t in ts)
 
 
-def _whole_norms_on_triton(opt: Any, vs, gs, slot_lists, hp, non_slot, gate) -> bool:
-    """A rule that reads each gradient's norm (``triton.WHOLE_NORM_RULES``: NovoGrad) over
-    DTensors sharded alike, where the Triton path is chosen for their local shards: each
-    rank sums the squares of its gradient shards (times the gate's multiplier,
-    ``triton.square_sums``), ONE ``all_reduce`` gives the whole tensors' sums, and the Triton
-    kernel updates the local shards reading them. False (nothing updated) where it does not
-    apply (found before the collective) or the kernel cannot run the shards (after it; every
-    rank decides alike); the caller then takes the DTensor path."""
-    group = shard_group(gs)
-    local = local_shards(vs, gs, slot_lists, scalars=True) if group is not None else None
-    if local is None:
+def _on_triton(opt: Any, vs, gs, slot_lists, hp, non_slot, gate, whole: Any) -> bool:
+    """The bucket through ``opt``'s Triton entry (``triton.entry_of``), in one call: its
+    gradients of every dtype (a mixed-precision master's), its half copies, and, with
+    ``whole`` (the process group of sharded tensors whose rule reads whole-tensor norms:
+    NovoGrad), the ranks' squared norms summed by ONE ``all_reduce`` after the entry's checks.
+    False (nothing updated) where the entry cannot run it (every rank decides alike)."""
+    rule, slots, hyper = opt._triton_rule(vs, slot_lists, hp, non_slot)
+    half = _half_copies(opt, vs) if whole is None else None
+    reduce = None if whole is None else (lambda squares: summed_over_shards(squares, whole))
+    if not triton.entry_of(opt).update(rule, [vs, gs, *slots], hyper,
+                                       multiplier=gate.multiplier, found_inf=gate.found_inf,
+                                       half=half, reduce=reduce, mixed=gate.widen):
         return False
-    lvs, lgs, lslots = local
-    if opt._choose_implementation(lvs[0].dtype, lvs[0].device, hp) != "triton":
-        return False
-    rule, slots, hyper = opt._triton_rule(lvs, lslots, hp, non_slot)
-    if rule not in triton.WHOLE_NORM_RULES:
-        return False
-    squares = triton.square_sums(lgs, gate.multiplier)
-    if squares is None:
-        return False
-    return triton.run(rule, [lvs, lgs, *slots], hyper, multiplier=gate.multiplier,
-                      found_inf=gate.found_inf, squares=summed_over_shards(squares, group))
+    if half is not None:
+        opt._copied_to_half.update(map(id, vs))
+    return True
 
 
 def widened(gs, vs) -> list:
@@ -263,8 +260,8 @@ def sparse_rows_triton(opt: Any, grad, var, slots, hp, non_slot, gate) -> bool:
     if found is None:
         return False
     rows = row_slices(gate.scale([grad])[0])
-    return triton.sparse_rows(found[0], var, found[1], rows.indices, rows.values, found[2],
-                              found_inf=gate.found_inf)
+    return triton.entry_of(opt).sparse_rows(found[0], var, found[1], rows.indices,
+                                            rows.values, found[2], found_inf=gate.found_inf)
 
 
 def row_slices_for(opt: Any, grad: torch.Tensor, var: torch.Tensor, hp: Any) -> RowSlices:

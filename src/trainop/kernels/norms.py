@@ -15,6 +15,7 @@ Triton kernels run the tensors; elsewhere the paths above.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -23,25 +24,27 @@ from trainop.kernels import native, triton
 __all__ = ["float32_l2_norms", "read_pass_norms"]
 
 
-def read_pass_norms(tensors: Sequence[torch.Tensor],
-                    implementation: str | None) -> torch.Tensor | None:
+def read_pass_norms(tensors: Sequence[torch.Tensor], implementation: str | None,
+                    owner: Any = None) -> torch.Tensor | None:
     """The float32 norms of ``tensors`` (float32, or float16/bfloat16 read as they are) from
     the Triton read pass where ``implementation`` is ``"triton"`` and it runs them, else
-    ``None``."""
-    return triton.l2_norms(tensors) if implementation == "triton" else None
+    ``None``. ``owner``: the optimizer whose Triton entry keeps the read pass's layout (its
+    own, shared with no other optimizer), or ``None``."""
+    return triton.l2_norms(tensors, owner=owner) if implementation == "triton" else None
 
 
 def float32_l2_norms(tensors: Sequence[torch.Tensor], *,
-                     implementation: str | None = None) -> torch.Tensor:
+                     implementation: str | None = None, owner: Any = None) -> torch.Tensor:
     """The L2 norm of each float32 tensor, as a 1-D float32 tensor on the first's device;
-    ``implementation="triton"``: by the Triton read pass where it runs them.
+    ``implementation="triton"``: by the Triton read pass where it runs them (``owner``: as
+    in ``read_pass_norms``).
 
     Example:
         >>> import torch
         >>> float32_l2_norms([torch.tensor([3.0, 4.0]), torch.ones(4)]).tolist()
         [5.0, 2.0]
     """
-    norms = read_pass_norms(tensors, implementation)
+    norms = read_pass_norms(tensors, implementation, owner)
     if norms is None:
         norms = native.l2_norms(tensors)
     if norms is not None:

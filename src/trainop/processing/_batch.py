@@ -112,28 +112,30 @@ def values_of(g: torch.Tensor) -> torch.Tensor:
 
 
 def float32_norms(tensors: list[torch.Tensor], device: torch.device, *,
-                  implementation: str | None = None) -> torch.Tensor:
+                  implementation: str | None = None, owner: Any = None) -> torch.Tensor:
     """L2 norms of ``tensors`` as a 1-D float32 tensor on ``device``, one read pass.
 
     float16/bfloat16/float32 tensors are reduced with float32 accumulation, float64 in float64;
     with ``implementation="triton"`` float32, float16 and bfloat16 ones by the Triton read pass
-    where it runs them (squares summed in float64, ``read_pass_norms``).
+    where it runs them (squares summed in float64, ``read_pass_norms``; ``owner``: the
+    optimizer whose Triton entry keeps the read pass's layout).
     """
     if not tensors:
         return torch.zeros(0, dtype=_F32, device=device)
     if sharded(tensors):  # DTensors: the whole tensors' norms, one all_reduce
         return whole_tensor_statistic(
-            tensors, _local_squares(implementation), op="sum").sqrt().to(device)
+            tensors, _local_squares(implementation, owner), op="sum").sqrt().to(device)
     first = tensors[0]
     if first.dtype == _F32 and all(t.dtype == _F32 and t.device == device for t in tensors):
-        return float32_l2_norms(tensors, implementation=implementation)
+        return float32_l2_norms(tensors, implementation=implementation, owner=owner)
     out: list[torch.Tensor | None] = [None] * len(tensors)
     groups: dict[tuple[torch.dtype, torch.device], list[int]] = {}
     for i, t in enumerate(tensors):
         groups.setdefault((t.dtype, t.device), []).append(i)
     for (dtype, _), idx in groups.items():
         group = [tensors[i] for i in idx]
-        found = read_pass_norms(group, implementation) if dtype != torch.float64 else None
+        found = (read_pass_norms(group, implementation, owner) if dtype != torch.float64
+                 else None)
         if found is not None:
             norms = found.unbind()
         elif dtype == _F32:
@@ -146,12 +148,12 @@ def float32_norms(tensors: list[torch.Tensor], device: torch.device, *,
     return torch.stack([n.to(device=device, dtype=_F32) for n in out])
 
 
-def _local_squares(implementation: str | None
+def _local_squares(implementation: str | None, owner: Any = None
                    ) -> Callable[[list[torch.Tensor]], torch.Tensor]:
     """The squared norms of a rank's local shards (``float32_norms``, by the Triton read pass
     where ``implementation`` is ``"triton"``): the additive part of whole-tensor norms."""
     return lambda local: float32_norms(local, local[0].device,
-                                       implementation=implementation).square()
+                                       implementation=implementation, owner=owner).square()
 
 
 def amax_of(g: torch.Tensor) -> torch.Tensor:
@@ -454,12 +456,14 @@ class Gradients(Sequence):
                 sources = [self._grads[i] for i in self._present]
             if implementation is not None and sources is not None and not sharded(sources):
                 self._l2 = float32_norms([values_of(g) for g in sources], self.device,
-                                         implementation=implementation)
+                                         implementation=implementation, owner=self.optimizer)
             elif self._uniform and self.original and not sharded(self._grads):
-                self._l2 = float32_l2_norms(self._grads, implementation=implementation)
+                self._l2 = float32_l2_norms(self._grads, implementation=implementation,
+                                            owner=self.optimizer)
             else:
                 self._l2 = float32_norms([values_of(g) for g in self.present_grads()],
-                                         self.device, implementation=implementation)
+                                         self.device, implementation=implementation,
+                                         owner=self.optimizer)
         return self._l2
 
     def _raw_amax(self) -> torch.Tensor:
@@ -505,7 +509,8 @@ class Gradients(Sequence):
             return
         requests = []
         if self._l2 is None:
-            requests.append(("l2", grads, _local_squares(self._norm_implementation()),
+            requests.append(("l2", grads, _local_squares(self._norm_implementation(),
+                                                         self.optimizer),
                              "sum"))
         if want_amax:
             requests.append(("amax", grads,

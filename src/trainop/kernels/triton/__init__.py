@@ -65,8 +65,9 @@ import torch
 from trainop.kernels.boundary import check_overlap, full_check, is_plain
 
 __all__ = ["DENSE_RULES", "DENSIFIED_RULES", "DTYPES", "EVERY_ROW_RULES", "HALF_DTYPES",
-           "ROW_RULES", "SPARSE_RULES", "WHOLE_NORM_RULES", "available", "checked",
-           "interpreted", "l2_norms", "run", "sparse_rows", "square_sums", "supports"]
+           "ROW_RULES", "SPARSE_RULES", "WHOLE_NORM_RULES", "Entry", "available", "checked",
+           "entry_of", "interpreted", "l2_norms", "run", "sparse_rows", "square_sums",
+           "supports"]
 
 #: The dtypes the Triton kernels update (computing in float32, as the reference).
 DTYPES = (torch.float32,)
@@ -186,114 +187,6 @@ def _apart(lists: Sequence[Sequence[torch.Tensor]], read_only: frozenset[int], r
     return check_overlap(lists, addresses, counts, read_only, rule, kernel="triton")
 
 
-def _on(value: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
-    return None if value is None else value.detach().to(device=device).reshape(1)
-
-
-def _tables() -> Any:
-    return importlib.import_module("trainop.kernels.triton.tables")
-
-
-def _pointers(lists: Sequence[Sequence[torch.Tensor]]) -> Any:
-    """The data pointers of every tensor (uint64, list after list; read in C where the native
-    metadata reader is built), or ``None`` where one is not contiguous."""
-    return importlib.import_module("trainop.kernels.native._binding").pointers(lists)
-
-
-def _binding() -> Any:
-    return importlib.import_module("trainop.kernels.native._binding")
-
-
-def _plain_gradients(layout: Any, grads: Sequence[torch.Tensor], dtype: torch.dtype) -> bool:
-    """Whether this step's gradients pass the boundary as those of the layout's first step
-    did: exact tensors, one dtype (the variables', or one half dtype for float32 variables),
-    strided, on the device, each of its variable's element count (a few C-level passes;
-    contiguity is checked with their addresses; a gradient of the right count in another
-    shape is the optimizer's to refuse, as the step plan does). Python's checks, where the
-    native metadata reader is not built."""
-    dtypes = set(map(_DTYPE, grads))
-    if len(dtypes) != 1:
-        return False
-    (found,) = dtypes
-    return ((found == dtype or (found in HALF_DTYPES and dtype == torch.float32))
-            and is_plain(grads) and set(map(_DEVICE, grads)) == {layout.device}
-            and set(map(_LAYOUT, grads)) == {torch.strided}
-            and bool((_binding().sizes(grads) == layout.counts).all()))
-
-
-def _gradients_at(layout: Any, grads: Sequence[torch.Tensor], dtype: torch.dtype) -> Any:
-    """The gradients' data pointers (uint64) where they pass the boundary as those of the
-    layout's first step did (``_plain_gradients``), else ``None``: one C pass where the
-    native metadata reader is built."""
-    first = grads[0].dtype
-    if not (first == dtype or (first in HALF_DTYPES and dtype == torch.float32)):
-        return None
-    binding = _binding()
-    grads = grads if type(grads) is list else list(grads)
-    found = binding.plain_on([grads], (first,), layout.device)
-    if found is not None:
-        at, counts = found
-        return at if np.array_equal(counts, layout.counts) else None
-    if binding.reads_in_c():
-        return None  # (the reader refused one: the full boundary names it, or the safe path)
-    return _pointers([grads]) if _plain_gradients(layout, grads, dtype) else None
-
-
-def _update_key(rule: str, fixed: list[Sequence[torch.Tensor]], device: torch.device,
-                half: bool) -> tuple | None:
-    """The layout key of a dense call's lists but the gradients (``fixed``: variables, slots,
-    half copies): the rule, device, dtypes, every data pointer and element count; ``None``
-    where one is not a plain contiguous tensor of its list's first dtype on ``device`` (one
-    C pass where the metadata reader is built)."""
-    fixed = [t if type(t) is list else list(t) for t in fixed]
-    dtypes = tuple(t[0].dtype for t in fixed)
-    binding = _binding()
-    found = binding.plain_on(fixed, dtypes, device)
-    if found is not None:
-        at, counts = found
-    elif binding.reads_in_c() or not all(map(is_plain, fixed)):
-        return None
-    else:
-        at = _pointers(fixed)
-        if at is None:
-            return None
-        counts = np.fromiter((x.numel() for tensors in fixed for x in tensors), np.int64)
-    return ("update", rule, device, half, dtypes, at.tobytes(), counts.tobytes())
-
-
-def _layout(rule: str, lists: Sequence[Sequence[torch.Tensor]],
-            every: list[Sequence[torch.Tensor]], scalar: frozenset[int],
-            list_dtypes: dict[int, torch.dtype]) -> Any:
-    """The layout of a dense call (variables, gradients, slots, half copies), its gradients'
-    addresses on the device this step; ``None`` where the caller takes its safe path. The
-    boundary (``checked``) runs in full for a new layout or tensors that are not as the
-    layout's were; otherwise only the gradients are checked (one C pass each for the
-    gradients and for the rest, where the metadata reader is built)."""
-    tables = _tables()
-    variables, grads = every[0], every[1]
-    device = variables[0].device
-    fixed = [variables, *every[2:]]
-    half = len(every) > len(lists)
-    # the table lists what the kernels take: the half copies last, the variables standing in
-    listed = every if half else [*every, variables]
-    key = _update_key(rule, fixed, device, half)
-    layout = grads_at = None
-    if key is not None:
-        layout = tables.layouts().get(key)
-        if layout is not None:
-            grads_at = _gradients_at(layout, grads, variables[0].dtype)
-    if grads_at is None:
-        if not checked(every, dtype=variables[0].dtype, list_dtypes=list_dtypes,
-                       scalar_lists=scalar, rule=rule):
-            return None
-        key = key or _update_key(rule, fixed, device, half)
-        grads_at = _pointers([grads])
-    layout = tables.cached(key, lambda: tables.Layout(
-        listed, device, moving=1, scalar_lists=scalar,
-        written=[k for k in range(len(every)) if k != 1]))
-    return layout if layout.refresh(grads, grads_at) else None
-
-
 @torch._disable_dynamo  # under torch.compile: a graph break, the launches run eagerly
 def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any], *,
         multiplier: torch.Tensor | None = None, found_inf: torch.Tensor | None = None,
@@ -314,39 +207,8 @@ def run(rule: str, lists: Sequence[Sequence[torch.Tensor]], hyper: Sequence[Any]
     rule of ``WHOLE_NORM_RULES`` over the local shards of sharded tensors, per tensor the
     float64 sum of the squares of the whole gradient (times ``multiplier``), read instead of
     the local gradient's (``square_sums``, summed over the ranks), or ``None``."""
-    variables = lists[0]
-    if not variables:
-        return True
-    family = _FAMILIES.get(rule) if rule in DENSE_RULES else None
-    dtype, device = variables[0].dtype, variables[0].device
-    if squares is not None and (
-            rule not in WHOLE_NORM_RULES or squares.dtype != torch.float64
-            or squares.shape != (len(variables),) or squares.device != device):
-        raise ValueError(f"trainop's triton {rule} call: squares must be a float64 tensor of "
-                         f"shape ({len(variables)},) on {device} for a rule of "
-                         f"{sorted(WHOLE_NORM_RULES)}, got {squares.dtype} "
-                         f"{tuple(squares.shape)} on {squares.device}")
-    if family is None or not supports(dtype, device):
-        return False
-    scalar = _SCALAR_F32.get(rule, frozenset())
-    list_dtypes = dict.fromkeys(scalar, torch.float32)
-    if lists[1] and lists[1][0].dtype in HALF_DTYPES:  # a master's model gradient, as it is
-        list_dtypes[1] = lists[1][0].dtype
-    every = list(lists)
-    if half is not None:
-        half = list(half)
-        if half[0].dtype not in HALF_DTYPES:
-            return False
-        list_dtypes[len(every)] = half[0].dtype
-        every.append(half)
-    layout = _layout(rule, lists, every, scalar, list_dtypes)
-    if layout is None:
-        return False
-    extra = {} if squares is None else {"squares": squares}
-    with _family(family) as module:
-        module.RULES[rule](lists, list(hyper), _on(multiplier, device),
-                           _on(found_inf, device), layout, half=half, **extra)
-    return True
+    return entry_of(None).update(rule, lists, hyper, multiplier=multiplier,
+                                 found_inf=found_inf, half=half, squares=squares)
 
 
 @torch._disable_dynamo
@@ -369,98 +231,30 @@ def sparse_rows(rule: str, var: torch.Tensor, slots: Sequence[torch.Tensor],
     False (nothing done) where the caller must take its reference path (another rule, dtype
     or device not supported, a subclass, a non-contiguous tensor, indices or values of
     another dtype or shape, a table sharing read memory)."""
-    if rule not in SPARSE_RULES or not supports(var.dtype, var.device) or var.dim() == 0:
-        return False
-    tables = [var, *slots]
-    device = var.device
-    if not (is_plain([*tables, indices, values]) and all(
-            t.layout == torch.strided and t.device == device and t.is_contiguous()
-            for t in (*tables, indices, values))):
-        return False
-    if (indices.dtype != torch.int64 or indices.dim() != 1 or values.dtype != var.dtype
-            or values.shape != (indices.numel(), *var.shape[1:])):
-        return False
-    if rule in DENSIFIED_RULES:
-        dense = torch.zeros_like(var).index_add_(0, indices, values)
-        return run(rule, [[var], [dense], *[[s] for s in slots]], hyper, found_inf=found_inf)
-    if any(t.dtype != var.dtype or t.shape != var.shape for t in slots):
-        return False
-    lists = [[var], [values], *[[s] for s in slots]]
-    if not _apart(lists, frozenset({1}), rule):
-        return False
-    tables = _tables()
-    key = ("rows", rule, device, tuple(map(_PTR, [var, *slots])))
-    holder = tables.cached(key, lambda: _RowsLayout(tables.Scalars(device)))
-    with _family(_FAMILIES[rule]) as module:
-        module.RULES[rule](lists, list(hyper), None, _on(found_inf, device), holder,
-                           rows=indices)
-    return True
+    return entry_of(None).sparse_rows(rule, var, slots, indices, values, hyper,
+                                      found_inf=found_inf)
 
 
-class _RowsLayout:
-    """What a sparse update keeps per table: its hyperparameters' device tensor."""
-
-    __slots__ = ("scalars",)
-
-    def __init__(self, scalars: Any) -> None:
-        self.scalars = scalars
-
-    @property
-    def pinned(self) -> bool:
-        return self.scalars.pinned
-
-
-def l2_norms(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
+def l2_norms(tensors: Sequence[torch.Tensor], owner: Any = None) -> torch.Tensor | None:
     """Per tensor (float32, or a float16/bfloat16 gradient read as it is) its L2 norm, squares
     summed in float64, as a 1-D float32 tensor on their device, from one read pass over the
     whole list (``norms.l2_norms``); ``None`` where the Triton kernels cannot read them (mixed
-    dtypes or devices, a subclass, a device Triton does not run)."""
-    if not tensors:
-        return None
-    first = tensors[0]
-    if not (first.dtype in (*DTYPES, *HALF_DTYPES) and supports(torch.float32, first.device)):
-        return None
-    found = _plain_list(tensors)
-    if found is None:
-        if not _alike(tensors):
-            return None
-        if not all(map(_CONTIGUOUS, tensors)):
-            tensors = [t.contiguous() for t in tensors]
-    with _family("norms") as module:
-        return module.l2_norms(tensors, found)
+    dtypes or devices, a subclass, a device Triton does not run). ``owner``: the optimizer
+    whose entry keeps the read layout (``entry_of``; ``None``: the entry of calls without
+    one)."""
+    return entry_of(owner).l2_norms(tensors)
 
 
-def _plain_list(tensors: Sequence[torch.Tensor]) -> tuple | None:
-    """The data pointers and element counts of ``tensors`` where each is an exact, strided,
-    contiguous tensor of the first's dtype and device (one C pass), else ``None``."""
-    first = tensors[0]
-    return _binding().plain_on([tensors if type(tensors) is list else list(tensors)],
-                               (first.dtype,), first.device)
-
-
-def _alike(tensors: Sequence[torch.Tensor]) -> bool:
-    """Exact tensors, strided, of the first's dtype and device (C-level passes)."""
-    first = tensors[0]
-    return (is_plain(tensors) and set(map(_DTYPE, tensors)) == {first.dtype}
-            and set(map(_DEVICE, tensors)) == {first.device}
-            and set(map(_LAYOUT, tensors)) == {torch.strided})
-
-
-def square_sums(tensors: Sequence[torch.Tensor],
-                multiplier: torch.Tensor | None = None) -> torch.Tensor | None:
+def square_sums(tensors: Sequence[torch.Tensor], multiplier: torch.Tensor | None = None,
+                owner: Any = None) -> torch.Tensor | None:
     """Per tensor the float64 sum of the squares of ``float32(t * multiplier)``, as the
     rules of ``WHOLE_NORM_RULES`` sum them (``norms.square_sums``: the blocks' partial sums,
     then their sums added on the device), a 1-D float64 tensor on their device; ``None`` where
     the Triton kernels cannot read them (another dtype or device, a subclass, a non-contiguous
     tensor).
-    The local part of a sharded tensor's squared norm, before the ranks add theirs."""
-    if not tensors:
-        return None
-    first = tensors[0]
-    if not supports(first.dtype, first.device):
-        return None
-    found = _plain_list(tensors)
-    if found is None and not (_alike(tensors) and all(map(_CONTIGUOUS, tensors))):
-        return None
-    with _family("norms") as module:
-        return module.square_sums(tensors, _on(multiplier, first.device), found)
+    The local part of a sharded tensor's squared norm, before the ranks add theirs.
+    ``owner``: as in ``l2_norms``."""
+    return entry_of(owner).square_sums(tensors, multiplier)
+
+
+from trainop.kernels.triton.entry import Entry, entry_of  # noqa: E402 - uses the names above

@@ -61,12 +61,16 @@ def parts(unit: Sequence[torch.Tensor]) -> list[list[torch.Tensor]]:
     """A dense unit (1-D tensors of one length) as the launches it takes: itself, or, from
     ``SPLIT_AT`` elements on, a head whose length is a multiple of ``ALIGN`` and the tail. The
     rules are elementwise, so the split changes no number; the head's tensors start where the
-    unit's do, the tail's ``head * element size`` bytes (a multiple of 16) further."""
+    unit's do, the tail's ``head * element size`` bytes (a multiple of 16) further. A tensor
+    of another length (a per-tensor value, such as NovoGrad's one-element denominator, read
+    at the tensor's index) goes whole into both launches: cut, its tail would be an empty
+    view past its end."""
     n = unit[0].numel()
     head = n - n % ALIGN
     if head == n or n < SPLIT_AT:
         return [list(unit)]
-    return [[t[:head] for t in unit], [t[head:] for t in unit]]
+    return [[t[:head] if t.numel() == n else t for t in unit],
+            [t[head:] if t.numel() == n else t for t in unit]]
 
 
 def launch(kernel: Callable, lists: Sequence[Sequence[torch.Tensor]], layout: Any,

@@ -14,7 +14,7 @@ are read as they are (each element widened to float32, exactly).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import triton
@@ -24,9 +24,9 @@ from trainop.kernels.native._binding import plain_on, pointers, sizes
 from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import tensor, total
 from trainop.kernels.triton.launch import BLOCK, OPTIONS
-from trainop.kernels.triton.tables import Layout, cached
+from trainop.kernels.triton.tables import Layout
 
-__all__ = ["l2_norms", "run_sums", "square_sums"]
+__all__ = ["run_sums", "sums"]
 
 #: Whether this module's kernels were decorated for Triton's interpreter.
 INTERPRETED = interpreted()
@@ -102,18 +102,15 @@ def run_sums(layout: Layout, like: torch.Tensor, k: int,
     return sums
 
 
-def _read_layout(tensors: Sequence[torch.Tensor], at: object, counts: object) -> Layout:
-    """The read pass's layout of ``tensors`` (by device, dtype and sizes: another list of the
-    same sizes shares it), their addresses ``at`` on the device this step."""
-    first = tensors[0]
-    key = ("reads", first.device, first.dtype, counts.tobytes())
-    layout = cached(key, lambda: Layout([tensors], first.device, moving=0))
-    layout.refresh(tensors, at)
-    return layout
-
-
-def _sums(tensors: Sequence[torch.Tensor], multiplier: torch.Tensor | None, *,
-          sqrt: bool, found: tuple | None) -> torch.Tensor:
+def sums(tensors: Sequence[torch.Tensor], multiplier: torch.Tensor | None, *, sqrt: bool,
+         found: tuple | None, cache: Callable, order: Callable) -> torch.Tensor:
+    """Per tensor (contiguous, one float dtype and device) the float64 sum of the squares of
+    ``float32(t * multiplier)`` (a 1-D float64 tensor on their device), or with ``sqrt`` the
+    L2 norm (float32): three or four launches for the whole list, nothing read on the host.
+    ``found``: their data pointers and element counts, where the caller read them
+    (``plain_on``); ``cache``: the owner's layouts (``tables.Cache``: the read layout of a
+    list's device, dtype and sizes), ``order``: ``device.order``, run on the layout before
+    its table is written."""
     first = tensors[0]
     if found is None:
         found = plain_on([tensors if type(tensors) is list else list(tensors)],
@@ -123,24 +120,13 @@ def _sums(tensors: Sequence[torch.Tensor], multiplier: torch.Tensor | None, *,
         if at is None:  # (the caller made them contiguous)
             raise ValueError("trainop's triton read pass: the tensors must be contiguous")
         found = at, sizes(tensors)
-    layout = _read_layout(tensors, *found)
+    at, counts = found
+    key = ("reads", first.device, first.dtype, counts.tobytes())
+    layout = cache(key, lambda: Layout([tensors], first.device, moving=0))
+    order(layout, first.device, layout.device_tensors())
+    layout.refresh(tensors, at)
     out = torch.zeros(len(tensors), dtype=torch.float32 if sqrt else torch.float64,
                       device=first.device)
-    sums = run_sums(layout, first, 0, multiplier)
-    _tensor_sums[(len(tensors),)](sums, layout.run_first, out, SQRT=sqrt, **OPTIONS)
+    partial = run_sums(layout, first, 0, multiplier)
+    _tensor_sums[(len(tensors),)](partial, layout.run_first, out, SQRT=sqrt, **OPTIONS)
     return out
-
-
-def l2_norms(tensors: Sequence[torch.Tensor], found: tuple | None = None) -> torch.Tensor:
-    """The L2 norm of each tensor (contiguous, one float dtype and device; squares summed in
-    float64), a 1-D float32 tensor on their device: three or four launches for the whole
-    list, nothing read on the host. ``found``: their data pointers and element counts, where
-    the caller read them (``plain_on``)."""
-    return _sums(tensors, None, sqrt=True, found=found)
-
-
-def square_sums(tensors: Sequence[torch.Tensor], multiplier: torch.Tensor | None = None,
-                found: tuple | None = None) -> torch.Tensor:
-    """Per tensor (contiguous float32, one device) the float64 sum of the squares of
-    ``float32(t * multiplier)``, a 1-D float64 tensor on their device."""
-    return _sums(tensors, multiplier, sqrt=False, found=found)

@@ -21,9 +21,11 @@ a host row into the existing table (``staging.Staging``: capturable, no allocati
 update layout also keeps its rule's hyperparameters as one float32 device tensor
 (``Scalars``), written in place.
 
-The layouts are kept in a bounded cache, least recently used first out; a layout a captured
-CUDA graph reads (its host rows frozen by a capture) is never evicted, so nothing a graph
-reads is freed.
+The layouts are kept in their owner's cache (``Cache``: one per optimizer, see
+``entry.Entry``), bounded, least recently used first out; a layout a captured CUDA graph reads
+(its host rows frozen by a capture), or one the optimizer's last two steps used, is never
+evicted. Each holder of device tensors remembers the stream that used them last
+(``stream``, ``device_tensors``; ordered by ``device.order``).
 """
 
 from __future__ import annotations
@@ -39,11 +41,11 @@ import torch
 from trainop.kernels.boundary import overlapping, sorted_ranges
 from trainop.kernels.triton import staging
 
-__all__ = ["LIMIT", "Layout", "Scalars", "cached", "layouts"]
+__all__ = ["LIMIT", "Cache", "Layout", "Scalars"]
 
-#: Layouts kept (least recently used evicted first; never one a captured graph reads).
+#: Layouts a cache keeps before it evicts: least recently used first, never one a captured
+#: graph reads, and, in an optimizer's cache, never one its last two steps used.
 LIMIT = 64
-_LAYOUTS: OrderedDict[tuple, Any] = OrderedDict()
 _PTR = methodcaller("data_ptr")
 _NUMEL = methodcaller("numel")
 #: Elements a block of the tables covers (``launch.BLOCK``, repeated to stay below it).
@@ -51,24 +53,66 @@ BLOCK = 1024
 _RECORD = 4  # int64 per block record
 
 
-def layouts() -> OrderedDict[tuple, Any]:
-    """The cache (for tests and the benchmark: its size says what a step created)."""
-    return _LAYOUTS
+class Cache:
+    """The layouts of one owner (an optimizer's Triton entry, or the entry of calls made
+    without one) by key, made on first use. Beyond ``LIMIT`` entries the least recently used
+    are evicted, except those a captured graph reads (``pinned``) and, where ``steps`` (an
+    optimizer's cache, told each step by ``next_step``), those the current or the previous
+    step used: an optimizer with any number of param groups keeps every layout its steps use
+    (no rebuild, nothing a capture would have to make), and layouts of tensors it no longer
+    steps go once over the limit. Not locked: its owner's lock is held around every use.
+    ``made`` counts the layouts made (for tests and the benchmark)."""
 
+    __slots__ = ("generation", "items", "made", "steps", "used")
 
-def cached(key: tuple, make: Callable[[], Any]) -> Any:
-    """The cached object of ``key``, made by ``make()`` the first time (never while a CUDA
-    graph is captured: ``make`` raises there). Least recently used ones are evicted beyond
-    ``LIMIT``, except those a captured graph reads (``pinned``)."""
-    found = _LAYOUTS.get(key)
-    if found is not None:
-        _LAYOUTS.move_to_end(key)
+    def __init__(self, *, steps: bool) -> None:
+        self.items: OrderedDict[tuple, Any] = OrderedDict()
+        self.used: dict[tuple, int] = {}
+        self.steps = steps
+        self.generation = 0
+        self.made = 0
+
+    def next_step(self) -> None:
+        """A new step of the owner begins."""
+        self.generation += 1
+
+    def __call__(self, key: tuple, make: Callable[[], Any]) -> Any:
+        """The object of ``key``, made by ``make()`` the first time (never while a CUDA graph
+        is captured: ``make`` raises there)."""
+        found = self.items.get(key)
+        if found is None:
+            found = make()
+            self.items[key] = found
+            self.made += 1
+            self.used[key] = self.generation
+            if len(self.items) > LIMIT:
+                self._evict()
+        else:
+            self.items.move_to_end(key)
+            self.used[key] = self.generation
         return found
-    found = _LAYOUTS[key] = make()
-    if len(_LAYOUTS) > LIMIT:
-        for old in [k for k, v in _LAYOUTS.items() if not v.pinned][:len(_LAYOUTS) - LIMIT]:
-            del _LAYOUTS[old]
-    return found
+
+    def _evict(self) -> None:
+        over = len(self.items) - LIMIT
+        recent = self.generation - 1 if self.steps else None
+        for key in list(self.items):
+            if over <= 0:
+                return
+            if self.items[key].pinned:
+                continue
+            if recent is not None and self.used[key] >= recent:
+                return  # (the rest were used later still)
+            del self.items[key], self.used[key]
+            over -= 1
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.items
+
+    def values(self):
+        return self.items.values()
 
 
 class Scalars:
@@ -172,6 +216,11 @@ class Layout:
         self._identity: torch.Tensor | None = None
         self._addresses = addresses
         self._fixed = [k for k in range(len(lists)) if k != moving and k not in scalar_lists]
+        self.stream: Any = None  # the stream that used its device tensors last
+
+    def device_tensors(self) -> list[torch.Tensor | None]:
+        """The device tensors it keeps across steps (for ``device.order``)."""
+        return [self.table, self.scalars.h, *(self._work or ()), self._identity]
 
     @property
     def pinned(self) -> bool:

@@ -1,0 +1,148 @@
+"""Issue #44, item 4 (and #47's thread break): the Triton path's layouts belong to their
+optimizer. An optimizer with more param groups than the cache's limit (layer-wise LR decay:
+2 x 48 groups) used to rebuild every layout at every step (a shared cache of 64, least recently
+used out), so such a step could not be captured either; and 8 threads each stepping
+optimizers of their own raised "OrderedDict mutated during iteration" or a ``KeyError`` from
+the shared cache, after part of the step was written. Counted, never timed: layouts made per
+step, and the numbers against the reference path."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+import trainop
+from trainop.kernels import triton as tk
+
+pytestmark = [pytest.mark.skipif(not tk.available(), reason="Triton is not installed"),
+              pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+
+GROUPS = 100
+
+
+@pytest.fixture(autouse=True)
+def _interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def _model(groups: int, seed: int) -> tuple[list, list]:
+    """``groups`` param groups of two tensors each (so each is a table launch), sizes 1-9."""
+    gen = torch.Generator().manual_seed(seed)
+    params = [[torch.nn.Parameter(torch.randn(1 + (g + j) % 9, generator=gen))
+               for j in range(2)] for g in range(groups)]
+    return params, [{"params": ps, "lr": 0.01 * (1 + g % 5)} for g, ps in enumerate(params)]
+
+
+def _grads(params, k: int) -> None:
+    gen = torch.Generator().manual_seed(1000 + k)
+    for ps in params:
+        for p in ps:
+            p.grad = torch.randn(p.numel(), generator=gen)  # new addresses every step
+
+
+def _made(monkeypatch) -> list:
+    """Every ``tables.Layout`` made from now on."""
+    from trainop.kernels.triton import tables
+
+    made = []
+    real = tables.Layout.__init__
+
+    def counted(self, *args, **kwargs):
+        made.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(tables.Layout, "__init__", counted)
+    return made
+
+
+def test_a_hundred_groups_build_their_layouts_once(monkeypatch):
+    """100 param groups (more than the cache's limit): the first step makes one layout per
+    group, later steps (new gradient addresses every step) make none; the numbers are the
+    reference path's."""
+    made = _made(monkeypatch)
+    params, groups = _model(GROUPS, 0)
+    opt = trainop.AdamOptimizer(0.01, params=groups, implementation="triton")
+    per_step = []
+    for k in range(3):
+        _grads(params, k)
+        made.clear()
+        opt.step()
+        per_step.append(len(made))
+    assert per_step == [GROUPS, 0, 0]
+    ref_params, ref_groups = _model(GROUPS, 0)
+    ref = trainop.AdamOptimizer(0.01, params=ref_groups, implementation="reference")
+    for k in range(3):
+        _grads(ref_params, k)
+        ref.step()
+    for ours, theirs in zip(params, ref_params, strict=True):
+        for a, b in zip(ours, theirs, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_a_capture_after_warm_up_works_past_the_cache_limit(monkeypatch):
+    """A simulated CUDA graph capture (``staging.capturing`` says yes) of a step of 100
+    groups after two warm-up steps: nothing to make, so no warm-up error."""
+    from trainop.kernels.triton import staging
+
+    params, groups = _model(GROUPS, 1)
+    opt = trainop.AdamOptimizer(0.01, params=groups, implementation="triton")
+    for k in range(2):
+        _grads(params, k)
+        opt.step()
+    _grads(params, 2)
+    with monkeypatch.context() as patch:
+        patch.setattr(staging, "capturing", lambda device: True)
+        opt.step()  # (raised "...during a CUDA graph capture" when it rebuilt a layout)
+    assert all(layout.pinned for layout in tk.entry_of(opt).cache.values())
+
+
+def test_layouts_of_tensors_no_longer_stepped_go_once_over_the_limit(monkeypatch):
+    """Bounded all the same: an optimizer whose variables are new tensors every step (a
+    rebuilt model) keeps at most the limit plus what its last steps used."""
+    from trainop.kernels.triton import tables
+
+    monkeypatch.setattr(tables, "LIMIT", 4)
+    opt = trainop.GradientDescentOptimizer(0.1, implementation="triton")
+    for k in range(12):
+        (variables,), _ = _model(1, k)
+        opt.apply_gradients([(torch.ones_like(v), v) for v in variables])
+    assert len(tk.entry_of(opt).cache) <= 4 + 2
+
+
+def _one_thread(index: int, results: dict, errors: list, barrier: threading.Barrier) -> None:
+    params, groups = _model(10 + 3 * index, 10 + index)
+    opt = trainop.MomentumOptimizer(0.01, 0.9, params=groups, implementation="triton")
+    barrier.wait()
+    try:
+        for k in range(3):
+            _grads(params, k)
+            opt.step()
+        results[index] = params
+    except Exception as error:  # (reported below, with the thread's index)
+        errors.append(f"thread {index}: {type(error).__name__}: {error}")
+
+
+def test_eight_threads_each_stepping_an_optimizer_of_its_own():
+    """8 threads at once, each its own optimizer (10 to 31 groups: together well past the
+    cache's limit), 3 steps each: no error, and each thread's numbers are the reference
+    path's."""
+    threads, results, errors = 8, {}, []
+    barrier = threading.Barrier(threads)
+    workers = [threading.Thread(target=_one_thread, args=(i, results, errors, barrier))
+               for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    for index in range(threads):
+        params, groups = _model(10 + 3 * index, 10 + index)
+        ref = trainop.MomentumOptimizer(0.01, 0.9, params=groups, implementation="reference")
+        for k in range(3):
+            _grads(params, k)
+            ref.step()
+        for ours, theirs in zip(results[index], params, strict=True):
+            for a, b in zip(ours, theirs, strict=True):
+                torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
