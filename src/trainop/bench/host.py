@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 __all__ = ["BASE", "LAUNCH_TARGETS", "PER_TENSOR_TARGET_US", "WORKLOADS", "counted_launches",
-           "render_host", "run_host_benchmark"]
+           "render_host", "run_host_benchmark", "stepper"]
 
 #: The tensor count the marginal cost is measured from.
 BASE = 8
@@ -75,17 +75,22 @@ def counted_launches(*, run: bool = False) -> Iterator[list[str]]:
             os.environ["TRITON_INTERPRET"] = saved
 
 
-def _model(count: int) -> tuple[list[torch.nn.Parameter], list[list[torch.Tensor]]]:
+def _model(count: int, device: torch.device | None = None
+           ) -> tuple[list[torch.nn.Parameter], list[list[torch.Tensor]]]:
     """``count`` parameters of ``SIZES`` in turn and two sets of gradients for them."""
     gen = torch.Generator().manual_seed(0)
     sizes = [SIZES[i % len(SIZES)] for i in range(count)]
-    params = [torch.nn.Parameter(torch.randn(n, generator=gen) * 0.02) for n in sizes]
-    grads = [[torch.randn(n, generator=gen) * 1e-3 for n in sizes] for _ in range(2)]
+    params = [torch.nn.Parameter((torch.randn(n, generator=gen) * 0.02).to(device))
+              for n in sizes]
+    grads = [[(torch.randn(n, generator=gen) * 1e-3).to(device) for n in sizes]
+             for _ in range(2)]
     return params, grads
 
 
-def _stepper(workload: str, count: int) -> tuple[Callable[[int], None], Callable[[], Any]]:
-    """(set the gradients of step ``k``, the step) of ``workload`` over ``count`` tensors."""
+def stepper(workload: str, count: int, groups: int = 1, *, device: torch.device | None = None
+            ) -> tuple[Callable[[int], None], Callable[[], Any]]:
+    """(set the gradients of step ``k``, the step) of ``workload`` over ``count`` tensors, in
+    ``groups`` param groups (the tensors dealt out in turn), on ``device`` (default CPU)."""
     import trainop
     from trainop.processing import (
         BackoffLossScaler,
@@ -94,8 +99,9 @@ def _stepper(workload: str, count: int) -> tuple[Callable[[int], None], Callable
         LossScale,
     )
 
-    params, grads = _model(count)
-    opt = trainop.AdamOptimizer(1e-3, params=params, implementation="triton")
+    params, grads = _model(count, device)
+    dealt = [{"params": params[g::groups]} for g in range(groups)]
+    opt = trainop.AdamOptimizer(1e-3, params=dealt, implementation="triton")
     step = opt.step
     if workload == "post_backward":
         step = GradientPipeline(opt, [LossScale(BackoffLossScaler(scale_max=2.0 ** 14)),
@@ -106,6 +112,9 @@ def _stepper(workload: str, count: int) -> tuple[Callable[[int], None], Callable
             p.grad = g
 
     return prepare, step
+
+
+_stepper = stepper
 
 
 def _measure(workload: str, count: int, *, rounds: int, steps: int, warmup: int
