@@ -59,3 +59,26 @@ def test_each_param_group_adds_at_most_2_operations(workload):
     one, nine = trainop_ops(64, 1, workload), trainop_ops(64, 9, workload)
     per_group = (nine.total - one.total) / 8
     assert per_group <= PER_GROUP_TARGET, (one.summary(), nine.summary())
+
+
+def test_bench_host_prints_operations_and_the_fixed_cost_beside_the_per_tensor_cost():
+    from trainop.bench.host import render_host
+    from trainop.bench.step_ops import render_step_ops
+
+    row = {"workload": "post_backward", "tensors": 292, "launches": 8, "launch_target": 16,
+           "ops": 12, "step_ms": 0.5, "base_step_ms": 0.1, "fixed_us_per_step": 80.0,
+           "marginal_us_per_tensor": 1.25, "met": True}
+    ops = {"tensors": 292, "groups": 9, "device": "cpu", "step_target": 24,
+           "per_group_target": 2, "met": True,
+           "rows": [{"side": "trainop", "ops": 12, "device_ops": 8, "triton_launches": 8,
+                     "ops_per_group": 2.0, "launches_per_group": 2.0, "most": {"empty": 3}},
+                    {"side": "torch", "ops": 22, "device_ops": 20, "triton_launches": 0,
+                     "ops_per_group": 3.0, "launches_per_group": 0.0, "most": {"add": 2}}]}
+    text = render_host({"torch": "x", "threads": 2, "rounds": 5, "steps": 2, "warmup": 1,
+                        "base_tensors": 8, "per_tensor_target_us": 3.0, "rows": [row],
+                        "step_ops": ops})
+    line = next(x for x in text.splitlines() if x.startswith("post_backward"))
+    assert line.split()[5:9] == ["12", "0.50", "80.0", "1.25"]
+    assert render_step_ops(ops).splitlines()[3].split()[:6] == ["trainop", "12", "8", "8",
+                                                                "2.0", "2.0"]
+    assert "torch" in text and "met" in text
