@@ -37,11 +37,6 @@ def advance(owner: Any, products: Sequence[torch.Tensor], factors: Sequence[floa
         return False
     if found_inf is not None and (found_inf.device != device or found_inf.numel() != 1):
         return False
-    holder = owner.__dict__.get("_triton_counters")
-    if holder is None or holder.device != device:
-        with tk._family("counters") as module:
-            holder = module.Counters(device)
-        owner.__dict__["_triton_counters"] = holder
-    with tk._family("counters"):
-        holder.advance(products, factors, steps, found_inf)
+    with tk._family("counters") as module:
+        module.RULES["advance"](owner.__dict__, products, factors, steps, found_inf)
     return True

@@ -72,7 +72,7 @@ def run_folded(pipeline: Any, batch: Gradients) -> Any:
     out_i = torch.empty(4, dtype=_I64, device=device)
     applied = torch.empty((), dtype=torch.bool, device=device)
     with tk._family("gate") as module:
-        module.decide(norms, h, None if scaler is None else scaler.loss_scale,
+        module.RULES["decide"](norms, h, None if scaler is None else scaler.loss_scale,
                       scaler.iteration if backoff else None,
                       scaler.last_overflow_iteration if backoff else None,
                       pipeline.skipped_steps, pipeline.consecutive_skips, out_f, out_i, applied,

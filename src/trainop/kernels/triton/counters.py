@@ -23,7 +23,7 @@ from trainop.kernels.triton import interpreted
 from trainop.kernels.triton.launch import OPTIONS
 from trainop.kernels.triton.staging import Staging, capturing, warm_up_error
 
-__all__ = ["Counters"]
+__all__ = ["RULES", "Counters", "advance"]
 
 #: Whether this module's kernels were decorated for Triton's interpreter.
 INTERPRETED = interpreted()
@@ -94,3 +94,18 @@ class Counters:
     @property
     def pinned(self) -> bool:
         return self.staging is not None and self.staging.replayed
+
+
+def advance(store: dict, products: Sequence[torch.Tensor], factors: Sequence[float],
+            steps: Sequence[torch.Tensor], found_inf: torch.Tensor | None) -> None:
+    """``Counters.advance`` with the table kept in ``store`` (the optimizer's ``__dict__``,
+    under ``_triton_counters``; made on the products' device at first use)."""
+    device = steps[0].device
+    holder = store.get("_triton_counters")
+    if holder is None or holder.device != device:
+        holder = store["_triton_counters"] = Counters(device)
+    holder.advance(products, factors, steps, found_inf)
+
+
+#: What ``kernels.counters`` calls (by name, as the update families' rules are called).
+RULES = {"advance": advance}

@@ -31,7 +31,7 @@ from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import total
 from trainop.kernels.triton.launch import OPTIONS
 
-__all__ = ["decide"]
+__all__ = ["RULES", "decide"]
 
 #: Whether this module's kernels were decorated for Triton's interpreter.
 INTERPRETED = interpreted()
@@ -116,3 +116,7 @@ def decide(norms, h, scale, iteration, last, skipped, consecutive, out_f, out_i,
                   consecutive, out_f, out_i, out_b, window, skip_bit,
                   HAS_SCALE=scale is not None, BACKOFF=backoff, HAS_CLIP=clip,
                   BLOCK=_BLOCK, **OPTIONS)
+
+
+#: What ``processing.folded`` calls (by name, as the update families' rules are called).
+RULES = {"decide": decide}
