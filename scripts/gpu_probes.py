@@ -65,15 +65,13 @@ def launch(device, small: bool) -> bool:
     x = torch.zeros(1, device=device)
     count = 2000 if not small else 20
     runs = 0
-    for implementation in ("triton",):
-        assert tk.run("gradient_descent", [[x], [x.clone()]], [0.1])  # compiled, warm
-        _sync(device)
-        start = time.perf_counter()
-        for _ in range(count):
-            tk.run("gradient_descent", [[x], [x.clone()]], [0.1])
-            runs += 1
-        _sync(device)
-        per_launch = (time.perf_counter() - start) / count * 1e6
+    assert tk.run("gradient_descent", [[x], [x.clone()]], [0.1])  # compiled, warm
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(count):
+        runs += tk.run("gradient_descent", [[x], [x.clone()]], [0.1])
+    _sync(device)
+    per_launch = (time.perf_counter() - start) / count * 1e6
     w = torch.nn.Parameter(torch.zeros(16, device=device))
     w.grad = torch.ones(16, device=device)
     opt = trainop.AdamOptimizer(params=[w], learning_rate=0.01, implementation="triton")
@@ -91,7 +89,6 @@ def launch(device, small: bool) -> bool:
 
 
 def back_to_back(device, small: bool) -> bool:
-    import torch
 
     from trainop.bench.gpu_peers import trainop_optimizer
     from trainop.bench.gpu_timing import Candidate, time_interleaved

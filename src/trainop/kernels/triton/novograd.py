@@ -7,8 +7,8 @@ n2 = |float32(g)|^2 (the norm squared in float64, rounded once), then::
 
 Over a whole bucket: the partial sums of squares (one launch over every block of every
 gradient, ``norms.run_sums``, and one over the runs of partial sums: the parallel second level),
-the moment (one program per tensor adding its runs' sums, a vector load at a time), the update (one launch
-over every block, ``launch``).
+the moment (one program per tensor adding its runs' sums, a vector load at a time), the
+update (one launch over every block, ``launch``).
 hyper: lr, beta1, beta2, epsilon, weight_decay, grad_averaging, persistent.
 
 ``squares`` (sharded tensors, e.g. FSDP2's local shards): per tensor the float64 sum of the
