@@ -122,7 +122,8 @@ def _adam(params, implementation):
 
 def test_adam_over_400_tensors_is_one_launch_and_equals_the_reference():
     ours, launches = _train(_adam, 400, "triton", 2)
-    assert all(n <= 2 for n in launches), launches  # (issue #38's bound: 8)
+    # the update's two launches and the counters' one (#44); issue #38's bound: 8
+    assert all(n <= 3 for n in launches), launches
     theirs, _ = _train(_adam, 400, "reference", 2)
     assert_matches_reference("AdamOptimizer", ours, theirs)
 
@@ -152,7 +153,8 @@ def test_every_optimizer_over_300_mixed_tensors_equals_the_reference(info):
 
     ours, launches = _train(make, 300, "triton", 1)
     theirs, _ = _train(make, 300, "reference", 1)
-    assert launches[0] <= (6 if info.name == "NovoGrad" else 2), launches
+    # (+1: every group's counters in one launch, #44)
+    assert launches[0] <= (7 if info.name == "NovoGrad" else 3), launches
     assert_matches_reference(info.name, ours, theirs)
 
 
