@@ -132,11 +132,11 @@ def test_adam_over_400_tensors_is_one_launch_and_equals_the_reference():
 def test_launches_do_not_grow_with_the_tensor_count(count):
     """Adam's step and the post-backward pipeline's (dynamic loss scale, global clip, Adam)
     over ``count`` non-flattened tensors whose gradients move every step (the launches
-    counted as no-ops: the host's work only): at most 2 and 6 Triton launches (issue #38's
-    bounds: 8 and 16)."""
+    counted as no-ops: the host's work only): at most 3 and 8 Triton launches, the gate
+    program and the counters' launch of #44 included (issue #38's bounds: 8 and 16)."""
     from trainop.bench.host import _stepper
 
-    for workload, bound in (("adam", 2), ("post_backward", 6)):
+    for workload, bound in (("adam", 3), ("post_backward", 8)):
         with counted_launches() as names:
             prepare, step = _stepper(workload, count)
             for k in range(3):
@@ -161,7 +161,7 @@ def test_every_optimizer_over_300_mixed_tensors_equals_the_reference(info):
 def test_pipeline_over_300_mixed_tensors_equals_the_reference():
     ours, launches = _train(_adam, 300, "triton", 2, pipeline=True)
     theirs, _ = _train(_adam, 300, "reference", 2, pipeline=True)
-    assert all(n <= 6 for n in launches), launches
+    assert all(n <= 8 for n in launches), launches  # (+ the gate and the counters, #44)
     assert_matches_reference("AdamOptimizer", ours, theirs)
 
 
