@@ -10,14 +10,19 @@
 #                   compiler or Python.h.
 #   install         pip install --no-deps --no-build-isolation --no-index (nothing downloaded)
 #   doctor          `trainop doctor` (the native kernels build once, before the test workers)
-#   tests           one pytest run over the CUDA test files: -n 8 (xdist; a cold Triton cache
-#                   compiles in 8 processes) and --timeout 60 per test where installed
-#   bench_targeted  `trainop bench --device cuda`: the workloads with targets (optax on the
-#                   one-tensor Adam only; XLA_PYTHON_CLIENT_PREALLOCATE=false)
+#   bench_targeted  `trainop bench --device cuda`: the workloads with targets, torch's and
+#                   optax's peers beside them (optax on the one-tensor Adam only;
+#                   XLA_PYTHON_CLIENT_PREALLOCATE=false); first, on a cool card, before
+#                   anything else has run on it
 #   bench_other     the other optimizers
+#   probe_*         three 10-second probes (scripts/gpu_probes.py, into probes.txt): the
+#                   NovoGrad tail (2^20 + 1 elements against the reference), Triton's launch
+#                   cost (host us per launch), steps timed back to back against one at a time
+#   tests           one pytest run over the CUDA test files: -n 8 (xdist) and --timeout 60
+#                   per test where installed (the benchmarks compiled most kernels already)
 #   clocks          nvidia-smi's clocks again, appended to env.txt
 # Files in $OUT (a device machine returns at most 8): summary.txt gpu_check.log env.txt
-# tests.xml bench.jsonl bench.md. Exit status: 0 every phase passed, 1 a phase failed, timed
+# tests.xml bench.jsonl bench.md probes.txt. Exit status: 0 every phase passed, 1 a phase failed, timed
 # out or was skipped, 2 bad usage, 3 the preflight stopped the check.
 #
 #   bash scripts/gpu_check.sh              # the check
@@ -42,12 +47,15 @@ esac
 
 read -r -a TESTS <<< "${GPU_CHECK_TESTS:-tests/test_cuda.py tests/test_triton_cuda.py \
 tests/test_cuda_capture.py tests/test_cuda_tf_parity.py}"
-ORDER=(preflight install doctor tests bench_targeted bench_other clocks)
-declare -A LIMIT=([preflight]=60 [install]=30 [doctor]=60 [tests]=150 [bench_targeted]=110
-                  [bench_other]=50 [clocks]=10)
+ORDER=(preflight install doctor bench_targeted bench_other probe_novograd_tail probe_launch
+       probe_back_to_back tests clocks)
+declare -A LIMIT=([preflight]=60 [install]=30 [doctor]=45 [bench_targeted]=110 [bench_other]=70
+                  [probe_novograd_tail]=10 [probe_launch]=10 [probe_back_to_back]=10
+                  [tests]=125 [clocks]=10)
+PROBES=(novograd_tail launch back_to_back)
 # The GPU suite's workloads by run (key prefixes, see `trainop bench --help`): targets first.
 declare -A BENCH=([targeted]=adam,post_backward,mixed,captured [other]=other)
-FILES="summary.txt gpu_check.log env.txt tests.xml bench.jsonl bench.md"
+FILES="summary.txt gpu_check.log env.txt tests.xml bench.jsonl bench.md probes.txt"
 NVSMI_FIELDS=name,driver_version,pstate,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,\
 power.draw,power.limit,temperature.gpu,memory.total
 
@@ -75,6 +83,7 @@ if [[ $DRY == 1 ]]; then
   done
   echo "  tests: ${TESTS[*]} (-n 8 --timeout 60 where pytest-xdist and pytest-timeout are)"
   echo "  bench --gpu-workloads: ${BENCH[targeted]} | ${BENCH[other]}"
+  echo "  probes: ${PROBES[*]} (scripts/gpu_probes.py, into probes.txt)"
   echo "  files: $FILES"
   echo "  total at most $total s; each phase SIGINT at its limit, SIGKILL ${KILL_AFTER} s later;"
   echo "  deadline $BUDGET s for the whole (a phase's limit is cut to what is left)"
@@ -86,7 +95,7 @@ LOG="$OUT/gpu_check.log"
 ENV="$OUT/env.txt"
 : > "$LOG"
 : > "$ENV"
-rm -f "$OUT/tests.xml" "$OUT/bench.jsonl" "$OUT/bench.md" "$OUT/summary.txt"
+rm -f "$OUT/tests.xml" "$OUT/bench.jsonl" "$OUT/bench.md" "$OUT/summary.txt" "$OUT/probes.txt"
 SUMMARY=()
 FAILED=0
 export PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"  # runs even if the install fails
@@ -105,7 +114,7 @@ phase() {
   ((left < limit)) && limit=$left
   if ((limit < 3 && limit < LIMIT[$name])); then  # cut by the deadline to almost nothing
     log "=== $name: SKIPPED (${SECONDS} s of the ${BUDGET} s deadline gone)"
-    SUMMARY+=("$(printf '%-15s %-22s' "$name" "SKIPPED (deadline)")")
+    SUMMARY+=("$(printf '%-20s %-22s' "$name" "SKIPPED (deadline)")")
     FAILED=1
     return 124
   fi
@@ -117,7 +126,7 @@ phase() {
   elif [[ $rc == 137 ]]; then what="TIMED OUT (SIGKILL)"
   elif [[ $rc != 0 ]]; then what="FAILED (exit $rc)"; fi
   [[ $rc != 0 ]] && FAILED=1
-  SUMMARY+=("$(printf '%-15s %-22s %4ss' "$name" "$what" "$took")")
+  SUMMARY+=("$(printf '%-20s %-22s %4ss' "$name" "$what" "$took")")
   log "=== $name: $what after ${took}s"
   return $rc
 }
@@ -144,10 +153,20 @@ phase install "$LOG" "$PY" -m pip install -q --no-deps --no-build-isolation --no
   --disable-pip-version-check -e "$ROOT"
 phase doctor "$LOG" "$PY" -m trainop doctor
 
+for run in targeted other; do
+  phase "bench_$run" "$OUT/bench.md" "$PY" -m trainop bench --device cuda --scale "$SCALE" \
+    --repeats 10 --warmup 3 --no-progress --jsonl "$OUT/bench.jsonl" \
+    --gpu-workloads "${BENCH[$run]}"
+done
+
+for probe in "${PROBES[@]}"; do
+  phase "probe_$probe" "$OUT/probes.txt" "$PY" "$ROOT/scripts/gpu_probes.py" "$probe"
+done
+
 read -r -a test_files <<< "$(existing "${TESTS[@]}")"
 if grep -q '^pytest: not installed' "$ENV" || ((${#test_files[@]} == 0)); then
   log "=== tests: skipped (pytest not installed for $PY, or none of ${TESTS[*]} here)"
-  SUMMARY+=("$(printf '%-15s %-22s' tests "SKIPPED (no pytest/tests)")")
+  SUMMARY+=("$(printf '%-20s %-22s' tests "SKIPPED (no pytest/tests)")")
   FAILED=1
 else
   pytest_args=(-p no:cacheprovider -q -rfEs --junitxml="$OUT/tests.xml")
@@ -155,12 +174,6 @@ else
   grep -q '^pytest-timeout: [0-9]' "$ENV" && pytest_args+=(--timeout 60)
   phase tests "$LOG" "$PY" -m pytest "${pytest_args[@]}" "${test_files[@]}"
 fi
-
-for run in targeted other; do
-  phase "bench_$run" "$OUT/bench.md" "$PY" -m trainop bench --device cuda --scale "$SCALE" \
-    --repeats 10 --warmup 3 --no-progress --jsonl "$OUT/bench.jsonl" \
-    --gpu-workloads "${BENCH[$run]}"
-done
 
 echo "--- at the end:" >> "$ENV"
 if command -v nvidia-smi > /dev/null; then

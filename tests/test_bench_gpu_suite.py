@@ -111,3 +111,34 @@ def test_gpu_workloads_must_name_a_workload():
     assert out.returncode == 2
     assert "expected comma-separated prefixes of adam_1x256M" in out.stderr
     assert "'adam,nope'" in out.stderr
+
+
+def test_steps_run_back_to_back_between_one_pair_of_events(monkeypatch):
+    """``back_to_back=3`` on CUDA (simulated: synchronize and events replaced by recorders):
+    three (prepare, step) pairs between one pair of events, then three prepares alone between
+    another, subtracted: the host's work before a step's first launch overlaps the previous
+    step, as in a training loop, and the refill is not charged to the step."""
+    log = []
+    stamps = iter(range(1, 1000))
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            log.append("record")
+            self.t = next(stamps)
+
+        def elapsed_time(self, end):  # ms: 1000 per stamp
+            return 1000.0 * (end.t - self.t)
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: log.append("sync"))
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    times, errors = time_interleaved(
+        {"a": Candidate(lambda: log.append("step"), prepare=lambda: log.append("prepare"))},
+        rounds=1, warmup=0, device=torch.device("cuda"), back_to_back=3)
+    assert errors == {}
+    assert log == ["sync", "record", *["prepare", "step"] * 3, "record",
+                   "sync", "record", *["prepare"] * 3, "record", "sync"]
+    # each pair of events is 1 stamp apart: (1 s - 1 s) / 3 steps
+    assert times["a"] == [0.0]

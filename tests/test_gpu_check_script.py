@@ -23,7 +23,9 @@ import pytest
 import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.sh"
-FILES = {"summary.txt", "gpu_check.log", "env.txt", "tests.xml", "bench.jsonl", "bench.md"}
+FILES = {"summary.txt", "gpu_check.log", "env.txt", "tests.xml", "bench.jsonl", "bench.md",
+         "probes.txt"}
+PROBES = ("probe_novograd_tail", "probe_launch", "probe_back_to_back")
 
 #: Python as the script calls it on a GPU machine, stood in for: the preflight reports an H100,
 #: pip and doctor succeed, pytest is the real one, and ``trainop bench`` appends one JSON line,
@@ -35,6 +37,7 @@ if [[ $1 == */gpu_preflight.py ]]; then
   exit 0
 fi
 if [[ $1 == -m && $2 == pytest ]]; then shift 2; exec "$REAL_PYTHON" -m pytest "$@"; fi
+if [[ $1 == */gpu_probes.py ]]; then echo "$2: stand-in probe"; exit 0; fi
 if [[ $1 == -m && $2 == trainop && $3 == bench ]]; then
   prev= jsonl= workloads=
   for a in "$@"; do
@@ -149,7 +152,7 @@ def test_a_bench_stopped_at_its_limit_keeps_its_lines(standin):
     assert out.returncode == 1, out.stdout + out.stderr
     assert _files(standin) == FILES
     summary = _summary(standin)
-    for phase in ("preflight", "install", "doctor", "tests", "bench_other", "clocks"):
+    for phase in ("preflight", "install", "doctor", "tests", "bench_other", *PROBES, "clocks"):
         assert _phase(summary, phase) == "ok", summary
     assert _phase(summary, "bench_targeted") == "TIMED OUT (SIGINT)", summary
     assert "tests.xml: 1 tests, 0 failures, 0 errors, 0 skipped" in summary
@@ -166,26 +169,47 @@ def test_a_bench_stopped_at_its_limit_keeps_its_lines(standin):
     assert log.count("bench stand-in: SIGINT") == 1
     assert ("-m pip install -q --no-deps --no-build-isolation --no-index "
             "--disable-pip-version-check -e") in log
-    assert log.index("=== doctor") < log.index("=== tests") < log.index("=== bench_targeted")
+    # the speed benchmark first (a cool card, nothing else run on it), then the probes, then
+    # the tests
+    assert (log.index("=== doctor") < log.index("=== bench_targeted")
+            < log.index("=== bench_other") < log.index("=== probe_novograd_tail")
+            < log.index("=== probe_launch") < log.index("=== probe_back_to_back")
+            < log.index("=== tests"))
+    probes = (out_dir / "probes.txt").read_text().splitlines()
+    assert probes == [f"{p}: stand-in probe" for p in ("novograd_tail", "launch",
+                                                       "back_to_back")]
     env = (out_dir / "env.txt").read_text()
     assert env.index("cuda: NVIDIA H100") < env.index("--- at the end:") < env.index("1980 MHz")
 
 
 def test_tests_stopped_by_the_deadline_keep_their_xml(standin):
     """A 42 s deadline: 20 s are kept for the clocks at the end and 10 s for each phase's
-    SIGKILL grace, so the tests (one quick, one sleeping) are cut to about 12 s and get
-    SIGINT: pytest still writes its XML with the test that passed; the bench runs are skipped
-    (no time left), the clocks at the end still run."""
+    SIGKILL grace; the benchmark and the probes (stand-ins, instant) run first, then the
+    tests (one quick, one sleeping) are cut to about 12 s and get SIGINT: pytest still writes
+    its XML with the test that passed; the clocks at the end still run."""
     out = _run(GPU_CHECK_TESTS=f"{standin['_cases']}/test_sleeps.py", GPU_CHECK_BUDGET="42",
                **{k: v for k, v in standin.items() if k != "_cases"})
     assert out.returncode == 1, out.stdout + out.stderr
-    assert _files(standin) == FILES - {"bench.jsonl", "bench.md"}
+    assert _files(standin) == FILES
     summary = _summary(standin)
     assert _phase(summary, "tests") == "TIMED OUT (SIGINT)", summary
-    assert _phase(summary, "bench_targeted") == "SKIPPED (deadline)", summary
-    assert _phase(summary, "bench_other") == "SKIPPED (deadline)", summary
-    assert _phase(summary, "clocks") == "ok", summary
+    for phase in ("bench_targeted", "bench_other", *PROBES, "clocks"):
+        assert _phase(summary, phase) == "ok", summary
     xml = ET.parse(Path(standin["OUT"]) / "tests.xml").getroot()
     cases = [(c.get("name"), [child.tag for child in c]) for c in xml.iter("testcase")]
     assert ("test_quick", []) in cases
-    assert "bench.jsonl: 0 workload(s) measured" in summary
+    assert "bench.jsonl: 2 workload(s) measured" in summary
+
+
+def test_the_plan_runs_the_benchmark_before_the_tests_and_gives_the_peers_time():
+    """issue #44: the speed benchmark before the tests (a cool card), more than 50 s for the
+    other optimizers' run, three 10-second probes between them."""
+    plan = _run("--dry-run").stdout
+    order = re.findall(r"^  (\w+): at most (\d+) s$", plan, re.M)
+    names = [name for name, _ in order]
+    assert names.index("bench_targeted") < names.index("bench_other") < names.index("tests")
+    assert names[names.index("bench_other") + 1:names.index("tests")] == list(PROBES)
+    limits = dict(order)
+    assert int(limits["bench_other"]) > 50 and int(limits["bench_targeted"]) > 50
+    assert all(int(limits[p]) == 10 for p in PROBES)
+    assert "probes: novograd_tail launch back_to_back" in plan

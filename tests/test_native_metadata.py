@@ -52,7 +52,7 @@ def test_the_record_is_dtype_device_and_shape():
     # c10::ScalarType Float = 6, Double = 7; DeviceType CPU = 0, index -1; then the number
     # of dimensions, the sizes, the strides and the data pointer (a `p.data = t` shows)
     expected = []
-    for p, scalar_type in zip(ps, (6, 7, 6)):
+    for p, scalar_type in zip(ps, (6, 7, 6), strict=True):
         expected += [scalar_type, 0, -1, p.dim(), *p.shape, *p.stride(), p.data_ptr()]
     assert expected[:10] == [6, 0, -1, 2, 2, 3, 3, 1, ps[0].data_ptr(), 7]
     assert reader.record(ps) == expected

@@ -501,10 +501,16 @@ def test_pipeline_step_reads_nothing_on_the_host(monkeypatch):
 
 def _read_pass_then(names: list[str], update: str, tensors: int) -> bool:
     """Whether ``names`` are the read pass (its blocks, in one launch or two, the runs of
-    partial sums, the tensors' sums) and then the update of ``tensors`` tensors in at most two
-    launches (one table, the vectorized blocks and the others)."""
+    partial sums, the tensors' sums), the folded step's gate program where the step folds
+    (``_decide``, ``processing.folded``), then the update of ``tensors`` tensors in at most
+    two launches (one table, the vectorized blocks and the others) and the optimizer's
+    counters in one (``_advance``)."""
     end = names.index("_tensor_sums") + 1
     reads, updates = names[:end], names[end:]
+    if updates[:1] == ["_decide"]:
+        updates = updates[1:]
+    if updates[-1:] == ["_advance"]:
+        updates = updates[:-1]
     return (reads[0] == "_block_squares" and set(reads) == {"_block_squares", "_run_sums",
                                                              "_tensor_sums"}
             and len(reads) <= 4 and updates and set(updates) == {update}

@@ -47,6 +47,9 @@ __all__ = ["TARGETS", "WORKLOAD_KEYS", "render_gpu_suite", "run_gpu_suite", "sum
 M = 2 ** 20
 BIG = 256 * M
 COPY = "copy (bandwidth probe)"
+#: Steps timed back to back per round on CUDA (``gpu_timing``): a training loop's overlap of
+#: one step's host work with the previous step's kernels, not an idle device before each.
+BACK_TO_BACK = 4
 TRITON_ROW, AUTO_ROW = "trainop triton", "trainop auto (today's path)"
 
 
@@ -169,7 +172,8 @@ def _measure(workload: dict, device, rounds: int, warmup: int) -> dict:
             cands[name] = build()
         except Exception as exc:  # a side that cannot be built here (no JAX, no Triton...)
             rows[name]["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
-    times, errors = time_interleaved(cands, rounds=rounds, warmup=warmup, device=device)
+    times, errors = time_interleaved(cands, rounds=rounds, warmup=warmup, device=device,
+                                     back_to_back=BACK_TO_BACK)
     cands.clear()
     for name, err in errors.items():
         rows[name]["error"] = err
@@ -243,7 +247,8 @@ def run_gpu_suite(*, device: str = "cuda", scale: float = 1.0, rounds: int = 10,
         "device": str(dev), "card": torch.cuda.get_device_name(dev) if dev.type == "cuda"
         else "cpu", "torch": torch.__version__, "triton": _version("triton"),
         "jax": _version("jax"), "optax": _version("optax"), "scale": scale, "rounds": rounds,
-        "warmup": warmup, "triton_rows": why_not or "implementation='triton'",
+        "warmup": warmup, "back_to_back": BACK_TO_BACK if dev.type == "cuda" else 1,
+        "triton_rows": why_not or "implementation='triton'",
         "binding": dev.type == "cuda" and scale == 1 and rounds >= 10, "workloads": []}
     workloads = _workloads(scale, dev, why_not is None)
     for key in WORKLOAD_KEYS:
@@ -301,7 +306,8 @@ def render_gpu_suite(result: dict) -> str:
         f"## GPU suite: {result['card']} ({result['device']}), torch {result['torch']}, "
         f"triton {result['triton'] or 'not installed'}, jax {result['jax'] or 'not installed'}",
         "", f"scale {result['scale']:g}, {result['rounds']} interleaved rounds after "
-        f"{result['warmup']} warm-up steps; triton rows: {result['triton_rows']}; ratio: median "
+        f"{result['warmup']} warm-up steps, {result.get('back_to_back', 1)} step(s) back to "
+        f"back per timed run; triton rows: {result['triton_rows']}; ratio: median "
         f"over rounds of the per-round time ratio to the workload's baseline.", "",
         "| workload | params | side | median ms | B/param | GB/s | % of copy BW | ratio to "
         "baseline |", "|---|--:|---|--:|--:|--:|--:|--:|"]

@@ -10,6 +10,14 @@ its result is ready. On the CPU every step is timed with ``time.perf_counter``. 
 device is synchronised between ``prepare`` and the start event, so a step's time starts with
 an idle device and counts its whole launch time.
 
+With ``back_to_back = B > 1`` (CUDA; what ``trainop bench --device cuda`` uses) a round times
+``B`` steps of a candidate run back to back between one pair of events, as a training loop runs
+them: the host's work before a step's first launch (trainop's 35-60 us of checks and tables)
+overlaps the previous step's kernels instead of being charged to each step, as it is when the
+device idles before every step. A candidate with ``prepare`` is timed as ``B`` (prepare, step)
+pairs less ``B`` prepares alone (two event pairs in the same round): the refill is not the
+step's.
+
 The ratio of two candidates is the median over rounds of their per-round time ratio: a drift of
 the machine's speed during the run falls on both sides of each ratio.
 """
@@ -42,10 +50,28 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
 
 
+def _events_around(fn: Callable[[], object], device: torch.device, count: int
+                   ) -> tuple[object, object]:
+    """``fn()`` ``count`` times back to back between two CUDA events (the device idle
+    first)."""
+    start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+    torch.cuda.synchronize(device)
+    start.record()
+    for _ in range(count):
+        fn()
+    end.record()
+    return start, end
+
+
 def time_interleaved(cands: dict[str, Candidate], *, rounds: int, warmup: int,
-                     device: torch.device) -> tuple[dict[str, list[float]], dict[str, str]]:
-    """Seconds per round of each candidate, and the error of each candidate that raised (it
-    is dropped from the rounds that follow; its times are discarded)."""
+                     device: torch.device, back_to_back: int = 1
+                     ) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """Seconds per step of each candidate, one entry per round, and the error of each
+    candidate that raised (it is dropped from the rounds that follow; its times are
+    discarded). ``back_to_back``: steps per timed run on CUDA (see the module doc)."""
+    if back_to_back > 1 and device.type == "cuda":
+        return _back_to_back(cands, rounds=rounds, warmup=warmup, device=device,
+                             count=back_to_back)
     cuda = device.type == "cuda"
     live = dict(cands)
     errors: dict[str, str] = {}
@@ -109,3 +135,56 @@ def median_ratio(times: dict[str, list[float]], name: str, base: str) -> float |
     pairs = [a / b for a, b in zip(times.get(name, []), times.get(base, []), strict=False)
              if b > 0]
     return statistics.median(pairs) if pairs else None
+
+
+def _back_to_back(cands: dict[str, Candidate], *, rounds: int, warmup: int,
+                  device: torch.device, count: int
+                  ) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """``time_interleaved`` with ``count`` steps per timed run (CUDA; see the module doc)."""
+    live = dict(cands)
+    errors: dict[str, str] = {}
+    times: dict[str, list[float]] = {name: [] for name in cands}
+
+    def both(cand: Candidate) -> Callable[[], object]:
+        if cand.prepare is None:
+            return cand.step
+        return lambda: (cand.prepare(), cand.step())
+
+    for _ in range(warmup):
+        for name in list(live):
+            try:
+                both(live[name])()
+            except Exception as exc:
+                errors[name] = _error(exc)
+                del live[name]
+    with gc_paused():
+        for r in range(rounds):
+            pending = []
+            for name in rotated(list(live), r):
+                cand = live[name]
+                try:
+                    if cand.host:
+                        torch.cuda.synchronize(device)
+                        t0 = time.perf_counter()
+                        for _ in range(count):
+                            both(cand)()
+                        torch.cuda.synchronize(device)
+                        times[name].append((time.perf_counter() - t0) / count)
+                        continue
+                    run = _events_around(both(cand), device, count)
+                    alone = (None if cand.prepare is None
+                             else _events_around(cand.prepare, device, count))
+                except Exception as exc:
+                    errors[name] = _error(exc)
+                    del live[name]
+                    continue
+                pending.append((name, run, alone))
+            torch.cuda.synchronize(device)
+            for name, (start, end), alone in pending:
+                seconds = start.elapsed_time(end) / 1e3
+                if alone is not None:
+                    seconds -= alone[0].elapsed_time(alone[1]) / 1e3
+                times[name].append(max(seconds, 0.0) / count)
+    for name in errors:
+        times[name] = []
+    return times, errors

@@ -16,6 +16,12 @@ any number of tensors, at most 3 us of host time per added tensor):
 - ``post_backward``: ``GradientPipeline`` (dynamic loss scale, global clip at 1.0, Adam)
   ``step()``, 292 tensors (a 355M transformer's count) and 2,000.
 
+Each row also counts every ATen operation of one step besides the Triton launches
+(``bench.op_count``: each one a launch, a copy or an allocation on a GPU) and gives the fixed
+cost per step (the step time at ``BASE`` tensors less ``BASE`` times the marginal cost) beside
+the marginal cost per tensor; the result ends with the post-backward step's operations beside
+torch's recipe's, counted in the same run (``bench.step_ops``).
+
 The marginal cost is (time per step at N tensors - time at ``BASE`` tensors) / (N - ``BASE``),
 the per-step time the process's CPU time in the step alone (a shared machine's waits for a core
 are not counted; the gradients are set before the step, untimed), the median over ``rounds``
@@ -34,8 +40,10 @@ from typing import Any
 
 import torch
 
+from trainop.bench.op_count import counting
+
 __all__ = ["BASE", "LAUNCH_TARGETS", "PER_TENSOR_TARGET_US", "WORKLOADS", "counted_launches",
-           "render_host", "run_host_benchmark"]
+           "render_host", "run_host_benchmark", "stepper"]
 
 #: The tensor count the marginal cost is measured from.
 BASE = 8
@@ -75,17 +83,22 @@ def counted_launches(*, run: bool = False) -> Iterator[list[str]]:
             os.environ["TRITON_INTERPRET"] = saved
 
 
-def _model(count: int) -> tuple[list[torch.nn.Parameter], list[list[torch.Tensor]]]:
+def _model(count: int, device: torch.device | None = None
+           ) -> tuple[list[torch.nn.Parameter], list[list[torch.Tensor]]]:
     """``count`` parameters of ``SIZES`` in turn and two sets of gradients for them."""
     gen = torch.Generator().manual_seed(0)
     sizes = [SIZES[i % len(SIZES)] for i in range(count)]
-    params = [torch.nn.Parameter(torch.randn(n, generator=gen) * 0.02) for n in sizes]
-    grads = [[torch.randn(n, generator=gen) * 1e-3 for n in sizes] for _ in range(2)]
+    params = [torch.nn.Parameter((torch.randn(n, generator=gen) * 0.02).to(device))
+              for n in sizes]
+    grads = [[(torch.randn(n, generator=gen) * 1e-3).to(device) for n in sizes]
+             for _ in range(2)]
     return params, grads
 
 
-def _stepper(workload: str, count: int) -> tuple[Callable[[int], None], Callable[[], Any]]:
-    """(set the gradients of step ``k``, the step) of ``workload`` over ``count`` tensors."""
+def stepper(workload: str, count: int, groups: int = 1, *, device: torch.device | None = None
+            ) -> tuple[Callable[[int], None], Callable[[], Any]]:
+    """(set the gradients of step ``k``, the step) of ``workload`` over ``count`` tensors, in
+    ``groups`` param groups (the tensors dealt out in turn), on ``device`` (default CPU)."""
     import trainop
     from trainop.processing import (
         BackoffLossScaler,
@@ -94,8 +107,9 @@ def _stepper(workload: str, count: int) -> tuple[Callable[[int], None], Callable
         LossScale,
     )
 
-    params, grads = _model(count)
-    opt = trainop.AdamOptimizer(1e-3, params=params, implementation="triton")
+    params, grads = _model(count, device)
+    dealt = [{"params": params[g::groups]} for g in range(groups)]
+    opt = trainop.AdamOptimizer(1e-3, params=dealt, implementation="triton")
     step = opt.step
     if workload == "post_backward":
         step = GradientPipeline(opt, [LossScale(BackoffLossScaler(scale_max=2.0 ** 14)),
@@ -108,11 +122,15 @@ def _stepper(workload: str, count: int) -> tuple[Callable[[int], None], Callable
     return prepare, step
 
 
+_stepper = stepper
+
+
 def _measure(workload: str, count: int, *, rounds: int, steps: int, warmup: int
-             ) -> tuple[float, int]:
-    """(median host CPU seconds per step, launches per step) of ``workload`` over ``count``
-    tensors: the step alone (the gradients are set before it, untimed), in this process's CPU
-    time (a shared machine's waits for a core are not the host's work)."""
+             ) -> tuple[float, int, int]:
+    """(median host CPU seconds per step, launches per step, ATen operations per step) of
+    ``workload`` over ``count`` tensors: the step alone (the gradients are set before it,
+    untimed), in this process's CPU time (a shared machine's waits for a core are not the
+    host's work)."""
     with counted_launches() as names:
         prepare, step = _stepper(workload, count)
         for k in range(warmup):
@@ -120,7 +138,8 @@ def _measure(workload: str, count: int, *, rounds: int, steps: int, warmup: int
             step()
         prepare(warmup)
         names.clear()
-        step()
+        with counting() as ops:
+            step()
         launches = len(names)
         per_round = []
         gc_was_enabled = gc.isenabled()
@@ -137,12 +156,15 @@ def _measure(workload: str, count: int, *, rounds: int, steps: int, warmup: int
         finally:
             if gc_was_enabled:
                 gc.enable()
-    return statistics.median(per_round), launches
+    return statistics.median(per_round), launches, ops.total
 
 
-def run_host_benchmark(*, rounds: int = 5, steps: int = 10, warmup: int = 3) -> dict:
-    """Every workload of ``WORKLOADS``: launches per step and marginal host microseconds per
-    tensor against the targets; a JSON-ready result (``passed``: every target met)."""
+def run_host_benchmark(*, rounds: int = 5, steps: int = 10, warmup: int = 3,
+                       op_counts: bool = True) -> dict:
+    """Every workload of ``WORKLOADS``: launches and ATen operations per step, the fixed host
+    cost per step and the marginal host microseconds per tensor against the targets; with
+    ``op_counts`` also the post-backward step's operations beside torch's recipe
+    (``step_ops``); a JSON-ready result (``passed``: every target met)."""
     from trainop.kernels import triton as tk
 
     out: dict = {"torch": torch.__version__, "threads": torch.get_num_threads(),
@@ -153,17 +175,23 @@ def run_host_benchmark(*, rounds: int = 5, steps: int = 10, warmup: int = 3) -> 
         return out
     passed = True
     for workload, counts in WORKLOADS.items():
-        base, _ = _measure(workload, BASE, rounds=rounds, steps=steps, warmup=warmup)
+        base, _, _ = _measure(workload, BASE, rounds=rounds, steps=steps, warmup=warmup)
         for count in counts:
-            seconds, launches = _measure(workload, count, rounds=rounds, steps=steps,
-                                         warmup=warmup)
+            seconds, launches, ops = _measure(workload, count, rounds=rounds, steps=steps,
+                                              warmup=warmup)
             marginal = (seconds - base) / (count - BASE) * 1e6
             ok = launches <= LAUNCH_TARGETS[workload] and marginal <= PER_TENSOR_TARGET_US
             passed = passed and ok
             out["rows"].append({"workload": workload, "tensors": count, "launches": launches,
-                                "launch_target": LAUNCH_TARGETS[workload],
+                                "launch_target": LAUNCH_TARGETS[workload], "ops": ops,
                                 "step_ms": seconds * 1e3, "base_step_ms": base * 1e3,
+                                "fixed_us_per_step": base * 1e6 - BASE * marginal,
                                 "marginal_us_per_tensor": marginal, "met": ok})
+    if op_counts:
+        from trainop.bench.step_ops import measure_step_ops
+
+        out["step_ops"] = measure_step_ops()
+        passed = passed and out["step_ops"]["met"]
     out["passed"] = passed
     return out
 
@@ -176,14 +204,22 @@ def render_host(result: dict) -> str:
              f"no-op launches; host CPU time per step, median of {result['rounds']} rounds x "
              f"{result['steps']} steps after {result['warmup']} warm-up steps; gradients at new "
              "addresses every step"]
-    header = (f"{'workload':<14} {'tensors':>7} {'launches':>9} {'step ms':>8} "
-              f"{'us/tensor':>10} {'met':>4}")
+    header = (f"{'workload':<14} {'tensors':>7} {'launches':>9} {'ops':>4} {'step ms':>8} "
+              f"{'fixed us':>9} {'us/tensor':>10} {'met':>4}")
     lines += [header, "-" * len(header)]
     for row in result["rows"]:
         lines.append(f"{row['workload']:<14} {row['tensors']:>7} "
                      f"{row['launches']:>4} <= {row['launch_target']:<2} "
-                     f"{row['step_ms']:>8.2f} {row['marginal_us_per_tensor']:>10.2f} "
-                     f"{'yes' if row['met'] else 'NO':>4}")
-    lines.append(f"us/tensor: (step time - step time at {result['base_tensors']} tensors) per "
-                 f"added tensor (target <= {result['per_tensor_target_us']:g})")
+                     f"{row.get('ops', 0):>4} {row['step_ms']:>8.2f} "
+                     f"{row.get('fixed_us_per_step', 0.0):>9.1f} "
+                     f"{row['marginal_us_per_tensor']:>10.2f} {'yes' if row['met'] else 'NO':>4}")
+    lines.append(f"ops: every ATen operation of one step besides the Triton launches; fixed "
+                 f"us: the step's cost at 0 tensors (step time at {result['base_tensors']} "
+                 f"tensors less {result['base_tensors']} x us/tensor); us/tensor: (step time - "
+                 f"step time at {result['base_tensors']} tensors) per added tensor (target <= "
+                 f"{result['per_tensor_target_us']:g})")
+    if "step_ops" in result:
+        from trainop.bench.step_ops import render_step_ops
+
+        lines += ["", render_step_ops(result["step_ops"]).rstrip("\n")]
     return "\n".join(lines) + "\n"

@@ -92,7 +92,7 @@ from trainop.contract.validation import (
     describe,
     outside,
 )
-from trainop.kernels import dispatch, huge_pages
+from trainop.kernels import counters, dispatch, huge_pages
 from trainop.kernels.native import metadata
 from trainop.kernels.native.boundary import PLAIN_TYPES
 from trainop.kernels.row_slices import RowSlices, update_rows
@@ -718,7 +718,10 @@ class Optimizer(Implementations, torch.optim.Optimizer):
 
     def _finish_groups(self, prepared: dict[int, Prepared]) -> None:
         """``_finish`` and the step counter of every group in ``prepared`` (the groups this
-        step updated and the idle ones, ``_idle_groups``)."""
+        step updated and the idle ones, ``_idle_groups``): on the Triton path one launch for
+        every group (``kernels.counters``), else a few torch operations per group."""
+        if self._implementation == TRITON and self._fold_counters(prepared):
+            return
         applied = self._gate.applied()
         for gi, hp in prepared.items():
             non_slot = self.param_groups[gi]["non_slot"]
@@ -728,6 +731,30 @@ class Optimizer(Implementations, torch.optim.Optimizer):
             else:
                 non_slot["step"] += applied.to(device=non_slot["step"].device,
                                                dtype=non_slot["step"].dtype)
+
+    def _fold_counters(self, prepared: dict[int, Prepared]) -> bool:
+        """``_finish_groups`` in one Triton launch (``kernels.counters.advance``), where every
+        group's ``_finish`` is a product by Python numbers (``_finish_factors``); False
+        (nothing done) elsewhere."""
+        products, factors, steps = [], [], []
+        for gi, hp in prepared.items():
+            non_slot = self.param_groups[gi]["non_slot"]
+            pairs = self._finish_factors(non_slot, hp)
+            if pairs is None:
+                return False
+            for name, factor in pairs:
+                products.append(non_slot[name])
+                factors.append(factor)
+            steps.append(non_slot["step"])
+        return counters.advance(self, products, factors, steps, self._gate.found_inf)
+
+    def _finish_factors(self, non_slot: dict[str, torch.Tensor], hp: Prepared
+                        ) -> list[tuple[str, float]] | None:
+        """What ``_finish`` does, as ``(non-slot counter, Python number)`` pairs it multiplies
+        the float32 counter by where the update was applied (so a kernel can do it for every
+        group at once), or ``None`` where it is something else (a subclass's own
+        ``_finish``, a tensor factor)."""
+        return [] if type(self)._finish is Optimizer._finish else None
 
     # ------------------------------------------------------------------ the update
     def _validate_pairs(self, grads_and_vars: Any, *, widen: bool = False

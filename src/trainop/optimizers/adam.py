@@ -107,6 +107,14 @@ class AdamOptimizer(Optimizer):
                                     torch.as_tensor(value, dtype=torch.float32), 1.0)
             non_slot[power].mul_(value)
 
+    def _finish_factors(self, non_slot, hp):
+        if type(self)._finish is not AdamOptimizer._finish:
+            return None
+        pairs = [(power, hp.values[beta]) for power, beta in (("beta1_power", "beta1"),
+                                                              ("beta2_power", "beta2"))]
+        plain = all(isinstance(v, int | float) and not isinstance(v, bool) for _, v in pairs)
+        return [(power, float(v)) for power, v in pairs] if plain else None
+
     def _alpha(self, var, hp, non_slot):
         beta1_power = non_slot["beta1_power"].to(device=var.device, dtype=var.dtype)
         beta2_power = non_slot["beta2_power"].to(device=var.device, dtype=var.dtype)

@@ -48,6 +48,7 @@ from trainop.processing._base import (
 from trainop.processing._batch import Gradients
 from trainop.processing._checkpoint import validate_pipeline_state
 from trainop.processing._checks import check_state_keys
+from trainop.processing.folded import foldable, run_folded
 
 __all__ = ["GradientPipeline", "StepResult"]
 
@@ -358,6 +359,8 @@ class GradientPipeline:
                                  "(MultitaskOptimizerWrapper), got a variable listed twice")
         batch.optimizer = self._optimizer
         self._place(batch.device)
+        if fast and foldable(self._stages, batch):  # the Triton path's common step
+            return run_folded(self, batch)
         self._run_stages(batch)
         opt = self._optimizer
         multiplier, found_inf = batch.multiplier, batch.found_inf

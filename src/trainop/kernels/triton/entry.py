@@ -60,7 +60,15 @@ def _binding() -> Any:
 
 
 def _on(value: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
-    return None if value is None else value.detach().to(device=device).reshape(1)
+    """A 0-dim (or one-element) gate value as a kernel reads it: on ``device``, no view made
+    where none is needed (each view is one more operation per launch)."""
+    if value is None:
+        return None
+    if value.device != device:
+        value = value.to(device=device)
+    if value.requires_grad:
+        value = value.detach()
+    return value if value.dim() <= 1 and value.is_contiguous() else value.reshape(1)
 
 
 def _as_list(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:

@@ -7,7 +7,8 @@ A whole list is read in one launch (two where only some blocks can be vectorized
 of every tensor is a record of the list's device table (``tables.Layout``), so a flat buffer
 and a list of separate tensors alike take one pass over the gradients. The partial sums are
 then added in two parallel levels: one program per run of at most ``BLOCK`` consecutive
-partial sums of a tensor, then one program per tensor adding its runs' sums in order (one run
+partial sums of a tensor, then one program per tensor adding its runs' sums (one vector load
+of up to 1,024 of them, added as a tree: not a serial loop of dependent loads; one run
 for a tensor below a million elements; 256 for a quarter-billion). float16/bfloat16 tensors
 are read as they are (each element widened to float32, exactly).
 """
@@ -26,7 +27,7 @@ from trainop.kernels.triton._common import tensor, total
 from trainop.kernels.triton.launch import BLOCK, OPTIONS
 from trainop.kernels.triton.tables import Layout
 
-__all__ = ["run_sums", "sums"]
+__all__ = ["run_sums", "runs_total", "sums"]
 
 #: Whether this module's kernels were decorated for Triton's interpreter.
 INTERPRETED = interpreted()
@@ -65,15 +66,25 @@ def _run_sums(partials, runs, out, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _tensor_sums(sums, first, out, SQRT: tl.constexpr):
-    """Tensor ``t``: its runs' sums added in order; with ``SQRT`` the float64 square root
-    rounded to float32 (the norm), else the float64 sum."""
+def runs_total(sums, lo, hi, RUNS: tl.constexpr):
+    """The float64 sum of ``sums[lo:hi]`` (a tensor's runs' sums): ``RUNS`` at a time, one
+    vector load each, added as a tree (a tensor below a billion elements has at most
+    ``RUNS`` = 1,024 runs: one load), not one dependent load after another."""
+    acc = tl.full((RUNS,), 0.0, tl.float64)
+    for start in range(lo, hi, RUNS):
+        offs = start + tl.arange(0, RUNS)
+        acc += tl.load(sums + offs, mask=offs < hi, other=0.0)
+    return total(acc)
+
+
+@triton.jit
+def _tensor_sums(sums, first, out, SQRT: tl.constexpr, RUNS: tl.constexpr):
+    """Tensor ``t``: its runs' sums added (``runs_total``); with ``SQRT`` the float64 square
+    root rounded to float32 (the norm), else the float64 sum."""
     t = tl.program_id(0)
     lo = tl.load(first + t)
     hi = tl.load(first + t + 1)
-    acc = lo.to(tl.float64) * 0.0
-    for r in range(lo, hi):
-        acc += tl.load(sums + r)
+    acc = runs_total(sums, lo, hi, RUNS)
     if SQRT:
         tl.store(out + t, tl.sqrt(acc).to(tl.float32))
     else:
@@ -128,5 +139,6 @@ def sums(tensors: Sequence[torch.Tensor], multiplier: torch.Tensor | None, *, sq
     out = torch.zeros(len(tensors), dtype=torch.float32 if sqrt else torch.float64,
                       device=first.device)
     partial = run_sums(layout, first, 0, multiplier)
-    _tensor_sums[(len(tensors),)](partial, layout.run_first, out, SQRT=sqrt, **OPTIONS)
+    _tensor_sums[(len(tensors),)](partial, layout.run_first, out, SQRT=sqrt, RUNS=BLOCK,
+                                  **OPTIONS)
     return out

@@ -7,8 +7,8 @@ n2 = |float32(g)|^2 (the norm squared in float64, rounded once), then::
 
 Over a whole bucket: the partial sums of squares (one launch over every block of every
 gradient, ``norms.run_sums``, and one over the runs of partial sums: the parallel second level),
-the moment (one program per tensor adding its runs' sums in order), the update (one launch
-over every block, ``launch``).
+the moment (one program per tensor adding its runs' sums, a vector load at a time), the
+update (one launch over every block, ``launch``).
 hyper: lr, beta1, beta2, epsilon, weight_decay, grad_averaging, persistent.
 
 ``squares`` (sharded tensors, e.g. FSDP2's local shards): per tensor the float64 sum of the
@@ -24,8 +24,8 @@ import triton.language as tl
 
 from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import hyper, prologue, put, tensor
-from trainop.kernels.triton.launch import OPTIONS, complement, launch
-from trainop.kernels.triton.norms import run_sums
+from trainop.kernels.triton.launch import BLOCK, OPTIONS, complement, launch
+from trainop.kernels.triton.norms import run_sums, runs_total
 
 __all__ = ["RULES"]
 
@@ -35,15 +35,13 @@ INTERPRETED = interpreted()
 
 @triton.jit
 def _moment(sums, first, emas, idx, count, den, h, inf, HAS_INF: tl.constexpr,
-            TABLE: tl.constexpr):
-    """Tensor ``t``: its norm from its runs' float64 sums of squares (added in order), its
+            TABLE: tl.constexpr, RUNS: tl.constexpr):
+    """Tensor ``t``: its norm from its runs' float64 sums of squares (``runs_total``), its
     second moment (``emas``, list 3) and the denominator of its update (``den[t]``)."""
     t = tl.program_id(0)
     lo = tl.load(first + t)
     hi = tl.load(first + t + 1)
-    acc = lo.to(tl.float64) * 0.0
-    for r in range(lo, hi):
-        acc += tl.load(sums + r)
+    acc = runs_total(sums, lo, hi, RUNS)
     norm = tl.sqrt(acc).to(tl.float32)  # float64 sqrt: correctly rounded
     n2 = norm * norm
     ema = tensor(emas, 3, t, idx, count, TABLE, False)
@@ -93,7 +91,7 @@ def novograd(lists, values, multiplier, found_inf, layout, half=None, squares=No
         sums, first = squares, layout.identity()
     _moment[(count,)](sums, first, emas[0], layout.table, count, den, h,
                       h if found_inf is None else found_inf, HAS_INF=found_inf is not None,
-                      TABLE=count > 1, **OPTIONS)
+                      TABLE=count > 1, RUNS=BLOCK, **OPTIONS)
     # den stands in the second moments' place (read per tensor, not streamed)
     launch(_update, [variables, grads, moms, [den] * count], layout, h, multiplier, found_inf,
            half=half)

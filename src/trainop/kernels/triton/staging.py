@@ -111,7 +111,8 @@ class Staging:
         i = self._free_row(capture)
         n = len(values)
         self.views[i][:n] = values
-        dest.copy_(self.rows[i][:n], non_blocking=self.cuda)
+        row = self.rows[i]
+        dest.copy_(row if n == row.numel() else row[:n], non_blocking=self.cuda)
         if capture:
             self.frozen[i] = self.replayed = True
         elif self.cuda:

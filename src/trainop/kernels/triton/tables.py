@@ -146,10 +146,17 @@ class Scalars:
             if self.staging.changed(key):
                 self.staging.send(tuple(0.0 if v is None else v for v in key), self.h, key=key)
             torch._foreach_copy_([self.views[i] for i in tensors],
-                                 [values[i].detach().reshape(()) for i in tensors])
+                                 [_scalar(values[i]) for i in tensors])
         else:
             self.staging.send(key, self.h, key=key)
         return self.h
+
+
+def _scalar(value: torch.Tensor) -> torch.Tensor:
+    """A 0-dim tensor value as ``_foreach_copy_`` takes it (a view only where needed)."""
+    if value.dim() == 0 and not value.requires_grad:
+        return value
+    return value.detach().reshape(())
 
 
 def _blocks(counts: np.ndarray, aligned: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:

@@ -1,0 +1,27 @@
+"""The per-tensor level of the Triton read pass and NovoGrad's moment add a tensor's runs'
+sums a vector at a time (``norms.runs_total``): a tensor of several runs (above a million
+elements) gets the float64 sum of all of them, as the float64 norm computed here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trainop.kernels import triton as tk
+
+pytestmark = [pytest.mark.skipif(not tk.available(), reason="Triton is not installed"),
+              pytest.mark.filterwarnings("ignore::RuntimeWarning")]
+
+
+def test_a_tensor_of_several_runs_sums_every_run(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    gen = torch.Generator().manual_seed(0)
+    big = torch.randn((1 << 20) * 2 + 4097, generator=gen)  # 3 runs of partial sums
+    small = torch.randn(5, generator=gen)
+    norms = tk.l2_norms([small, big])
+    expect = torch.stack([small.double().norm(), big.double().norm()]).float()
+    assert torch.equal(norms, expect)
+    squares = tk.square_sums([big, small])
+    torch.testing.assert_close(squares, torch.stack([(big.double() ** 2).sum(),
+                                                      (small.double() ** 2).sum()]),
+                               rtol=1e-14, atol=0)
