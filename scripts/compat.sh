@@ -84,7 +84,8 @@ EOF
   echo "compat: torch $VERSION installed in $(( $(date +%s) - started )) s"
 fi
 # trainop's own requirements and what the subset needs (already there: a few seconds)
-if ! { "$PY" -m pip install -q numpy pyyaml tqdm pytest hypothesis matplotlib tensorboard &&
+if ! { "$PY" -m pip install -q numpy pyyaml tqdm pytest pytest-xdist hypothesis matplotlib \
+         tensorboard &&
        "$PY" -m pip install -q --no-deps --no-build-isolation -e "$ROOT"; } >"$VENV/.install.log" 2>&1
 then cat "$VENV/.install.log"; exit 1; fi
 installed=$("$PY" -c "import torch; print(torch.__version__)")
@@ -94,6 +95,8 @@ echo "compat: $WHICH:"
 printf '  %s\n' "${SUBSET[@]}"
 cd "$ROOT"
 status=0
-"$PY" -m pytest -p no:cacheprovider -q "${SUBSET[@]}" "$@" || status=$?
+# workers as scripts/test.sh's (TRAINOP_TEST_WORKERS, else one per core); a file's tests on one
+"$PY" -m pytest -p no:cacheprovider -q -n "${TRAINOP_TEST_WORKERS:-$(nproc)}" --dist loadfile \
+  "${SUBSET[@]}" "$@" || status=$?
 echo "compat: torch $installed: pytest exit $status after $(( $(date +%s) - started )) s in all"
 exit "$status"
