@@ -140,6 +140,16 @@ def _kept(opt) -> dict[int, str]:
             for t in holder.device_tensors() if t is not None}
 
 
+def _device_tensors(holder) -> tuple:
+    """The device tensors a holder keeps across steps: a layout's, the counters' table and
+    factors, a hyperparameter row."""
+    if hasattr(holder, "device_tensors"):
+        return tuple(holder.device_tensors())
+    if hasattr(holder, "table"):
+        return holder.table, holder.factors
+    return (holder.h,)
+
+
 def test_state_kept_across_steps_is_ordered_on_the_stream_that_uses_it(cuda):
     """Steps on s0, s0, then s1, s1, then s0 again: a change of stream makes the new stream
     wait for the old one and records every kept tensor (tables, hyperparameter scalars, the
@@ -155,9 +165,13 @@ def test_state_kept_across_steps_is_ordered_on_the_stream_that_uses_it(cuda):
         pipe.step()
         seen.append(list(cuda.log))
     assert seen[0] == seen[1] == seen[3] == []
-    kept = _kept(opt)
-    holders = len(tk.entry_of(opt).cache)
-    assert holders == 2  # the update layout and the read pass's
+    # the update layout and the read pass's (the entry's), the step counters' table (the
+    # optimizer's) and the folded gate's scalars (the pipeline's)
+    kept_by = [*tk.entry_of(opt).cache.values(), opt.__dict__["_triton_counters"],
+               pipe.__dict__["_folded_scalars"]]
+    kept = {t.data_ptr() for holder in kept_by for t in _device_tensors(holder) if t is not None}
+    holders = len(kept_by)
+    assert holders == 4
     for log, (new, old) in ((seen[2], ("s1", "s0")), (seen[4], ("s0", "s1"))):
         waits = [e for e in log if e[0] == "wait"]
         records = [e for e in log if e[0] == "record"]

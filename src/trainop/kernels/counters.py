@@ -28,6 +28,7 @@ def advance(owner: Any, products: Sequence[torch.Tensor], factors: Sequence[floa
     launch on their device; ``owner`` (the optimizer) keeps the launch's device tables.
     False (nothing done) where Triton does not run them: the caller's torch operations."""
     from trainop.kernels import triton as tk
+    from trainop.kernels.triton.device import guard
 
     if not steps:
         return False
@@ -37,6 +38,6 @@ def advance(owner: Any, products: Sequence[torch.Tensor], factors: Sequence[floa
         return False
     if found_inf is not None and (found_inf.device != device or found_inf.numel() != 1):
         return False
-    with tk._family("counters") as module:
+    with guard(device), tk._family("counters") as module:
         module.RULES["advance"](owner.__dict__, products, factors, steps, found_inf)
     return True

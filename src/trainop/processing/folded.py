@@ -55,6 +55,8 @@ def foldable(stages: list[tuple[str, Any]], batch: Gradients) -> bool:
 def run_folded(pipeline: Any, batch: Gradients) -> Any:
     """The step (``foldable``): the read pass, the gate program, the update, the result."""
     from trainop.kernels import triton as tk
+    from trainop.kernels.triton import tables
+    from trainop.kernels.triton.device import guard, order
 
     stages = dict(pipeline._stages)
     unscale, clip = stages.get("unscale"), stages.get("clip_by_global_norm")
@@ -63,7 +65,8 @@ def run_folded(pipeline: Any, batch: Gradients) -> Any:
     device = batch.device
     holder = pipeline.__dict__.get("_folded_scalars")
     if holder is None or holder.device != device:
-        holder = pipeline.__dict__["_folded_scalars"] = tk._tables().Scalars(device)
+        holder = pipeline.__dict__["_folded_scalars"] = tables.Scalars(device)
+    order(holder, device, (holder.h,))
     h = holder([scaler.step_factor if backoff else 1.0, scaler.scale_min if backoff else 1.0,
                 scaler.scale_max if backoff else 1.0, 1.0 if clip is None else clip.clip_norm,
                 1.0])
@@ -71,7 +74,7 @@ def run_folded(pipeline: Any, batch: Gradients) -> Any:
     out_f = torch.empty(6, dtype=_F32, device=device)
     out_i = torch.empty(4, dtype=_I64, device=device)
     applied = torch.empty((), dtype=torch.bool, device=device)
-    with tk._family("gate") as module:
+    with guard(device), tk._family("gate") as module:
         module.RULES["decide"](norms, h, None if scaler is None else scaler.loss_scale,
                       scaler.iteration if backoff else None,
                       scaler.last_overflow_iteration if backoff else None,

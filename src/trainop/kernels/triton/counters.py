@@ -13,6 +13,7 @@ nothing made and nothing read on the host at a step, so the launch can be captur
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,6 +21,7 @@ import triton
 import triton.language as tl
 
 from trainop.kernels.triton import interpreted
+from trainop.kernels.triton.device import order
 from trainop.kernels.triton.launch import OPTIONS
 from trainop.kernels.triton.staging import Staging, capturing, warm_up_error
 
@@ -59,10 +61,11 @@ def _advance(table, factors, inf, products, steps, HAS_INF: tl.constexpr,
 class Counters:
     """One optimizer's counter table (device tensors, made once; see the module doc)."""
 
-    __slots__ = ("addresses", "device", "factors", "key", "staging", "table")
+    __slots__ = ("addresses", "device", "factors", "key", "staging", "stream", "table")
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
+        self.stream: Any = None  # the stream that used the table last (``device.order``)
         self.key: bytes | None = None
         self.table: torch.Tensor | None = None
         self.factors: torch.Tensor | None = None
@@ -73,6 +76,7 @@ class Counters:
         """``products[k] *= float32(factors[k])`` and ``steps[j] += 1`` where ``found_inf``
         (a 0-dim device tensor, or ``None``: applied) is zero; one launch. The caller checked
         the tensors: 0-dim, contiguous, float32 products and int64 steps, on ``device``."""
+        order(self, self.device, (self.table, self.factors))
         at = np.fromiter((t.data_ptr() for t in (*products, *steps)), dtype=np.int64,
                          count=len(products) + len(steps))
         key = at.tobytes()

@@ -120,10 +120,11 @@ class Scalars:
     the Python numbers through a host row when they change (``Staging``), the 0-dim tensors
     (beta powers, a tensor learning rate) by one device copy, nothing read on the host."""
 
-    __slots__ = ("device", "h", "staging", "views")
+    __slots__ = ("device", "h", "staging", "stream", "views")
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
+        self.stream: Any = None  # the stream that used ``h`` last (``device.order``)
         self.h: torch.Tensor | None = None
         self.staging: staging.Staging | None = None
         self.views: list[torch.Tensor] = []
