@@ -129,6 +129,16 @@ def test_load_state_dict(name, key, arg, bad):
     _unchanged(params, opt, before)
 
 
+def _model_and_opt(name):
+    """A one-layer model and a ``name`` optimizer after one step (the same numbers each call)."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 1)
+    opt = _build(name, list(model.parameters()))
+    model(torch.ones(1, 2)).sum().backward()
+    opt.step()
+    return model, opt
+
+
 @pytest.mark.parametrize(("name", "key", "arg", "bad"), ALL, ids=IDS)
 def test_dcp_load(name, key, arg, bad):
     from torch.distributed.checkpoint.state_dict import (
@@ -136,18 +146,10 @@ def test_dcp_load(name, key, arg, bad):
         set_optimizer_state_dict,
     )
 
-    def model_and_opt():
-        torch.manual_seed(0)
-        model = torch.nn.Linear(2, 1)
-        opt = _build(name, list(model.parameters()))
-        model(torch.ones(1, 2)).sum().backward()
-        opt.step()
-        return model, opt
-
-    model, opt = model_and_opt()
+    model, opt = _model_and_opt(name)
     sd = get_optimizer_state_dict(model, opt)
     sd["param_groups"][0][key] = bad
-    model, opt = model_and_opt()
+    model, opt = _model_and_opt(name)
     before = _state(list(model.parameters()), opt)
     with pytest.raises(ValueError, match=_message(arg) + "|" + key):
         set_optimizer_state_dict(model, opt, optim_state_dict=sd)
@@ -213,18 +215,10 @@ def test_checkpoint_counters(entry, name, key, bad):
         set_optimizer_state_dict,
     )
 
-    def model_and_opt():
-        torch.manual_seed(0)
-        model = torch.nn.Linear(2, 1)
-        opt = _build(name, list(model.parameters()))
-        model(torch.ones(1, 2)).sum().backward()
-        opt.step()
-        return model, opt
-
-    model, opt = model_and_opt()
+    model, opt = _model_and_opt(name)
     sd = opt.state_dict() if entry == "load_state_dict" else get_optimizer_state_dict(model, opt)
     sd["param_groups"][0]["non_slot"][key] = torch.tensor(bad)
-    model, opt = model_and_opt()
+    model, opt = _model_and_opt(name)
     before = _state(list(model.parameters()), opt)
     with pytest.raises(ValueError, match=key):
         if entry == "load_state_dict":
