@@ -217,8 +217,6 @@ def test_user_pages_carry_no_internal_notes(site):
     assert found == {}
 
 
-@pytest.mark.xfail(strict=True, reason="BENCHMARKS.md (the benchmarks page) still names runs "
-                   "and issues; its owners reword it, then this marker goes")
 def test_the_benchmarks_page_carries_no_internal_notes(site):
     body = (site / "benchmarks" / "index.html").read_text(encoding="utf-8")
     body = body.split('<article', 1)[-1].split("</article>")[0]
