@@ -15,7 +15,6 @@ Sizes above the thresholds: kernels/native/csrc/driver.c (``CHUNK`` 32768 elemen
 
 from __future__ import annotations
 
-import os
 from unittest import mock
 
 import numpy as np
@@ -84,16 +83,7 @@ def implementations(name):
 CASES = [(name, impl) for name in BY_NAME for impl in implementations(name)]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _interpreter():
-    """Triton's kernels on CPU tensors (the interpreter), for this module."""
-    saved = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    yield
-    if saved is None:
-        del os.environ["TRITON_INTERPRET"]
-    else:
-        os.environ["TRITON_INTERPRET"] = saved
+from interpreter_mode import interpreter_for_the_module as _interpreter  # noqa: E402, F401
 
 
 def _skip_unavailable(impl):

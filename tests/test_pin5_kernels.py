@@ -7,8 +7,6 @@ Triton runs under its interpreter (``TRITON_INTERPRET=1``) for this module only.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 import torch
@@ -24,15 +22,7 @@ IMPLEMENTATIONS = ["native", "reference",
                        not tk.available(), reason="Triton is not installed"))]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _interpreter():
-    saved = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    yield
-    if saved is None:
-        del os.environ["TRITON_INTERPRET"]
-    else:
-        os.environ["TRITON_INTERPRET"] = saved
+from interpreter_mode import interpreter_for_the_module as _interpreter  # noqa: E402, F401
 
 
 def test_the_device_tables_blocks_cover_each_tensor_exactly():
