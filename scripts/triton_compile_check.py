@@ -167,7 +167,9 @@ def compile_in_subprocess(specs: list[dict], targets: str = "90"
     """Compile ``specs`` (from ``recording``) in a fresh process with the interpreter off (the
     kernels decorated for the compiler): the process (its output lists the failures, exit
     status 1 if any) and the specs with their ``traffic`` (bytes per element read and
-    written, for a kernel with a ``BLOCK``) where they compiled."""
+    written, for a kernel with a ``BLOCK``), ``shared`` (bytes of shared memory per program)
+    and ``conversions`` (layout changes in the TTGIR, which go through shared memory) where
+    they compiled."""
     with tempfile.TemporaryDirectory() as tmp:
         path, out = Path(tmp) / "specs.json", Path(tmp) / "traffic.json"
         path.write_text(json.dumps(specs))
@@ -182,7 +184,8 @@ def compile_in_subprocess(specs: list[dict], targets: str = "90"
 
 def _compile(specs: list[dict], targets: list[int]) -> list[dict]:
     """Phase 2: compile every specialization for every target; the failures. Each spec with a
-    ``BLOCK`` gets its ``traffic`` (bytes per element, ``traffic``) on the first target."""
+    ``BLOCK`` gets its ``traffic`` (bytes per element, ``traffic``) on the first target, each
+    its ``shared`` memory and layout ``conversions`` there."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -208,6 +211,9 @@ def _compile(specs: list[dict], targets: list[int]) -> list[dict]:
             if "BLOCK" in spec["constants"] and "traffic" not in spec:
                 spec["traffic"] = traffic(ptx, spec["constants"]["BLOCK"],
                                           compiled.metadata.num_warps)
+            if "shared" not in spec:  # shared memory, and the layout changes that use it
+                spec["shared"] = compiled.metadata.shared
+                spec["conversions"] = compiled.asm["ttgir"].count("ttg.convert_layout")
             inexact = sorted({op for op in APPROXIMATE if op + " " in ptx})
             if inexact:
                 failures.append({**failure, "error": "approximate float32 arithmetic in the "

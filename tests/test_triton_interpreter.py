@@ -749,7 +749,9 @@ def test_each_update_moves_its_traffic_floor_in_the_compiled_kernels():
     arrays of the benchmark's table (``bench.specs``: e.g. Adam reads p, g, m, v and writes
     p, m, v: 28 B), so no kernel streams an array twice or one it does not need; under the
     mixed-precision wrapper with bfloat16 weights the update reads the 2-byte gradient and
-    writes the 2-byte model copy in the same pass (Adam 28 B: 16 - 2 read, 12 + 2 written)."""
+    writes the 2-byte model copy in the same pass (Adam 28 B: 16 - 2 read, 12 + 2 written),
+    and no update kernel uses shared memory (no layout change between its loads and stores,
+    float16/bfloat16 lists included)."""
     from trainop.bench.specs import bytes_per_param, spec_for
 
     cases = [(name, None) for name in sorted(BASE)] + [
@@ -781,6 +783,11 @@ def test_each_update_moves_its_traffic_floor_in_the_compiled_kernels():
         # thread's store, which the count per thread reads as 8 bytes over its 8 elements
         floor += 1 if name == "NovoGrad" else 0
         assert (name, half, read + written) == (name, half, floor), (read, written, specs)
+        # an update kernel changes no layout (each would go through shared memory: the half
+        # copy's or half gradient's 2-byte vectors once made every float32 store do so)
+        updates = [s for s in specs if "HALF" in s["constants"]]
+        assert updates and all(s["shared"] == 0 and s["conversions"] == 0 for s in updates), (
+            name, half, [(s["kernel"], s["shared"], s["conversions"]) for s in updates])
         if half is None:
             fp32[name] = read, written
         else:  # the gradient read at 2 bytes, the model copy written at 2 bytes, one pass

@@ -23,6 +23,15 @@ tensor, a flat buffer) or, with ``TABLE``, any number of tensors of any sizes in
 (tensor, first element, end element, partial index), and the pointer arguments only give each
 list's dtype. ``ALIGNED`` (a launch over blocks whose addresses the host found 16-byte aligned
 and whose ends are multiples of 16 elements) tells the compiler so: 128-bit accesses.
+
+Every list of a launch is accessed ``VECTOR`` (4) elements per thread, the float32 lists'
+128-bit width (a ``tl.max_contiguous`` hint on the block's offsets, set where they are
+computed: on a helper's argument it would be lost). The compiler gives each memory access the
+layout of its widest vector, so without it a 2-byte list (a float16/bfloat16 gradient or model
+copy, 8 elements in 128 bits) put the loads in a layout of 8 per thread while the float32
+stores stayed at 4, and every stored value went through shared memory to change layout (4 KB
+per block). At 4 per thread the 2-byte values are converted in registers and read and written
+64 bits at a time, in the layout of the float32 lists: no shuffle.
 """
 
 from __future__ import annotations
@@ -32,18 +41,21 @@ import triton.language as tl
 
 from trainop.kernels.triton import interpreted
 
-__all__ = ["gathered", "gradient", "hyper", "live", "place", "prologue", "put", "rows", "sign",
-           "tensor", "total"]
+__all__ = ["VECTOR", "gathered", "gradient", "hyper", "live", "place", "prologue",
+           "put", "rows", "sign", "tensor", "total"]
 
 #: Whether this module's kernels were decorated for Triton's interpreter.
 INTERPRETED = interpreted()
+#: Elements per thread of every access (float32's 128 bits; see the module doc).
+VECTOR = tl.constexpr(4)
 
 
 @triton.jit
 def live(n, inf, HAS_INF: tl.constexpr, BLOCK: tl.constexpr):
     """This program's element offsets and the mask of those it updates (inside the tensor,
     and the step not skipped)."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    offs = tl.max_contiguous(tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK),
+                            VECTOR)  # (on the op itself: see the module doc)
     mask = offs < n
     if HAS_INF:
         flag = tl.full((BLOCK,), 0.0, tl.float32) + tl.load(inf).to(tl.float32)  # as a block
@@ -64,7 +76,7 @@ def place(n, inf, width, HAS_INF: tl.constexpr, BLOCK: tl.constexpr, TABLE: tl.c
         if ALIGNED:
             start = tl.multiple_of(start, 16)
             stop = tl.multiple_of(stop, 16)
-        offs = start + tl.arange(0, BLOCK)
+        offs = tl.max_contiguous(start + tl.arange(0, BLOCK), VECTOR)
         mask = offs < stop
         if HAS_INF:
             flag = tl.full((BLOCK,), 0.0, tl.float32) + tl.load(inf).to(tl.float32)

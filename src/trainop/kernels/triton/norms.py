@@ -10,7 +10,9 @@ then added in two parallel levels: one program per run of at most ``BLOCK`` cons
 partial sums of a tensor, then one program per tensor adding its runs' sums (one vector load
 of up to 1,024 of them, added as a tree: not a serial loop of dependent loads; one run
 for a tensor below a million elements; 256 for a quarter-billion). float16/bfloat16 tensors
-are read as they are (each element widened to float32, exactly).
+are read as they are (each element widened to float32, exactly), in blocks of twice the
+elements (``read_block``): every block of the read pass moves ``READ_BYTES`` (4 KB), whatever
+the dtype, so a 2-byte list keeps as many bytes in flight per program as a float32 one.
 """
 
 from __future__ import annotations
@@ -25,12 +27,19 @@ from trainop.kernels.native._binding import plain_on, pointers, sizes
 from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import tensor, total
 from trainop.kernels.triton.launch import BLOCK, OPTIONS
-from trainop.kernels.triton.tables import Layout
+from trainop.kernels.triton.tables import RUN, Layout
 
-__all__ = ["run_sums", "runs_total", "sums"]
+__all__ = ["READ_BYTES", "read_block", "run_sums", "runs_total", "sums"]
 
 #: Whether this module's kernels were decorated for Triton's interpreter.
 INTERPRETED = interpreted()
+#: Bytes each block of the read pass reads: float32's ``BLOCK`` elements.
+READ_BYTES = BLOCK * 4
+
+
+def read_block(dtype: torch.dtype) -> int:
+    """Elements per block of the read pass over ``dtype``: ``READ_BYTES`` of them."""
+    return READ_BYTES // dtype.itemsize
 
 
 @triton.jit
@@ -95,10 +104,11 @@ def run_sums(layout: Layout, like: torch.Tensor, k: int,
              multiplier: torch.Tensor | None) -> torch.Tensor:
     """The float64 sums of squares of ``float32(g * multiplier)`` of every run of list ``k``'s
     tensors of ``layout`` (its addresses on the device this step; ``like`` one of them),
-    in ``layout``'s work space: per tensor ``t`` the runs ``run_first[t]:run_first[t+1]``."""
+    in ``layout``'s work space: per tensor ``t`` the runs ``run_first[t]:run_first[t+1]``.
+    A block of the layout (``layout.block`` elements) is a program."""
     layout.build()
     partials, sums = layout.work_space()
-    flags = {"K": k, "HAS_MULT": multiplier is not None, "BLOCK": BLOCK, **OPTIONS}
+    flags = {"K": k, "HAS_MULT": multiplier is not None, "BLOCK": layout.block, **OPTIONS}
     args = (like, partials if multiplier is None else multiplier, layout.table,
             layout.tensors)
     rest, count = layout.block_table, layout.blocks
@@ -109,7 +119,7 @@ def run_sums(layout: Layout, like: torch.Tensor, k: int,
     if count:
         _block_squares[(count,)](*args, rest, partials, ALIGNED=False, **flags)
     if layout.runs:
-        _run_sums[(layout.runs,)](partials, layout.run_table, sums, BLOCK=BLOCK, **OPTIONS)
+        _run_sums[(layout.runs,)](partials, layout.run_table, sums, BLOCK=RUN, **OPTIONS)
     return sums
 
 
@@ -133,7 +143,8 @@ def sums(tensors: Sequence[torch.Tensor], multiplier: torch.Tensor | None, *, sq
         found = at, sizes(tensors)
     at, counts = found
     key = ("reads", first.device, first.dtype, counts.tobytes())
-    layout = cache(key, lambda: Layout([tensors], first.device, moving=0))
+    layout = cache(key, lambda: Layout([tensors], first.device, moving=0,
+                                       block=read_block(first.dtype)))
     order(layout, first.device, layout.device_tensors())
     layout.refresh(tensors, at)
     out = torch.zeros(len(tensors), dtype=torch.float32 if sqrt else torch.float64,

@@ -6,12 +6,14 @@ one launch, whatever their number and sizes. One int64 device tensor holds, each
 starting at a multiple of 16 bytes:
 
 - ``addresses``: ``L x T`` data pointers, list after list (``T`` tensors, ``L`` lists);
-- ``blocks``: one record of four per block of ``BLOCK`` elements (tensor index, first element,
+- ``blocks``: one record of four per block of ``block`` elements (``BLOCK`` unless the layout
+  asks for another: the read pass's blocks of a 2-byte dtype are twice as long, so that each
+  moves as many bytes as a float32 one) (tensor index, first element,
   end element, the block's index in tensor order, which places its partial sum), the blocks
   the vectorized launch takes first (``aligned``: every fixed list's address of the tensor
   16-byte aligned and the block's end a multiple of 16 elements), then the others;
 - ``chunks``: the two-level reduction of the blocks' partial sums: ``(first, end)`` block
-  indices of each run of at most ``BLOCK`` blocks of one tensor, then per tensor the index of
+  indices of each run of at most ``RUN`` blocks of one tensor, then per tensor the index of
   its first chunk (``T + 1`` entries).
 
 One list moves (``moving``: the gradients, which a new backward or
@@ -41,15 +43,17 @@ import torch
 from trainop.kernels.boundary import overlapping, sorted_ranges
 from trainop.kernels.triton import staging
 
-__all__ = ["LIMIT", "Cache", "Layout", "Scalars"]
+__all__ = ["BLOCK", "LIMIT", "RUN", "Cache", "Layout", "Scalars"]
 
 #: Layouts a cache keeps before it evicts: least recently used first, never one a captured
 #: graph reads, and, in an optimizer's cache, never one its last two steps used.
 LIMIT = 64
 _PTR = methodcaller("data_ptr")
 _NUMEL = methodcaller("numel")
-#: Elements a block of the tables covers (``launch.BLOCK``, repeated to stay below it).
+#: Elements a block of the tables covers by default (``launch.BLOCK``, repeated to stay below it).
 BLOCK = 1024
+#: Partial sums (one per block) a run adds, at most (``norms._run_sums``).
+RUN = 1024
 _RECORD = 4  # int64 per block record
 
 
@@ -160,15 +164,16 @@ def _scalar(value: torch.Tensor) -> torch.Tensor:
     return value.detach().reshape(())
 
 
-def _blocks(counts: np.ndarray, aligned: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
-    """The block records (aligned ones first), how many are aligned, and each tensor's first
-    block index (``T + 1`` entries)."""
-    per = (counts + BLOCK - 1) // BLOCK
+def _blocks(counts: np.ndarray, aligned: np.ndarray, block: int = BLOCK
+            ) -> tuple[np.ndarray, int, np.ndarray]:
+    """The block records of blocks of ``block`` elements (aligned ones first), how many are
+    aligned, and each tensor's first block index (``T + 1`` entries)."""
+    per = (counts + block - 1) // block
     first = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
     total = int(first[-1])
     owner = np.repeat(np.arange(len(counts), dtype=np.int64), per)
-    start = (np.arange(total, dtype=np.int64) - first[owner]) * BLOCK
-    stop = np.minimum(start + BLOCK, counts[owner])
+    start = (np.arange(total, dtype=np.int64) - first[owner]) * block
+    stop = np.minimum(start + block, counts[owner])
     records = np.stack([owner, start, stop, np.arange(total, dtype=np.int64)], axis=1)
     vector = aligned[owner] & (stop % 16 == 0)
     ordered = np.concatenate([records[vector], records[~vector]])
@@ -176,14 +181,14 @@ def _blocks(counts: np.ndarray, aligned: np.ndarray) -> tuple[np.ndarray, int, n
 
 
 def _chunks(first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The runs of at most ``BLOCK`` blocks of one tensor (first, end block index), and each
+    """The runs of at most ``RUN`` blocks of one tensor (first, end block index), and each
     tensor's first run (``T + 1`` entries)."""
     per = first[1:] - first[:-1]
-    runs = (per + BLOCK - 1) // BLOCK
+    runs = (per + RUN - 1) // RUN
     run_first = np.concatenate([[0], np.cumsum(runs)]).astype(np.int64)
     owner = np.repeat(np.arange(len(per), dtype=np.int64), runs)
-    lo = first[owner] + (np.arange(int(run_first[-1]), dtype=np.int64) - run_first[owner]) * BLOCK
-    hi = np.minimum(lo + BLOCK, first[owner + 1])
+    lo = first[owner] + (np.arange(int(run_first[-1]), dtype=np.int64) - run_first[owner]) * RUN
+    hi = np.minimum(lo + RUN, first[owner + 1])
     return np.stack([lo, hi], axis=1), run_first
 
 
@@ -196,14 +201,16 @@ class Layout:
     """The device table of ``lists`` (tensors of one device, contiguous, checked by the
     caller), list ``moving`` refreshed each step (see the module doc); ``scalar_lists``: lists
     of one element per tensor (not streamed: no alignment needed); ``written``: the lists the
-    kernels write, whose ranges a moving tensor must not overlap."""
+    kernels write, whose ranges a moving tensor must not overlap; ``block``: the elements of
+    a block (a multiple of 16; the kernels' ``BLOCK``)."""
 
     def __init__(self, lists: Sequence[Sequence[torch.Tensor]], device: torch.device, *,
                  moving: int, scalar_lists: frozenset[int] = frozenset(),
-                 written: Sequence[int] = ()) -> None:
+                 written: Sequence[int] = (), block: int = BLOCK) -> None:
         if staging.capturing(device):
             raise staging.warm_up_error("a new layout")
         self.device = device
+        self.block = block
         self.moving = moving
         self.tensors = len(lists[0])
         self.lists = len(lists)
@@ -254,7 +261,7 @@ class Layout:
         fixed = addresses[self._fixed]
         aligned = ((fixed & 15) == 0).all(axis=0) if len(self._fixed) else np.ones(
             self.tensors, dtype=bool)
-        records, self.aligned_blocks, first = _blocks(self.counts, aligned)
+        records, self.aligned_blocks, first = _blocks(self.counts, aligned, self.block)
         runs, run_first = _chunks(first)
         self.blocks, self.runs = len(records), len(runs)
         sections = [_even(addresses.reshape(-1)), records.reshape(-1), runs.reshape(-1),
