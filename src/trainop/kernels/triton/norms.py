@@ -8,8 +8,8 @@ of every tensor is a record of the list's device table (``tables.Layout``), so a
 and a list of separate tensors alike take one pass over the gradients. The partial sums are
 then added in two parallel levels: one program per run of at most ``BLOCK`` consecutive
 partial sums of a tensor, then one program per tensor adding its runs' sums (one vector load
-of up to 1,024 of them, added as a tree: not a serial loop of dependent loads; one run
-for a tensor below a million elements; 256 for a quarter-billion). float16/bfloat16 tensors
+of all of them, added as a tree: no loop; one run for a tensor below a million elements; 256
+for a quarter-billion). float16/bfloat16 tensors
 are read as they are (each element widened to float32, exactly), in blocks of twice the
 elements (``read_block``): every block of the read pass moves ``READ_BYTES`` (4 KB), whatever
 the dtype, so a 2-byte list keeps as many bytes in flight per program as a float32 one.
@@ -29,7 +29,7 @@ from trainop.kernels.triton._common import tensor, total
 from trainop.kernels.triton.launch import BLOCK, OPTIONS
 from trainop.kernels.triton.tables import RUN, Layout
 
-__all__ = ["READ_BYTES", "read_block", "run_sums", "runs_total", "sums"]
+__all__ = ["READ_BYTES", "read_block", "run_sums", "runs_total", "runs_width", "sums"]
 
 #: Whether this module's kernels were decorated for Triton's interpreter.
 INTERPRETED = interpreted()
@@ -76,14 +76,16 @@ def _run_sums(partials, runs, out, BLOCK: tl.constexpr):
 
 @triton.jit
 def runs_total(sums, lo, hi, RUNS: tl.constexpr):
-    """The float64 sum of ``sums[lo:hi]`` (a tensor's runs' sums): ``RUNS`` at a time, one
-    vector load each, added as a tree (a tensor below a billion elements has at most
-    ``RUNS`` = 1,024 runs: one load), not one dependent load after another."""
-    acc = tl.full((RUNS,), 0.0, tl.float64)
-    for start in range(lo, hi, RUNS):
-        offs = start + tl.arange(0, RUNS)
-        acc += tl.load(sums + offs, mask=offs < hi, other=0.0)
-    return total(acc)
+    """The float64 sum of ``sums[lo:hi]`` (a tensor's runs' sums, at most ``RUNS`` of them,
+    ``runs_width``): one vector load, added as a tree; no loop."""
+    offs = lo + tl.arange(0, RUNS)
+    return total(tl.load(sums + offs, mask=offs < hi, other=0.0))
+
+
+def runs_width(most: int) -> int:
+    """``RUNS`` for tensors of at most ``most`` runs each: a power of two, at least ``RUN``
+    (one compiled width below a billion elements a tensor)."""
+    return max(RUN, 1 << max(most - 1, 0).bit_length())
 
 
 @triton.jit
@@ -150,6 +152,6 @@ def sums(tensors: Sequence[torch.Tensor], multiplier: torch.Tensor | None, *, sq
     out = torch.zeros(len(tensors), dtype=torch.float32 if sqrt else torch.float64,
                       device=first.device)
     partial = run_sums(layout, first, 0, multiplier)
-    _tensor_sums[(len(tensors),)](partial, layout.run_first, out, SQRT=sqrt, RUNS=BLOCK,
-                                  **OPTIONS)
+    _tensor_sums[(len(tensors),)](partial, layout.run_first, out, SQRT=sqrt,
+                                  RUNS=runs_width(layout.most_runs), **OPTIONS)
     return out

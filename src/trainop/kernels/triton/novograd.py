@@ -7,7 +7,7 @@ n2 = |float32(g)|^2 (the norm squared in float64, rounded once), then::
 
 Over a whole bucket: the partial sums of squares (one launch over every block of every
 gradient, ``norms.run_sums``, and one over the runs of partial sums: the parallel second level),
-the moment (one program per tensor adding its runs' sums, a vector load at a time), the
+the moment (one program per tensor adding its runs' sums in one vector load), the
 update (one launch over every block, ``launch``).
 hyper: lr, beta1, beta2, epsilon, weight_decay, grad_averaging, persistent.
 
@@ -24,8 +24,8 @@ import triton.language as tl
 
 from trainop.kernels.triton import interpreted
 from trainop.kernels.triton._common import hyper, prologue, put, tensor
-from trainop.kernels.triton.launch import BLOCK, OPTIONS, complement, launch
-from trainop.kernels.triton.norms import run_sums, runs_total
+from trainop.kernels.triton.launch import OPTIONS, complement, launch
+from trainop.kernels.triton.norms import run_sums, runs_total, runs_width
 
 __all__ = ["RULES"]
 
@@ -87,11 +87,12 @@ def novograd(lists, values, multiplier, found_inf, layout, half=None, squares=No
     den = torch.empty(count, dtype=torch.float32, device=variables[0].device)
     if squares is None:
         sums, first = run_sums(layout, grads[0], 1, multiplier), layout.run_first
+        most = layout.most_runs
     else:
-        sums, first = squares, layout.identity()
+        sums, first, most = squares, layout.identity(), 1
     _moment[(count,)](sums, first, emas[0], layout.table, count, den, h,
                       h if found_inf is None else found_inf, HAS_INF=found_inf is not None,
-                      TABLE=count > 1, RUNS=BLOCK, **OPTIONS)
+                      TABLE=count > 1, RUNS=runs_width(most), **OPTIONS)
     # den stands in the second moments' place (read per tensor, not streamed)
     launch(_update, [variables, grads, moms, [den] * count], layout, h, multiplier, found_inf,
            half=half)

@@ -264,6 +264,7 @@ class Layout:
         records, self.aligned_blocks, first = _blocks(self.counts, aligned, self.block)
         runs, run_first = _chunks(first)
         self.blocks, self.runs = len(records), len(runs)
+        self.most_runs = int((run_first[1:] - run_first[:-1]).max(initial=0))
         sections = [_even(addresses.reshape(-1)), records.reshape(-1), runs.reshape(-1),
                     run_first]
         host = torch.from_numpy(np.concatenate(sections))
