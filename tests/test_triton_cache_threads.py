@@ -12,12 +12,11 @@ each thread's first look into an eviction (``Layout.pinned``) waits there until 
 thread is waiting too: at the same place, or for the entry's lock (``Rendezvous``), or done.
 Without the lock (or with the old shared cache) all threads are inside one eviction at once.
 
-The launches of the rule are mocked (this test is about the host's bookkeeping; the kernels'
-numbers are tested elsewhere): the mock reads the launch's block records and device table as
-the GPU would (each block's tensor, element range, and its variable's and gradient's
-addresses), resolves each address to a tensor of the launching thread (anything else is an
-error: on a GPU, a write to memory not its own) and applies gradient descent's rule in float32
-to that range. Afterwards every parameter must be exactly ``w - lr*g``, step after step,
+The launches of the rule are mocked (``table_launch_mock``: this test is about the host's
+bookkeeping; the kernels' numbers are tested elsewhere): the mock reads the launch's block
+records and device table as the GPU would, resolves each address to a tensor of the launching
+thread (anything else is an error) and applies gradient descent's rule in float32 to that
+range. Afterwards every parameter must be exactly ``w - lr*g``, step after step,
 computed here independently: a step cut short by an exception, or a block of a stale or
 foreign table, shows as an error or a wrong value. Counts, not times."""
 
@@ -28,6 +27,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+from table_launch_mock import Device, mocked_rule, set_thread_index, thread_index
 
 import trainop
 from trainop.kernels import triton as tk
@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.skipif(not tk.available(), reason="Triton is not insta
               pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 
 THREADS, STEPS, LIMIT = 4, 3, 4
-_local = threading.local()
+_met = threading.local()
 
 
 class Rendezvous:
@@ -58,7 +58,7 @@ class Rendezvous:
     def meet(self) -> None:
         with self.cond:
             self.waiting += 1
-            self.met.append(_local.index)
+            self.met.append(thread_index())
             self.cond.notify_all()
             self.cond.wait_for(self._everyone)
         self.leave()
@@ -96,52 +96,6 @@ class Lock:
         self.real.release()
 
 
-class Device:
-    """Every tensor a thread may launch over, by data pointer (gradients kept alive, so no
-    address is reused), and the errors found."""
-
-    def __init__(self) -> None:
-        self.owner: dict[int, tuple[int, torch.Tensor]] = {}
-        self.errors: list[str] = []
-        self.lock = threading.Lock()
-
-    def add(self, tensors) -> None:
-        with self.lock:
-            for t in tensors:
-                self.owner[t.data_ptr()] = (_local.index, t.detach().view(-1))
-
-    def at(self, address: int) -> torch.Tensor | None:
-        index, tensor = self.owner.get(address, (None, None))
-        return tensor if index == _local.index else None
-
-
-def _mock_launch(device: Device, real):
-    """Triton's interpreted launch, replaced for gradient descent's kernel: its rule over the
-    launch's block records, reading the table's addresses (see the module doc). Other
-    launches (the step counters') run as they are."""
-
-    def run(self, *args, grid, warmup, **kwargs):
-        if self.fn.__name__ != "_gradient_descent":
-            return real(self, *args, grid=grid, warmup=warmup, **kwargs)
-        if warmup:
-            return None
-        if not kwargs["TABLE"] or kwargs["HAS_MULT"] or kwargs["HAS_INF"]:
-            device.errors.append(f"unexpected launch {kwargs}")
-            return None
-        _var, _grad, _half, h, _mult, _inf, count, table, records = args
-        lr = h[0]
-        for t, start, stop, _ in records[:4 * grid[0]].view(-1, 4).tolist():
-            var, grad = device.at(int(table[t])), device.at(int(table[count + t]))
-            if var is None or grad is None or stop > min(var.numel(), grad.numel()):
-                device.errors.append(f"thread {_local.index}: block ({t}, {start}, {stop}) "
-                                     "of memory not its own")
-                continue
-            var[start:stop] -= grad[start:stop] * lr
-        return None
-
-    return run
-
-
 def _model(index: int) -> tuple[list[list[torch.nn.Parameter]], list[float]]:
     """6 + index groups of two tensors each (each group one table launch), and their lrs."""
     gen = torch.Generator().manual_seed(index)
@@ -159,7 +113,7 @@ def _worker(index: int, shared: bool, device: Device, rendezvous: Rendezvous,
             results: dict) -> None:
     """``STEPS`` steps of gradient descent: an optimizer of the thread's own, or (``shared``)
     one ``kernels.triton.run`` call per group, through the entry of calls without one."""
-    _local.index = index
+    set_thread_index(index)
     params, lrs = _model(index)
     results[index] = params
     device.add([p for ps in params for p in ps])
@@ -199,8 +153,6 @@ def _expected(index: int) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("shared", [False, True], ids=["own_optimizers", "shared_entry"])
 def test_threads_meeting_inside_an_eviction_apply_every_step_whole(monkeypatch, shared):
-    from triton.runtime.interpreter import InterpretedFunction
-
     from trainop.kernels.triton import tables
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
@@ -215,19 +167,19 @@ def test_threads_meeting_inside_an_eviction_apply_every_step_whole(monkeypatch, 
     real_pinned = tables.Layout.pinned
 
     def pinned(layout):
-        if not getattr(_local, "met", False):  # the thread's first look into an eviction
-            _local.met = True
+        if not getattr(_met, "done", False):  # the thread's first look into an eviction
+            _met.done = True
             rendezvous.meet()
         return real_pinned.fget(layout)
 
     monkeypatch.setattr(tables.Layout, "pinned", property(pinned))
-    monkeypatch.setattr(InterpretedFunction, "run", _mock_launch(device, InterpretedFunction.run))
     workers = [threading.Thread(target=_worker, args=(i, shared, device, rendezvous, results))
                for i in range(THREADS)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
+    with mocked_rule(device):
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
     assert sorted(rendezvous.met) == list(range(THREADS))  # each was inside an eviction
     assert device.errors == []
     for index in range(THREADS):  # nothing half-applied: every value the formula's

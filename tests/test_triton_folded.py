@@ -11,6 +11,7 @@ import os
 
 import pytest
 import torch
+from interpreter_shortcuts import nested_calls_unpatched
 from triton_table import ulps
 
 import trainop
@@ -32,7 +33,10 @@ SIZES = [1, 7, 1025, 33]
 
 @pytest.fixture(autouse=True)
 def _interpreter(monkeypatch):
+    """The interpreter, with its shortcuts that change no number (``interpreter_shortcuts``)."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with nested_calls_unpatched():
+        yield
 
 
 def _gradients(step, gen):

@@ -4,7 +4,9 @@
   of a 2-byte list moves as many bytes as a float32 one (it used to be the same 1,024
   elements: 2 KB, too little in flight to keep the memory busy), read from the launches'
   own configuration (their ``BLOCK`` times the dtype's size); its norms are the float64
-  formula's, rounded once to float32, across every block and run threshold of either size.
+  formula's, rounded once to float32, across the block thresholds of either size. (The
+  runs of partial sums count blocks, whatever their dtype: ``test_triton_run_sums``,
+  ``test_triton_run_loads``.)
 - The mixed-precision update (float32 masters, float16/bfloat16 gradients and model copies)
   is the float32 formula, each operation rounded as TensorFlow's float32 kernel rounds it,
   and the model copy that value rounded to nearest even, across the block thresholds.
@@ -63,14 +65,6 @@ def test_a_read_block_moves_the_same_bytes_for_every_dtype(blocks):
         assert {d for d, _ in blocks} == {dtype}
         moved[dtype] = {b * dtype.itemsize for _, b in blocks}
     assert moved[torch.float16] == moved[torch.bfloat16] == moved[torch.float32], moved
-
-
-def test_a_half_tensor_of_several_runs():
-    """A bfloat16 tensor past one run of partial sums (1,024 blocks of 2,048 elements)."""
-    gen = torch.Generator().manual_seed(1)
-    big = torch.randn(1024 * 2048 + 5, generator=gen).to(torch.bfloat16)
-    small = torch.randn(3, generator=gen).to(torch.bfloat16)
-    assert torch.equal(tk.l2_norms([small, big]), _formula([small, big]))
 
 
 @pytest.mark.parametrize("half", HALVES, ids=str)
