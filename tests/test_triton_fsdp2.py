@@ -18,6 +18,7 @@ import os
 import pytest
 import torch
 from host_reads import ALL_READS, no_host_reads
+from interpreter_shortcuts import nested_calls_unpatched
 from optimizer_kwargs import kwargs_for
 from test_fsdp2 import (
     STEPS,
@@ -29,6 +30,7 @@ from test_fsdp2 import (
     _train_pipeline,
     _WithExtra,
 )
+from triton_fast_reduce import patch_block_sums
 from triton_numpy_shim import patch_triton_interpreter
 
 from trainop.bench._ranks import counted_all_reduces, rank_group
@@ -93,7 +95,9 @@ def _rank(rank: int, port: int, out: str) -> None:
     the pipeline."""
     os.environ["TRITON_INTERPRET"] = "1"
     patch_triton_interpreter()  # a spawned rank runs no conftest: Triton < 3.8, numpy >= 2.4
-    with rank_group(rank, 2, port):
+    patch_block_sums()  # (nor conftest's fast block sums: the same bits)
+    # the interpreter's shortcuts, the same numbers (``interpreter_shortcuts``)
+    with rank_group(rank, 2, port), nested_calls_unpatched():
         ran = _spied_runs()
         results = {"optimizers": _train_optimizers(rank, ran)}
         ran.clear()
