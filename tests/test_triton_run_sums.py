@@ -1,6 +1,7 @@
 """The per-tensor level of the Triton read pass and NovoGrad's moment add a tensor's runs'
-sums a vector at a time (``norms.runs_total``): a tensor of several runs (above a million
-elements) gets the float64 sum of all of them, as the float64 norm computed here."""
+sums in one vector load (``norms.runs_total``): a tensor of several runs (above a million
+elements, at the real run length) gets the float64 sum of all of them, as the float64 norm
+computed here."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ def test_a_tensor_of_several_runs_sums_every_run(monkeypatch):
 
 def _several_runs():
     gen = torch.Generator().manual_seed(0)
-    big = torch.randn((1 << 20) * 2 + 4097, generator=gen)  # 3 runs of partial sums
+    # 1,026 blocks: a run of 1,024 and one of two, the last block 5 elements (the real run
+    # length; any number of runs, cheaply: test_triton_run_loads)
+    big = torch.randn((1 << 20) + 1029, generator=gen)
     small = torch.randn(5, generator=gen)
     norms = tk.l2_norms([small, big])
     expect = torch.stack([small.double().norm(), big.double().norm()]).float()
