@@ -36,6 +36,8 @@ pytestmark = [pytest.mark.skipif(not tk.available(), reason="Triton is not insta
               pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 
 THREADS, STEPS, LIMIT = 4, 3, 4
+#: Seconds a thread waits for the others before the test fails (it never waits that long).
+PATIENCE = 120.0
 _met = threading.local()
 
 
@@ -50,6 +52,7 @@ class Rendezvous:
         self.waiting = 0
         self.done = 0
         self.met: list[int] = []
+        self.stuck = False
         self.cond = threading.Condition()
 
     def _everyone(self) -> bool:
@@ -60,7 +63,8 @@ class Rendezvous:
             self.waiting += 1
             self.met.append(thread_index())
             self.cond.notify_all()
-            self.cond.wait_for(self._everyone)
+            if not self.cond.wait_for(self._everyone, timeout=PATIENCE):
+                self.stuck = True  # (a lock the rendezvous does not know of: fail, not hang)
         self.leave()
 
     def blocked(self) -> None:
@@ -180,6 +184,7 @@ def test_threads_meeting_inside_an_eviction_apply_every_step_whole(monkeypatch, 
             worker.start()
         for worker in workers:
             worker.join()
+    assert not rendezvous.stuck
     assert sorted(rendezvous.met) == list(range(THREADS))  # each was inside an eviction
     assert device.errors == []
     for index in range(THREADS):  # nothing half-applied: every value the formula's
