@@ -64,6 +64,7 @@ from trainop.contract.flat_plan import FlatLayout, flat_plan, reattach, relink, 
 from trainop.contract.gate import NO_GATE, Gate, make_gate
 from trainop.contract.hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop.contract.implementations import TRITON, Implementations
+from trainop.contract.init_step import is_state_init_step
 from trainop.contract.outside_load import check_outside_load, noted, state_noted
 from trainop.contract.overlap import (
     byte_extents,
@@ -528,6 +529,10 @@ class Optimizer(Implementations, torch.optim.Optimizer):
                 and never given variables; checked after ``closure`` ran): ``step()`` would
                 silently do nothing.
         """
+        if closure is None and grad_multiplier is None and found_inf is None \
+                and is_state_init_step(self):
+            self.create_slots()  # torch's state initialisation: no update (contract/init_step.py)
+            return None
         loss = None
         if closure is not None:
             with torch.enable_grad():

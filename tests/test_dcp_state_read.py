@@ -1,0 +1,110 @@
+"""Reading a state dict changes nothing (#47 Z2). ``get_optimizer_state_dict`` on an optimizer
+that has not stepped runs torch's state-initialising step (every ``lr`` set to 0, zero
+gradients, ``step()``): contrib-style ``AdamWOptimizer``/``MomentumWOptimizer`` shrank every
+parameter by their decay (not scaled by the learning rate) and every class's counters advanced
+to step 1. Now the parameters and counters are bit for bit what they were, the slots are their
+initial values (as ``create_slots`` makes them), and a run resumed from that state dict equals
+the run that never read it. Every class, an FSDP2 model on 2 gloo ranks."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from optimizer_kwargs import kwargs_for
+
+from trainop import OPTIMIZER_CLASSES
+from trainop.bench._ranks import rank_group, spawn_ranks
+
+STEPS, ROWS = 2, 4
+
+
+def _model() -> torch.nn.Module:
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    fully_shard(model)
+    return model
+
+
+def _optimizer(name: str, model: torch.nn.Module):
+    return OPTIMIZER_CLASSES[name](params=list(model.parameters()), **kwargs_for(name))
+
+
+def _train(model, opt, rank: int) -> None:
+    n = ROWS // 2
+    for k in range(STEPS):
+        g = torch.Generator().manual_seed(k)
+        x, y = torch.randn(ROWS, 3, generator=g), torch.randn(ROWS, 2, generator=g)
+        torch.nn.functional.mse_loss(model(x[rank * n:(rank + 1) * n]),
+                                     y[rank * n:(rank + 1) * n]).backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def _whole(t: torch.Tensor) -> torch.Tensor:
+    return (t.full_tensor() if hasattr(t, "full_tensor") else t).detach().clone()
+
+
+def _params(model) -> list[torch.Tensor]:
+    return [_whole(p) for p in model.parameters()]
+
+
+def _counters(opt) -> dict[str, torch.Tensor]:
+    return {f"{gi}.{k}": v.clone() for gi, g in enumerate(opt.param_groups)
+            for k, v in g.get("non_slot", {}).items()}
+
+
+def _slots(opt) -> dict[str, torch.Tensor]:
+    params = [p for g in opt.param_groups for p in g["params"]]
+    return {f"{i}.{k}": _whole(t) for i, p in enumerate(params)
+            for k, t in sorted(opt.state.get(p, {}).items())}
+
+
+def _rank(rank: int, port: int, out: str) -> None:
+    from torch.distributed.checkpoint.state_dict import (
+        get_optimizer_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    results = {}
+    with rank_group(rank, 2, port):
+        for name in sorted(OPTIMIZER_CLASSES):
+            model = _model()
+            opt = _optimizer(name, model)
+            made = _optimizer(name, _model())  # the slots and counters create_slots makes
+            made.create_slots()
+            params, counters = _params(model), _counters(made)
+            sd = get_optimizer_state_dict(model, opt)
+            read = {"params": _params(model), "counters": _counters(opt),
+                    "slots": _slots(opt), "made": _slots(made)}
+            resumed = _model()
+            opt2 = _optimizer(name, resumed)
+            set_optimizer_state_dict(resumed, opt2, optim_state_dict=sd)
+            _train(resumed, opt2, rank)
+            plain = _model()
+            _train(plain, _optimizer(name, plain), rank)
+            results[name] = {"params": params, "counters": counters, "read": read,
+                             "resumed": _params(resumed), "uninterrupted": _params(plain)}
+    if rank == 0:
+        torch.save(results, os.path.join(out, "read.pt"))
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    return len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_get_optimizer_state_dict_leaves_params_slots_and_counters_as_they_were(tmp_path):
+    assert spawn_ranks(_rank, (str(tmp_path),), timeout_s=400) == [0, 0]
+    results = torch.load(tmp_path / "read.pt", weights_only=True)
+    assert sorted(results) == sorted(OPTIMIZER_CLASSES)
+    for name, r in results.items():
+        read = r["read"]
+        assert _equal(read["params"], r["params"]), name
+        assert _equal(read["counters"], r["counters"]), (name, read["counters"])
+        assert all(int(v) == 0 for k, v in read["counters"].items() if k.endswith(".step"))
+        assert _equal(read["slots"], read["made"]), name
+        assert _equal(r["resumed"], r["uninterrupted"]), name
