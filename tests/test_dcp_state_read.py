@@ -11,44 +11,18 @@ from __future__ import annotations
 import os
 
 import torch
-from optimizer_kwargs import kwargs_for
+from fsdp2_small import model as _model
+from fsdp2_small import optimizer as _optimizer
+from fsdp2_small import train, whole
 
 from trainop import OPTIMIZER_CLASSES
 from trainop.bench._ranks import rank_group, spawn_ranks
 
-STEPS, ROWS = 2, 4
-
-
-def _model() -> torch.nn.Module:
-    from torch.distributed.fsdp import fully_shard
-
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
-    fully_shard(model)
-    return model
-
-
-def _optimizer(name: str, model: torch.nn.Module):
-    return OPTIMIZER_CLASSES[name](params=list(model.parameters()), **kwargs_for(name))
-
-
-def _train(model, opt, rank: int) -> None:
-    n = ROWS // 2
-    for k in range(STEPS):
-        g = torch.Generator().manual_seed(k)
-        x, y = torch.randn(ROWS, 3, generator=g), torch.randn(ROWS, 2, generator=g)
-        torch.nn.functional.mse_loss(model(x[rank * n:(rank + 1) * n]),
-                                     y[rank * n:(rank + 1) * n]).backward()
-        opt.step()
-        opt.zero_grad()
-
-
-def _whole(t: torch.Tensor) -> torch.Tensor:
-    return (t.full_tensor() if hasattr(t, "full_tensor") else t).detach().clone()
+STEPS = 2
 
 
 def _params(model) -> list[torch.Tensor]:
-    return [_whole(p) for p in model.parameters()]
+    return [whole(p) for p in model.parameters()]
 
 
 def _counters(opt) -> dict[str, torch.Tensor]:
@@ -58,7 +32,7 @@ def _counters(opt) -> dict[str, torch.Tensor]:
 
 def _slots(opt) -> dict[str, torch.Tensor]:
     params = [p for g in opt.param_groups for p in g["params"]]
-    return {f"{i}.{k}": _whole(t) for i, p in enumerate(params)
+    return {f"{i}.{k}": whole(t) for i, p in enumerate(params)
             for k, t in sorted(opt.state.get(p, {}).items())}
 
 
@@ -82,9 +56,9 @@ def _rank(rank: int, port: int, out: str) -> None:
             resumed = _model()
             opt2 = _optimizer(name, resumed)
             set_optimizer_state_dict(resumed, opt2, optim_state_dict=sd)
-            _train(resumed, opt2, rank)
+            train(resumed, opt2, rank, range(STEPS))
             plain = _model()
-            _train(plain, _optimizer(name, plain), rank)
+            train(plain, _optimizer(name, plain), rank, range(STEPS))
             results[name] = {"params": params, "counters": counters, "read": read,
                              "resumed": _params(resumed), "uninterrupted": _params(plain)}
     if rank == 0:
