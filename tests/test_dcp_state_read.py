@@ -82,3 +82,24 @@ def test_get_optimizer_state_dict_leaves_params_slots_and_counters_as_they_were(
         assert all(int(v) == 0 for k, v in read["counters"].items() if k.endswith(".step"))
         assert _equal(read["slots"], read["made"]), name
         assert _equal(r["resumed"], r["uninterrupted"]), name
+
+
+def test_the_read_makes_the_state_a_step_would_make_and_nothing_else():
+    """Without a process group too: a frozen parameter (torch gives it no gradient) gets no
+    slots, as a step would give it none; a first step of the user's at ``lr = 0`` with real
+    gradients is an update (TF's counters advance), not the initialisation."""
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    import trainop
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    net[1].bias.requires_grad_(False)
+    opt = trainop.AdamOptimizer(0.1, params=list(net.parameters()))
+    get_optimizer_state_dict(net, opt)
+    assert [bool(opt.state.get(p)) for p in net.parameters()] == [True, True, True, False]
+    assert int(opt.param_groups[0]["non_slot"]["step"]) == 0
+    user = trainop.AdamOptimizer(0.0, params=list(net.parameters()))
+    net(torch.ones(1, 3)).sum().backward()
+    user.step()
+    assert int(user.param_groups[0]["non_slot"]["step"]) == 1

@@ -10,8 +10,9 @@ the slots' first values, and the contrib-style decoupled decay of ``AdamWOptimiz
 ``MomentumWOptimizer`` (``var -= weight_decay * var``, not scaled by the learning rate) shrinks
 every parameter. Reading a state dict would change the model.
 
-``Optimizer.step`` therefore takes that exact situation for what it is and creates the slots and
-non-slot variables (``create_slots``) without an update:
+``Optimizer.step`` therefore takes that exact situation for what it is and creates what the step
+would have created (the slots of the parameters with a gradient, every group's non-slot
+variables, as ``create_slots`` makes them) without an update:
 
 - no argument (no ``closure``, ``grad_multiplier`` or ``found_inf``);
 - the state is empty (torch steps only then);

@@ -531,7 +531,9 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         """
         if closure is None and grad_multiplier is None and found_inf is None \
                 and is_state_init_step(self):
-            self.create_slots()  # torch's state initialisation: no update (contract/init_step.py)
+            # torch's state initialisation: the state a step would make, without the update
+            # (contract/init_step.py)
+            self._create_slots(lambda v: v.grad is not None)
             return None
         loss = None
         if closure is not None:
@@ -972,12 +974,17 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         they load one, e.g. ``torch.distributed.checkpoint``'s ``set_optimizer_state_dict`` on
         a fresh optimizer, which would otherwise step once with ``lr = 0`` (a step that leaves
         the parameters as they are, but advances slots and counters)."""
+        self._create_slots(lambda v: True)
+
+    def _create_slots(self, wanted: Callable[[torch.Tensor], bool]) -> None:
+        """``create_slots`` for the parameters ``wanted`` accepts (the groups' non-slot
+        variables for every group with parameters)."""
         self._check_outside_load()
         states = self._tracked_state()
         prepared = {gi: self._step_hyper(group) for gi, group in enumerate(self.param_groups)}
         for gi, group in enumerate(self.param_groups):
             for v in group["params"]:
-                if self._lacks_slots(states.get(v), group):
+                if wanted(v) and self._lacks_slots(states.get(v), group):
                     states[v] = SlotState(states, self._make_slots(v, group))
             if group["params"]:
                 self._ensure_non_slot(group, prepared[gi])
