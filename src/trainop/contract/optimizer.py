@@ -972,8 +972,9 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         now, without an update (TF creates them when the update op is built; trainop otherwise
         on a variable's first update). For loaders that expect a populated ``state`` before
         they load one, e.g. ``torch.distributed.checkpoint``'s ``set_optimizer_state_dict`` on
-        a fresh optimizer, which would otherwise step once with ``lr = 0`` (a step that leaves
-        the parameters as they are, but advances slots and counters)."""
+        a fresh optimizer (without it they call ``step()`` with every ``lr`` 0 and zero
+        gradients, which trainop recognises and takes as this call for the parameters given
+        a gradient: ``contract/init_step.py``)."""
         self._create_slots(lambda v: True)
 
     def _create_slots(self, wanted: Callable[[torch.Tensor], bool]) -> None:
