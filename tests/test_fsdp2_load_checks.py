@@ -103,5 +103,5 @@ def test_fsdp2_load_refuses_disagreeing_counters_and_plain_slots(tmp_path):
                 assert error is not None and error.startswith("TypeError:"), error
             else:
                 assert error == ("ValueError: Invalid optimizer checkpoint: rank(s) [0] refused "
-                                 "theirs (their error says why); nothing was loaded on any "
-                                 "rank"), error
+                                 "the state they were given (their error says why), so every "
+                                 "rank refuses it"), error

@@ -101,15 +101,15 @@ def agree_across_ranks(names: Sequence[Sequence[str]], counters: Sequence[Any] |
     flat = [(g, name) for g, group_names in enumerate(names) for name in group_names]
     refused = [r for r, row in enumerate(rows) if row[0] == 0]
     if refused:
-        raise ValueError(f"Invalid optimizer checkpoint: rank(s) {refused} refused theirs "
-                         f"(their error says why); nothing was loaded on any rank")
+        raise ValueError(f"Invalid optimizer checkpoint: rank(s) {refused} refused the state "
+                         f"they were given (their error says why), so every rank refuses it")
     for k, (g, name) in enumerate(flat, start=1):
         values = [row[k] for row in rows]
         if len(set(values)) > 1:
             raise ValueError(
                 f"Invalid optimizer checkpoint, group {g}: Expected `{name}` to be the same on "
                 f"every rank (each rank updates its part of the parameters with its own copy), "
-                f"got {_shown(values, name)}; nothing was loaded")
+                f"got {_shown(values, name)}")
 
 
 def _shown(values: list[int], name: str) -> str:
