@@ -186,7 +186,7 @@ def _checkpoint_rank(rank: int, port: int, out: str, world: int = 2) -> None:
             n = 6 // world
             steps = range(2) if world == 2 else range(2, STEPS)
             if world == 1:
-                opt.create_slots()  # (else DCP steps once with lr = 0 to make them)
+                opt.create_slots()  # (else DCP's lr = 0 step makes them, changing nothing)
                 sd = {"model": get_model_state_dict(model),
                       "optim": get_optimizer_state_dict(model, opt)}
                 dcp.load(sd, checkpoint_id=where)

@@ -111,7 +111,7 @@ def _load(model, opt, where: str) -> None:
         set_optimizer_state_dict,
     )
 
-    _inner(opt).create_slots()  # (else DCP steps once with lr = 0 to make them)
+    _inner(opt).create_slots()  # (else DCP's lr = 0 step makes them, changing nothing)
     wrapped = opt is not _inner(opt)
     sd = {"model": get_model_state_dict(model),
           "optim": opt.state_dict() if wrapped else get_optimizer_state_dict(model, opt)}

@@ -36,7 +36,9 @@ optimizer bit-identical. It checks:
   the slots whose rule takes their root (``SlotSpec.nonnegative``: Adam's ``v``, Adagrad's
   accumulator, RMSProp's ``rms``, ...). A slot of another floating dtype is cast on load to the
   dtype the optimizer would create (the parameter's, as torch casts its state after
-  ``model.double()``, or the slot's fixed dtype); it must be finite in that dtype.
+  ``model.double()``, or the slot's fixed dtype); it must be finite in that dtype. A slot of
+  a DTensor parameter (FSDP2) is a DTensor, and a plain parameter's slot a plain tensor (a
+  per-tensor 0-dim slot is plain for both).
 
 Example::
 
@@ -56,6 +58,7 @@ from trainop.contract.checkpoint_foreign import check_not_foreign
 from trainop.contract.slots import TRAINOP_SLOT_NAMES, slot_dtype
 from trainop.contract.state import STEP_LIMIT
 from trainop.contract.validation import describe
+from trainop.kernels.shards import is_sharded
 
 __all__ = ["LR_SCHEDULER_KEYS", "validate_loadable",
            "validate_optimizer_state"]
@@ -204,6 +207,23 @@ def _check_non_slot(opt: Any, where: str, saved: Mapping, has_slots: bool) -> No
                                  f"a step); they are missing and would be re-initialised")
 
 
+#: A slot that is not sharded as its parameter is (a plain tensor for an FSDP2 DTensor
+#: parameter: the step would fail with torch's "mixed Tensor and DTensor").
+_SHARDED = ("Expected slot `{name}` to be a {param} like its parameter, got a {slot} (an FSDP2 "
+            "optimizer loads the sharded state of `get_optimizer_state_dict`/"
+            "`set_optimizer_state_dict`; a full, unsharded one through "
+            "`set_optimizer_state_dict(..., options=StateDictOptions(full_state_dict=True))`)")
+
+
+def _local(value: Any) -> Any:
+    """This rank's shard of a DTensor; anything else as it is."""
+    return value.to_local() if is_sharded(value) else value
+
+
+def _kind(tensor: torch.Tensor) -> str:
+    return "DTensor" if is_sharded(tensor) else "plain tensor"
+
+
 def _check_slots(opt: Any, where: str, group: Mapping, param: torch.Tensor, saved: Any) -> None:
     if not isinstance(saved, Mapping):
         _fail(TypeError, where, f"Expected the slots to be a dict, got {describe(saved)}")
@@ -215,24 +235,31 @@ def _check_slots(opt: Any, where: str, group: Mapping, param: torch.Tensor, save
     if missing or extra:
         _fail(ValueError, where, f"Expected the slots {sorted(specs)}, got {sorted(saved, key=str)}"
                                  f" (missing {missing}, unexpected {extra})")
+    # values are checked on this rank's shard of a DTensor (no collective: under FSDP2 the
+    # ranks' checks may stop at different points; contract/rank_agreement.py joins them)
+    local = {name: _local(saved[name]) for name in specs}
     for name, spec in specs.items():
         tensor = saved[name]
-        _check_finite_tensor(where, name, tensor)
+        _check_finite_tensor(where, name, local[name])
         shape = () if spec.scalar else tuple(param.shape)
         if tuple(tensor.shape) != shape:
             _fail(ValueError, where, f"Expected slot `{name}` of shape {shape}, got "
                                      f"{tuple(tensor.shape)}")
+        if not spec.scalar and is_sharded(param) != is_sharded(tensor):
+            _fail(TypeError, where, _SHARDED.format(name=name, param=_kind(param),
+                                                    slot=_kind(tensor)))
         dtype = slot_dtype(spec, param)
         if not tensor.is_floating_point() and tensor.dtype != dtype:
             _fail(TypeError, where, f"Expected slot `{name}` of dtype {dtype}, got "
                                     f"{tensor.dtype} (a floating dtype would be cast on load)")
-        if tensor.dtype != dtype and not bool(torch.isfinite(tensor.to(dtype)).all()):
+        values = local[name]
+        if tensor.dtype != dtype and not bool(torch.isfinite(values.to(dtype)).all()):
             _fail(ValueError, where, f"Expected slot `{name}` to be finite in {dtype} (it is "
                                      f"cast to the parameter's dtype on load), it overflows")
-        if spec.nonnegative and bool((tensor < 0).any()):
+        if spec.nonnegative and bool((values < 0).any()):
             _fail(ValueError, where, f"Expected slot `{name}` >= 0 (the update takes its "
-                                     f"square root), it holds {float(tensor.min())!r}")
-    broken = opt._slot_invariant(group, {name: saved[name].to(slot_dtype(spec, param))
+                                     f"square root), it holds {float(values.min())!r}")
+    broken = opt._slot_invariant(group, {name: local[name].to(slot_dtype(spec, param))
                                          for name, spec in specs.items()})
     if broken:
         _fail(ValueError, where, broken)

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from trainop.contract.checkpoint import validate_optimizer_state
+from trainop.contract.rank_agreement import agree_across_ranks, counter_names, sharded_group
 from trainop.contract.slots import slot_dtype
 
 __all__ = ["load_optimizer_state"]
@@ -94,7 +95,19 @@ def load_optimizer_state(opt: Any, state_dict: Any, *, unsaved: str,
     ``opt`` unchanged) where ``validate_optimizer_state`` does. ``opt._after_load()`` runs
     before the post-hooks."""
     state_dict = _run_pre_hooks(opt, state_dict)
-    validate_optimizer_state(opt, state_dict, unsaved=unsaved, bookkeeping=bookkeeping)
+    params = [p for group in opt.param_groups for p in group["params"]]
+    group = sharded_group(params)
+    if group is None:
+        validate_optimizer_state(opt, state_dict, unsaved=unsaved, bookkeeping=bookkeeping)
+    else:  # FSDP2: the counters must also agree across the ranks (contract/rank_agreement.py)
+        error = None
+        try:
+            validate_optimizer_state(opt, state_dict, unsaved=unsaved, bookkeeping=bookkeeping)
+        except (TypeError, ValueError) as exc:
+            error = exc
+        agree_across_ranks(counter_names(opt), None if error else [
+            g.get("non_slot") for g in state_dict["param_groups"]], error, group=group,
+            device=params[0].device)
     groups = [_loaded_group(saved, own, unsaved)
               for saved, own in zip(state_dict["param_groups"], opt.param_groups, strict=True)]
     owner = {pid: (param, group) for saved, group in zip(state_dict["param_groups"], groups,

@@ -64,6 +64,7 @@ from trainop.contract.flat_plan import FlatLayout, flat_plan, reattach, relink, 
 from trainop.contract.gate import NO_GATE, Gate, make_gate
 from trainop.contract.hyper import Prepared, evaluate_hyper, plain_snapshot
 from trainop.contract.implementations import TRITON, Implementations
+from trainop.contract.init_step import is_state_init_step
 from trainop.contract.outside_load import check_outside_load, noted, state_noted
 from trainop.contract.overlap import (
     byte_extents,
@@ -528,6 +529,12 @@ class Optimizer(Implementations, torch.optim.Optimizer):
                 and never given variables; checked after ``closure`` ran): ``step()`` would
                 silently do nothing.
         """
+        if closure is None and grad_multiplier is None and found_inf is None \
+                and is_state_init_step(self):
+            # torch's state initialisation: the state a step would make, without the update
+            # (contract/init_step.py)
+            self._create_slots(lambda v: v.grad is not None)
+            return None
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -965,14 +972,20 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         now, without an update (TF creates them when the update op is built; trainop otherwise
         on a variable's first update). For loaders that expect a populated ``state`` before
         they load one, e.g. ``torch.distributed.checkpoint``'s ``set_optimizer_state_dict`` on
-        a fresh optimizer, which would otherwise step once with ``lr = 0`` (a step that leaves
-        the parameters as they are, but advances slots and counters)."""
+        a fresh optimizer (without it they call ``step()`` with every ``lr`` 0 and zero
+        gradients, which trainop recognises and takes as this call for the parameters given
+        a gradient: ``contract/init_step.py``)."""
+        self._create_slots(lambda v: True)
+
+    def _create_slots(self, wanted: Callable[[torch.Tensor], bool]) -> None:
+        """``create_slots`` for the parameters ``wanted`` accepts (the groups' non-slot
+        variables for every group with parameters)."""
         self._check_outside_load()
         states = self._tracked_state()
         prepared = {gi: self._step_hyper(group) for gi, group in enumerate(self.param_groups)}
         for gi, group in enumerate(self.param_groups):
             for v in group["params"]:
-                if self._lacks_slots(states.get(v), group):
+                if wanted(v) and self._lacks_slots(states.get(v), group):
                     states[v] = SlotState(states, self._make_slots(v, group))
             if group["params"]:
                 self._ensure_non_slot(group, prepared[gi])

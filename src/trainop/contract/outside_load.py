@@ -26,6 +26,11 @@ entries are scanned once; a non-empty entry assigned whole in a group whose ``no
 still the one the optimizer noted is refused as ``load_state_dict`` refuses a group without
 ``non_slot`` (the same message).
 
+Under torch.distributed with more than one rank, the validation also compares every group's
+counters across the ranks (one ``all_gather``, ``contract/rank_agreement.py``): ZeRO's ranks
+each keep a copy, and copies that differ (ranks that loaded different files) are refused on every
+rank. Every rank takes that update, as ZeRO's step is collective.
+
 A loader that assigns the same state to several processes (ZeRO: each rank's local optimizer
 holds only its own parameters' slots) is checked by each process on what it holds: the ranks
 that hold a parameter of a group without its counters refuse it.
@@ -36,6 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainop.contract.checkpoint import validate_optimizer_state
+from trainop.contract.rank_agreement import agree_across_ranks, counter_names
 from trainop.contract.state import SlotState
 
 __all__ = ["check_outside_load", "noted", "state_noted"]
@@ -106,7 +112,17 @@ def check_outside_load(opt: Any, *, unsaved: str, bookkeeping: tuple[str, ...]) 
     bare = frozenset() if same_state or seen is None or seen[0] is not opt.state \
         else _loaded_without_counters(opt)
     if bare or not _unchanged(opt):
-        validate_optimizer_state(opt, _live_state_dict(opt, bare), unsaved=unsaved,
-                                 bookkeeping=bookkeeping)
+        error = None
+        try:
+            validate_optimizer_state(opt, _live_state_dict(opt, bare), unsaved=unsaved,
+                                     bookkeeping=bookkeeping)
+        except (TypeError, ValueError) as exc:
+            error = exc
+        # ZeRO's ranks each hold their own copy of the counters: they must agree (every rank
+        # takes this update; contract/rank_agreement.py)
+        params = [p for group in opt.param_groups for p in group["params"]]
+        agree_across_ranks(counter_names(opt), None if error else [
+            group.get("non_slot") for group in opt.param_groups], error,
+            device=params[0].device if params else None)
     opt._counters_seen = noted(opt)
     opt._state_seen = state_noted(opt)
