@@ -12,6 +12,11 @@ if ! .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+
   .venv/bin/python -m pip install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==2.13.0"
 fi
 .venv/bin/python -m pip install -q -e ".[test]"
-# timm (tests/test_timm_*.py: a real client of the optimizers) without its torchvision: PyPI's
-# torchvision is built for CUDA torch and does not import beside a CPU torch (tests/timm_client.py)
-.venv/bin/python -m pip install -q --no-deps "timm==1.0.31"
+# pyproject.toml's [tool.trainop] test-no-deps (timm, without the torchvision it would pull:
+# the reason is written there)
+mapfile -t NO_DEPS < <(.venv/bin/python -c 'try:
+    import tomllib
+except ImportError:  # Python 3.10: the TOML reader pip carries
+    from pip._vendor import tomli as tomllib
+print(*tomllib.load(open("pyproject.toml", "rb"))["tool"]["trainop"]["test-no-deps"], sep="\n")')
+.venv/bin/python -m pip install -q --no-deps "${NO_DEPS[@]}"

@@ -8,7 +8,8 @@ One optimizer (``implementation="native"``) is stepped two ways, on the same ten
   size);
 - ``unchecked``: the same step with the boundary replaced by what the native step read before
   it existed (the data pointers of every list and the variables' element counts, no other
-  check; sparse rows with no check at all): the pre-hardening step, for comparison only.
+  check; sparse rows with no check at all): the step before the boundary existed, for
+  comparison only.
 
 Each round times ``steps`` steps of both, in rotating order (``bench.rounds``). The verdict per
 row is ``checked / unchecked`` against ``TARGET`` (the same speed, with room for the machine's
@@ -93,7 +94,7 @@ def run_boundary_benchmark(*, scale: float = 1.0, rounds: int = 8, steps: int = 
 
 
 def render_boundary(result: dict) -> str:
-    lines = ["## The checked C boundary vs the pre-hardening native step", "",
+    lines = ["## The checked C boundary vs the unchecked native step", "",
              f"Scale {result['scale']}, {result['rounds']} interleaved rounds of "
              f"{result['steps_per_round']} steps, {result['threads']} threads; "
              "implementation='native'.", "",

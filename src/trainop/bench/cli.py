@@ -277,10 +277,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         "--repeats as steps per round, --warmup, --json); exit status 1 above "
                         "1.0x")
     p.add_argument("--boundary", action="store_true",
-                   help="instead of the optimizer workloads, compare the native step with its "
-                        "checked C boundary against the same step with the pre-hardening "
-                        "reads, on (a)-(d) (uses --scale, --repeats as steps per round, "
-                        "--warmup, --json); exit status 1 above 1.05x")
+                   help="instead of the optimizer workloads, compare the native step, whose C "
+                        "boundary checks every tensor handed to C, with the same step reading "
+                        "only data pointers and element counts, on (a)-(d) (uses --scale, "
+                        "--repeats as steps per round, --warmup, --json); exit status 1 above "
+                        "1.05x")
     p.add_argument("--gpu-suite", action="store_true",
                    help="instead of the optimizer workloads, the GPU suite: trainop's "
                         "Triton kernels (implementation='triton') and today's path against "

@@ -233,11 +233,13 @@ class Optimizer(Implementations, torch.optim.Optimizer):
     @property
     def param_groups(self) -> list[dict[str, Any]]:
         """torch's list of param groups. A torch LR scheduler reading it while a group's lr
-        is a trainop schedule is refused before it writes anything
-        (``contract/scheduled_lr.py``)."""
+        is a trainop schedule is refused before it writes anything, also through a wrapper
+        that keeps the list, timm's ``Lookahead`` (``contract/scheduled_lr.py``)."""
         groups = self.__dict__["param_groups"]
-        if not (torch.compiler.is_compiling() or scheduled_lr.own(sys._getframe(1))):
+        frame = sys._getframe(1)
+        if not (torch.compiler.is_compiling() or scheduled_lr.own(frame)):
             scheduled_lr.check_reader(self, groups)
+            return scheduled_lr.for_reader(self, groups, frame)
         return groups
 
     @param_groups.setter

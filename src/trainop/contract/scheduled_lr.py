@@ -19,6 +19,12 @@ as it was, keys included. Wrappers that forward ``param_groups`` through a prope
 name (accelerate's ``AcceleratedOptimizer``, which HF Trainer builds) are looked through, so
 the same refusal comes on every path; a schedule assigned to ``group["lr"]`` after a
 scheduler was attached is refused at that scheduler's next ``step()``, before it writes a rate.
+
+timm's ``Lookahead`` keeps the optimizer's list as its own ``param_groups`` attribute, so a
+scheduler over the wrapper reads a plain attribute and never this property. A read from that
+wrapper gets ``SharedGroups``: a list of the same group dicts whose iteration makes the check
+above (every scheduler iterates the groups before it writes), so the refusal comes there too,
+at attach and at each step.
 """
 
 from __future__ import annotations
@@ -27,11 +33,12 @@ import sys
 from types import FrameType
 from typing import Any
 
+import torch
 from torch.optim.lr_scheduler import LRScheduler
 
 from trainop.contract.hyper import is_policy
 
-__all__ = ["check_reader", "own"]
+__all__ = ["SharedGroups", "check_reader", "for_reader", "own"]
 
 #: Modules whose code is torch's LR schedulers.
 _SCHEDULER_MODULES = frozenset({"torch.optim.lr_scheduler", "torch.optim.swa_utils"})
@@ -39,6 +46,9 @@ _SCHEDULER_MODULES = frozenset({"torch.optim.lr_scheduler", "torch.optim.swa_uti
 #: torch ``LRScheduler`` subclasses): their base class reads the groups when it attaches
 #: (``initial_lr``) and at each ``step``/``step_update``, then writes ``group["lr"]``.
 _TIMM_SCHEDULERS = "timm.scheduler."
+#: Wrappers that hold the optimizer's group list as their own ``param_groups`` attribute
+#: (timm's ``Lookahead``), read past the property by a scheduler over the wrapper.
+_SHARING_WRAPPERS = frozenset({"timm.optim.lookahead"})
 #: A property of this name forwarding to the optimizer's (``AcceleratedOptimizer``'s).
 _FORWARDING = "param_groups"
 #: How many forwarding frames are looked through (a wrapper of a wrapper of ...).
@@ -95,3 +105,25 @@ def check_reader(opt: Any, groups: list[dict]) -> None:
         f"(trainop.schedules.PolicyScheduler(optimizer, policy) applies a trainop schedule as "
         f"a torch scheduler and composes with SequentialLR/ChainedScheduler), or keep the "
         f"trainop schedule without a {kind} scheduler")
+
+
+class SharedGroups(list):
+    """The optimizer's param groups (the same dicts) as a wrapper that keeps them holds them:
+    iterating them is ``check_reader``'s check."""
+
+    def __init__(self, opt: Any, groups: list[dict]) -> None:
+        super().__init__(groups)
+        self.optimizer = opt
+
+    def __iter__(self):
+        if not torch.compiler.is_compiling():
+            check_reader(self.optimizer, self)  # 0: check_reader, 1: here, 2: who iterates
+        return super().__iter__()
+
+
+def for_reader(opt: Any, groups: list[dict], frame: FrameType) -> list[dict]:
+    """``groups`` as ``Optimizer.param_groups`` returns them to the code in ``frame``: a
+    ``SharedGroups`` for a wrapper that keeps them (``_SHARING_WRAPPERS``), else the list."""
+    if frame.f_globals.get("__name__") in _SHARING_WRAPPERS:
+        return SharedGroups(opt, groups)
+    return groups
