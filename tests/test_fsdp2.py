@@ -153,17 +153,23 @@ def _train_pipeline(model, pipe, rank: int | None,
     return out
 
 
-def _pipeline_rank(rank: int, port: int, out: str, kind: str = "clip") -> None:
+KINDS = ("clip", "larc", "logmax")
 
+
+def _pipeline_rank(rank: int, port: int, out: str) -> None:
+    """Each kind in turn in one 2-rank group (its own model, pipeline and counts; the models
+    seed themselves): ``out/KIND.pt``."""
     with rank_group(rank, 2, port):
-        model = _WithExtra()
-        _sharded(model, [*model.body, model.extra])
-        pipe = _pipeline(model.parameters(), kind)
-        per_step: list[int] = []
-        results = _train_pipeline(model, pipe, rank, per_step)
-        full = [p.full_tensor().detach().clone() for p in model.parameters()]
-        if rank == 0:
-            torch.save({"results": results, "params": full, "all_reduces": per_step}, out)
+        for kind in KINDS:
+            model = _WithExtra()
+            _sharded(model, [*model.body, model.extra])
+            pipe = _pipeline(model.parameters(), kind)
+            per_step: list[int] = []
+            results = _train_pipeline(model, pipe, rank, per_step)
+            full = [p.full_tensor().detach().clone() for p in model.parameters()]
+            if rank == 0:
+                torch.save({"results": results, "params": full, "all_reduces": per_step},
+                           os.path.join(out, f"{kind}.pt"))
 
 
 def _checkpoint_rank(rank: int, port: int, out: str, world: int = 2) -> None:
@@ -226,23 +232,20 @@ def _spawn(target, out: str, world: int = 2) -> None:
     assert spawn_ranks(target, (out,), world=world) == [0] * world
 
 
-def _larc_rank(rank: int, port: int, out: str) -> None:
-    _pipeline_rank(rank, port, out, "larc")
+@pytest.fixture(scope="module")
+def pipelines(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("fsdp2_pipelines")
+    _spawn(_pipeline_rank, str(out))
+    return {kind: torch.load(out / f"{kind}.pt", weights_only=False) for kind in KINDS}
 
 
-def _logmax_rank(rank: int, port: int, out: str) -> None:
-    _pipeline_rank(rank, port, out, "logmax")
-
-
-@pytest.mark.parametrize("kind", ["clip", "larc", "logmax"])
-def test_pipeline_statistics_are_whole_tensor_in_one_all_reduce_per_step(tmp_path, kind):
+@pytest.mark.parametrize("kind", KINDS)
+def test_pipeline_statistics_are_whole_tensor_in_one_all_reduce_per_step(pipelines, kind):
     """ClipByGlobalNorm (or LARC: whole-tensor norms of gradients and variables; or the LogMax
     loss scaler, which reads ``max |g|``), SkipNonFinite (a NaN on one rank skips the step on
     both) and FilterZeroGradients (``max |g|``) under FSDP2 equal the unsharded run; every
     statistic of a step (gradient norms, ``max |g|``, variable norms) costs ONE all_reduce."""
-    out = str(tmp_path / "pipeline.pt")
-    _spawn({"larc": _larc_rank, "logmax": _logmax_rank, "clip": _pipeline_rank}[kind], out)
-    got = torch.load(out, weights_only=False)
+    got = pipelines[kind]
     model = _WithExtra()
     want = _train_pipeline(model, _pipeline(model.parameters(), kind), None)
     assert [r[1] for r in got["results"]] == [r[1] for r in want] == [True, True, False, True]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from fresh_process import run_fresh
+from fresh_process import run_fresh_with_stderr
 
 import trainop
 from trainop.kernels.native import _binding, boundary, metadata
@@ -246,57 +246,37 @@ def test_the_plan_declines_a_bad_gradient_through_the_reader():
 
 
 def _probe(tmp_path, **env):
-    """A fresh interpreter with an empty cache: can it load the reader, and does a step run?"""
+    """A fresh interpreter with an empty cache: can it load the reader, and does a step run?
+    Its stdout lines, and its stderr."""
     code = ("import torch, trainop; from trainop.kernels.native import metadata; "
             "p = torch.ones(3); p.grad = torch.ones(3); "
             "o = trainop.GradientDescentOptimizer(0.5, params=[p]); o.step(); o.step(); "
             "print(metadata.load() is not None); print(metadata.unavailable_reason()); "
             "print(p.tolist())")
-    return run_fresh(code, tmp_path, **env)
+    return run_fresh_with_stderr(code, tmp_path, **env)
 
 
-@needs_reader
-def test_build_into_an_empty_cache(tmp_path):
-    assert _probe(tmp_path) == ["True", "None", "[0.0, 0.0, 0.0]"]
-    built = list(tmp_path.glob("trainop_metadata-*"))
-    assert len(built) == 1
-    assert _probe(tmp_path)[0] == "True"  # loads the cached build
-    assert list(tmp_path.glob("trainop_metadata-*")) == built
+# Building the reader into an empty cache, loading it from there in a fresh interpreter and
+# stepping with it: test_packaging.py's non-editable install (the suite's one C++ build).
 
 
-def test_switched_off_or_no_compiler_reads_in_python(tmp_path):
-    assert _probe(tmp_path, TRAINOP_NATIVE="0") == [
-        "False", "switched off by TRAINOP_NATIVE=0", "[0.0, 0.0, 0.0]"]
-    loaded, reason, values = _probe(tmp_path, CXX="false")
+def test_switched_off_or_no_compiler_reads_in_python_and_a_failed_build_warns_once(tmp_path):
+    """Without the reader the steps read in Python. A missing reader is reported once
+    (stderr: the steps and a later ``load()`` in one process), with the reason and the slower
+    fallback; switching native code off on purpose is not reported."""
+    lines, off = _probe(tmp_path, TRAINOP_NATIVE="0")
+    assert lines == ["False", "switched off by TRAINOP_NATIVE=0", "[0.0, 0.0, 0.0]"]
+    assert "trainop:" not in off
+    (loaded, reason, values), failed = _probe(tmp_path, CXX="false")
     assert loaded == "False" and values == "[0.0, 0.0, 0.0]"
     assert reason.startswith("the metadata reader could not be built or imported: `false` could "
                              f"not compile metadata.cpp against torch {torch.__version__}'s "
                              "headers (-std=c++20: `false` exited with 1; -std=c++17: `false` "
                              "exited with 1)")
     assert not list(tmp_path.glob("trainop_metadata-*"))
-
-
-def test_a_failed_build_warns_once_naming_the_reason(tmp_path):
-    """A missing reader is reported once (stderr), with the reason and the slower fallback;
-    switching native code off on purpose is not reported."""
-    import os
-    import subprocess
-    import sys
-
-    code = ("import torch, trainop\n"
-            "p = torch.ones(3); p.grad = torch.ones(3)\n"
-            "o = trainop.GradientDescentOptimizer(0.5, params=[p])\n"
-            "for _ in range(3): o.step()\n")
-    src = os.path.join(os.path.dirname(trainop.__file__), os.pardir)
-    base = {**os.environ, "PYTHONPATH": os.path.abspath(src), "TRAINOP_CACHE_DIR": str(tmp_path)}
-    failed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={**base, "CXX": "false"}, timeout=600, check=True).stderr
     assert failed.count("NativeFallbackWarning: trainop: the metadata reader could not be "
                         "built or imported: `false` could not compile metadata.cpp") == 1
     assert "read their tensors' metadata in Python instead" in failed
-    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**base, "TRAINOP_NATIVE": "0"}, timeout=600, check=True).stderr
-    assert "trainop:" not in off
 
 
 @needs_reader

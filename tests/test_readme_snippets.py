@@ -37,20 +37,16 @@ def _page_blocks():
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory, request):
-    """Run every page once (one process for the pages, and one per page with a TF1 graph, whose
-    LLVM cannot share a process with torch's)."""
+    """Run every page once, in one process (a page's TF1 graph blocks run in a process of their
+    own that examples.py starts: TF's LLVM cannot share a process with torch's)."""
     out = tmp_path_factory.mktemp("examples")
     env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(trainop.__file__))}
-    found = []
-    tf_pages = [p for p, bs in _page_blocks().items() if any("tensorflow" in b.marks for b in bs)]
-    plain = [p for p in PAGES if p not in tf_pages]
-    for k, group in enumerate([plain, *[[p] for p in tf_pages]]):
-        result = out / f"result{k}.json"
-        run = subprocess.run([sys.executable, str(ROOT / "scripts/docs/examples.py"),
-                              str(result), str(ROOT), *group], cwd=out, env=env,
-                             capture_output=True, text=True, timeout=900)
-        assert run.returncode == 0, run.stderr[-3000:]
-        found += json.loads(result.read_text())
+    result = out / "result.json"
+    run = subprocess.run([sys.executable, str(ROOT / "scripts/docs/examples.py"), str(result),
+                          str(ROOT), *PAGES], cwd=out, env=env, capture_output=True, text=True,
+                         timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    found = json.loads(result.read_text())
     ran = sum(r["status"] == "run" and not r["error"] for r in found)
     not_run = [f"{r['page']}:{r['line']} {r['status']}" for r in found
                if r["status"].startswith("not run")]
