@@ -233,6 +233,8 @@ def test_the_names_a_value_read(tmp_path):
     with tracking(["x", "y", "z", "w"]) as seen:
         parsed = pyconfig.evaluate_python_config(text)
     assert seen == [parsed]
+    after = pyconfig.evaluate_python_config(text)  # outside: its own config_values, unseen
+    assert seen == [parsed] and after.reads.of("a") == frozenset()
     assert {name: set(parsed.reads.of(name)) for name in "abcdefg"} == {
         "a": {"x"}, "b": {"x"}, "c": {"y"}, "d": {"z"}, "e": {"z", "x"}, "f": {"y"},
         "g": {"w"}}

@@ -136,9 +136,16 @@ def _effects(path, recipe: Recipe, parsed: Any, names: dict[str, Text],
             without = None
     checked = seen[-1] if seen else None  # None: the file is beyond a bound without them
 
+    readers: dict[str, frozenset[str]] = {}  # source -> the names it read, either load
+
     def read(name: str, sources: Sequence[str]) -> bool:
-        return any(name in config.reads.of(source) for config in (parsed, checked)
-                   if config is not None for source in sources)
+        for source in sources:
+            if source not in readers:
+                readers[source] = frozenset().union(*(
+                    config.reads.of(source) for config in (parsed, checked) if config))
+            if name in readers[source]:
+                return True
+        return False
 
     lines = []
     for name, value in names.items():
