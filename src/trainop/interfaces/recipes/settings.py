@@ -147,6 +147,13 @@ def _effects(path, recipe: Recipe, parsed: Any, names: dict[str, Text],
                 return True
         return False
 
+    shown: dict[str, str] = {}  # an option's value shown once, however many names changed it
+
+    def show(key: str) -> str:
+        if key not in shown:
+            shown[key] = _shown(recipe, key)
+        return shown[key]
+
     lines = []
     for name, value in names.items():
         if without is None and read(name, _TRAINING_SOURCES):
@@ -160,7 +167,7 @@ def _effects(path, recipe: Recipe, parsed: Any, names: dict[str, Text],
                          f"{_shown(recipe, name)}")
         elif changed:
             lines.append(f"--set {name}={value}: changes " + ", ".join(
-                f"{k} = {_shown(recipe, k)}" for k in changed))
+                f"{k} = {show(k)}" for k in changed))
         else:
             raise ValueError(_why_not(path, name, value, keys, checked))
     return lines

@@ -1,0 +1,64 @@
+"""``contract.overlap.byte_extents``: the byte addresses ``[start, end)`` from each tensor's first
+to past its last element, derived here from each element's own address (``data_ptr`` plus its
+offset times the element size), with the metadata reader and without it (its fallback), for
+a list or any other sequence; ``[0, 0)`` for a tensor without a storage to compare."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from trainop.contract import overlap
+from trainop.kernels.native import metadata
+
+
+def _addresses(t: torch.Tensor) -> tuple[int, int]:
+    """Lowest element address and one past the highest element's last byte, element by
+    element."""
+    if t.numel() == 0 or t.layout != torch.strided or t.is_meta or type(t) not in (
+            torch.Tensor, torch.nn.Parameter):
+        return 0, 0
+    offsets = [sum(i * s for i, s in zip(index, t.stride(), strict=True))
+               for index in itertools.product(*(range(n) for n in t.shape))]
+    size = t.element_size()
+    return t.data_ptr() + min(offsets) * size, t.data_ptr() + (max(offsets) + 1) * size
+
+
+class _Sub(torch.Tensor):
+    pass
+
+
+def _tensors() -> list[torch.Tensor]:
+    base = torch.arange(60, dtype=torch.float64).reshape(6, 10)
+    return [base, base[2:4, 3:7], base.t(), base[::2, 1::3], base[1], base[1:1],
+            torch.zeros(3, dtype=torch.float16)[1:], torch.zeros(4).expand(3, 4),
+            torch.nn.Parameter(torch.ones(5)), torch.zeros(2, device="meta"),
+            torch.zeros(3).as_subclass(_Sub), torch.eye(3).to_sparse(), torch.tensor(2.0)]
+
+
+@pytest.mark.parametrize("reader", ["built", "none"])
+@pytest.mark.parametrize("kind", [list, tuple])
+def test_byte_extents_are_each_tensors_first_and_past_last_element(reader, kind, monkeypatch):
+    if reader == "none":
+        monkeypatch.setattr(metadata, "load", lambda: None)
+    elif metadata.load() is None:
+        pytest.skip("the metadata reader is not built here")
+    tensors = _tensors()
+    start, end = overlap.byte_extents(kind(tensors))
+    assert start.dtype == end.dtype == np.int64
+    assert [(int(s), int(e)) for s, e in zip(start, end, strict=True)] == [
+        _addresses(t) for t in tensors]
+
+
+def test_byte_extents_take_one_pass_of_the_reader_where_it_is_built(monkeypatch):
+    """The documented cost: one C pass where the metadata reader is built, no per-tensor
+    Python walk (counted: the fallback's per-tensor range is never asked for)."""
+    if metadata.load() is None:
+        pytest.skip("the metadata reader is not built here")
+    calls = []
+    monkeypatch.setattr(overlap, "_byte_range", lambda t: calls.append(t))
+    start, end = overlap.byte_extents(_tensors())
+    assert calls == [] and len(start) == len(end) == len(_tensors())
