@@ -6,8 +6,6 @@ way, kept here as the oracle), on generated configs and on the project's example
 
 from __future__ import annotations
 
-import string
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,6 +14,30 @@ import trainop
 from trainop.configs import pyconfig
 from trainop.interfaces.recipes import settings as set_module
 from trainop.interfaces.recipes.settings import load_with_settings, parse_settings
+
+
+def test_the_names_a_value_read(tmp_path):
+    """``PyConfig.reads``: the given names each value was computed from, through lookups,
+    other names and ``if`` tests (both branches), and the name set itself."""
+    text = ("a = config.float('x', 1.0)\nb = a * 2\nc = config.float('y', 3.0)\n"
+            "if config.bool('z', False):\n    d = 1\nelse:\n    e = b\n"
+            "f = 5\nf += c\ng = [config.value('w', None) for _ in range(2)]\nh = 1\n"
+            "k = config.float('x', 1.0) + config.float('y', 2.0)\n")
+    parsed = pyconfig.evaluate_python_config(text, config_values={"x": trainop.configs.Text(
+        "2"), "z": trainop.configs.Text("True"), "h": trainop.configs.Text("7")})
+    reads = {name: set(parsed.reads.of(name)) for name in "abcdefghk"}
+    assert reads == {"a": {"x"}, "b": {"x"}, "c": set(), "d": {"z"}, "e": {"z"},
+                     "f": set(), "g": set(), "h": {"h"}, "k": {"x"}}
+    from trainop.configs.reads import tracking
+
+    with tracking(["x", "y", "z", "w"]) as seen:
+        parsed = pyconfig.evaluate_python_config(text)
+    assert seen == [parsed]
+    after = pyconfig.evaluate_python_config(text)  # outside: its own config_values, unseen
+    assert seen == [parsed] and after.reads.of("a") == frozenset()
+    assert {name: set(parsed.reads.of(name)) for name in "abcdefgk"} == {
+        "a": {"x"}, "b": {"x"}, "c": {"y"}, "d": {"z"}, "e": {"z", "x"}, "f": {"y"},
+        "g": {"w"}, "k": {"x", "y"}}
 
 
 def _counting(monkeypatch, path) -> list[str]:
@@ -155,7 +177,7 @@ def configs(draw):
     return "\n".join(lines) + "\n", items
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
+@settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(configs())
 def test_set_takes_effect_where_the_load_without_each_setting_says(tmp_path, case):
@@ -215,26 +237,3 @@ def test_a_set_the_file_cannot_load_without_supplies_it_beside_one_that_it_can(t
     recipe = load_with_settings(str(path), parse_settings(["lr=0.1"]))
     assert recipe.settings == ["--set lr=0.1: supplies what the file needs"]
     assert recipe.options["learning_rate"] == 0.1
-
-
-def test_the_names_a_value_read(tmp_path):
-    """``PyConfig.reads``: the given names each value was computed from, through lookups,
-    other names and ``if`` tests (both branches), and the name set itself."""
-    text = ("a = config.float('x', 1.0)\nb = a * 2\nc = config.float('y', 3.0)\n"
-            "if config.bool('z', False):\n    d = 1\nelse:\n    e = b\n"
-            "f = 5\nf += c\ng = [config.value('w', None) for _ in range(2)]\nh = 1\n")
-    parsed = pyconfig.evaluate_python_config(text, config_values={"x": trainop.configs.Text(
-        "2"), "z": trainop.configs.Text("True"), "h": trainop.configs.Text("7")})
-    reads = {name: set(parsed.reads.of(name)) for name in string.ascii_lowercase[:8]}
-    assert reads == {"a": {"x"}, "b": {"x"}, "c": set(), "d": {"z"}, "e": {"z"},
-                     "f": set(), "g": set(), "h": {"h"}}
-    from trainop.configs.reads import tracking
-
-    with tracking(["x", "y", "z", "w"]) as seen:
-        parsed = pyconfig.evaluate_python_config(text)
-    assert seen == [parsed]
-    after = pyconfig.evaluate_python_config(text)  # outside: its own config_values, unseen
-    assert seen == [parsed] and after.reads.of("a") == frozenset()
-    assert {name: set(parsed.reads.of(name)) for name in "abcdefg"} == {
-        "a": {"x"}, "b": {"x"}, "c": {"y"}, "d": {"z"}, "e": {"z", "x"}, "f": {"y"},
-        "g": {"w"}}
