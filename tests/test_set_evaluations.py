@@ -24,10 +24,12 @@ def test_the_names_a_value_read(tmp_path):
             "f = 5\nf += c\ng = [config.value('w', None) for _ in range(2)]\nh = 1\n"
             "k = config.float('x', 1.0) + config.float('y', 2.0)\n")
     parsed = pyconfig.evaluate_python_config(text, config_values={"x": trainop.configs.Text(
-        "2"), "z": trainop.configs.Text("True"), "h": trainop.configs.Text("7")})
+        "2"), "z": trainop.configs.Text("True"), "h": trainop.configs.Text("7"),
+        "w": trainop.configs.Text("adam")})  # text that is a name: read as text, no code
+    assert parsed.values["g"] == [parsed.values["w"]] * 2 == ["adam", "adam"]
     reads = {name: set(parsed.reads.of(name)) for name in "abcdefghk"}
     assert reads == {"a": {"x"}, "b": {"x"}, "c": set(), "d": {"z"}, "e": {"z"},
-                     "f": set(), "g": set(), "h": {"h"}, "k": {"x"}}
+                     "f": set(), "g": {"w"}, "h": {"h"}, "k": {"x"}}
     from trainop.configs.reads import tracking
 
     with tracking(["x", "y", "z", "w"]) as seen:
