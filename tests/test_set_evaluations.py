@@ -22,14 +22,18 @@ def test_the_names_a_value_read(tmp_path):
     text = ("a = config.float('x', 1.0)\nb = a * 2\nc = config.float('y', 3.0)\n"
             "if config.bool('z', False):\n    d = 1\nelse:\n    e = b\n"
             "f = 5\nf += c\ng = [config.value('w', None) for _ in range(2)]\nh = 1\n"
-            "k = config.float('x', 1.0) + config.float('y', 2.0)\n")
+            "k = config.float('x', 1.0) + config.float('y', 2.0)\n"
+            "m = config.float('x', 1.0)\nm += config.float('y', 0.0)\n"  # both: += keeps m
+            "n = config.float('x', 1.0)\nif not config.bool('z', False):\n    n = 2\n"
+            "p = config.float('x', 1.0)\np = 3\n")  # p is 3 whatever x is
     parsed = pyconfig.evaluate_python_config(text, config_values={"x": trainop.configs.Text(
         "2"), "z": trainop.configs.Text("True"), "h": trainop.configs.Text("7"),
         "w": trainop.configs.Text("adam")})  # text that is a name: read as text, no code
     assert parsed.values["g"] == [parsed.values["w"]] * 2 == ["adam", "adam"]
-    reads = {name: set(parsed.reads.of(name)) for name in "abcdefghk"}
+    reads = {name: set(parsed.reads.of(name)) for name in "abcdefghkmnp"}
     assert reads == {"a": {"x"}, "b": {"x"}, "c": set(), "d": {"z"}, "e": {"z"},
-                     "f": set(), "g": {"w"}, "h": {"h"}, "k": {"x"}}
+                     "f": set(), "g": {"w"}, "h": {"h"}, "k": {"x"}, "m": {"x"},
+                     "n": {"x", "z"}, "p": set()}
     from trainop.configs.reads import tracking
 
     with tracking(["x", "y", "z", "w"]) as seen:
@@ -37,9 +41,9 @@ def test_the_names_a_value_read(tmp_path):
     assert seen == [parsed]
     after = pyconfig.evaluate_python_config(text)  # outside: its own config_values, unseen
     assert seen == [parsed] and after.reads.of("a") == frozenset()
-    assert {name: set(parsed.reads.of(name)) for name in "abcdefgk"} == {
+    assert {name: set(parsed.reads.of(name)) for name in "abcdefgkmnp"} == {
         "a": {"x"}, "b": {"x"}, "c": {"y"}, "d": {"z"}, "e": {"z", "x"}, "f": {"y"},
-        "g": {"w"}, "k": {"x", "y"}}
+        "g": {"w"}, "k": {"x", "y"}, "m": {"x", "y"}, "n": {"z"}, "p": set()}
 
 
 def _counting(monkeypatch, path) -> list[str]:
