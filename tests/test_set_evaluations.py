@@ -46,6 +46,25 @@ def test_the_names_a_value_read(tmp_path):
         "g": {"w"}, "k": {"x", "y"}, "m": {"x", "y"}, "n": {"z"}, "p": set()}
 
 
+def test_a_set_name_reads_itself_and_what_the_files_own_value_read():
+    """A name set over the file's value is re-read in the type of that value (RETURNN's
+    ``++NAME VALUE``: a ``str`` stays text), so it reads what the file's value read."""
+    from trainop.configs import Text
+    from trainop.configs.reads import tracking
+
+    text = "s = config.float('y', 'none')\nt = 1\n"
+    given = {"s": Text("1"), "y": Text("2"), "q": Text("5")}
+    parsed = pyconfig.evaluate_python_config(text, config_values=given)
+    without_y = pyconfig.evaluate_python_config(text, config_values={"s": Text("1")})
+    assert (parsed.values["s"], without_y.values["s"]) == (1, "1")  # y changes s's type
+    assert {n: set(parsed.reads.of(n)) for n in "sqt"} == {"s": {"s", "y"}, "q": {"q"},
+                                                           "t": set()}
+    with tracking(["y"]):  # a name set that is not followed reads nothing followed
+        parsed = pyconfig.evaluate_python_config(text, config_values={"t": Text("3")})
+    assert parsed.values["t"] == 3 and parsed.reads.of("t") == frozenset()
+    assert parsed.reads.of("s") == {"y"}
+
+
 def _counting(monkeypatch, path) -> list[str]:
     """Every evaluation of the file at ``path`` (each parses it once), recorded."""
     calls: list[str] = []
