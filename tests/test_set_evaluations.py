@@ -25,15 +25,16 @@ def test_the_names_a_value_read(tmp_path):
             "k = config.float('x', 1.0) + config.float('y', 2.0)\n"
             "m = config.float('x', 1.0)\nm += config.float('y', 0.0)\n"  # both: += keeps m
             "n = config.float('x', 1.0)\nif not config.bool('z', False):\n    n = 2\n"
-            "p = config.float('x', 1.0)\np = 3\n")  # p is 3 whatever x is
+            "p = config.float('x', 1.0)\np = 3\n"  # p is 3 whatever x is
+            "r = config.float('x', 1.0)\nfrom os import path as r\n")  # r: the import
     parsed = pyconfig.evaluate_python_config(text, config_values={"x": trainop.configs.Text(
         "2"), "z": trainop.configs.Text("True"), "h": trainop.configs.Text("7"),
         "w": trainop.configs.Text("adam")})  # text that is a name: read as text, no code
     assert parsed.values["g"] == [parsed.values["w"]] * 2 == ["adam", "adam"]
-    reads = {name: set(parsed.reads.of(name)) for name in "abcdefghkmnp"}
+    reads = {name: set(parsed.reads.of(name)) for name in "abcdefghkmnpr"}
     assert reads == {"a": {"x"}, "b": {"x"}, "c": set(), "d": {"z"}, "e": {"z"},
                      "f": set(), "g": {"w"}, "h": {"h"}, "k": {"x"}, "m": {"x"},
-                     "n": {"x", "z"}, "p": set()}
+                     "n": {"x", "z"}, "p": set(), "r": set()}
     from trainop.configs.reads import tracking
 
     with tracking(["x", "y", "z", "w"]) as seen:
