@@ -62,3 +62,33 @@ def test_byte_extents_take_one_pass_of_the_reader_where_it_is_built(monkeypatch)
     monkeypatch.setattr(overlap, "_byte_range", lambda t: calls.append(t))
     start, end = overlap.byte_extents(_tensors())
     assert calls == [] and len(start) == len(end) == len(_tensors())
+
+
+@pytest.mark.parametrize(("views", "shapes"), [
+    ((slice(0, 10), slice(4, 5)), ((10,), (1,))),  # the second inside the first
+    ((slice(0, 4), slice(0, 2)), ((4,), (2,))),  # both from the same element
+    ((slice(4, 5), slice(0, 10)), ((1,), (10,))),  # the first inside the second
+])
+def test_overlapping_parameters_are_named_both_the_lower_first(views, shapes):
+    x = torch.zeros(10)
+    with pytest.raises(ValueError) as caught:
+        overlap.check_no_overlap([x[v] for v in views])
+    named = sorted([(0, shapes[0]), (1, shapes[1])], key=lambda p: views[p[0]].start)
+    assert str(caught.value) == (
+        f"Expected parameters that do not share memory, got parameters {named[0][0]} (shape "
+        f"{named[0][1]}) and {named[1][0]} (shape {named[1][1]}) overlapping in one storage; "
+        "give every parameter its own storage (e.g. .clone())")
+
+
+def test_memory_written_twice_says_what_to_do():
+    """Both refusals of memory an update would write twice end with the remedy (the module
+    doc's: give it its own storage)."""
+    p = torch.zeros(4)
+    with pytest.raises(ValueError, match=r"an expanded tensor\?\); give it its own storage "
+                                         r"\(e\.g\. \.clone\(\)\)$"):
+        overlap.check_memory_written([(torch.zeros(1).expand(3), "parameter 0")])
+    with pytest.raises(ValueError, match=r"^Expected the parameters and slots an update writes "
+                                         r"not to share memory, got parameter 0 and the slot 'm' "
+                                         r"overlapping in one storage; give each its own "
+                                         r"storage \(e\.g\. \.clone\(\)\)$"):
+        overlap.check_memory_written([(p, "parameter 0"), (p[1:], "the slot 'm'")])
