@@ -92,3 +92,17 @@ def test_memory_written_twice_says_what_to_do():
                                          r"overlapping in one storage; give each its own "
                                          r"storage \(e\.g\. \.clone\(\)\)$"):
         overlap.check_memory_written([(p, "parameter 0"), (p[1:], "the slot 'm'")])
+
+
+def test_an_expanded_tensor_anywhere_in_its_storage_is_refused_and_a_repeat_is_no_overlap():
+    """Own elements overlapping is measured from the tensor's first element, wherever it
+    starts in its storage; one parameter listed twice is not two that overlap (duplicates
+    are ``check_no_duplicates``' refusal, where a list must not repeat)."""
+    for offset in (0, 5):
+        t = torch.zeros(10)[offset:offset + 1].expand(3)
+        assert overlap.own_elements_overlap(t)
+        with pytest.raises(ValueError, match="whose own elements overlap"):
+            overlap.check_memory_written([(t, "parameter 0")])
+    x, y = torch.zeros(4), torch.zeros(4)
+    overlap.check_no_overlap([x, y, x])
+    assert not overlap.own_elements_overlap(torch.zeros(10)[5:8])
