@@ -105,4 +105,7 @@ def test_an_expanded_tensor_anywhere_in_its_storage_is_refused_and_a_repeat_is_n
             overlap.check_memory_written([(t, "parameter 0")])
     x, y = torch.zeros(4), torch.zeros(4)
     overlap.check_no_overlap([x, y, x])
+    z = torch.zeros(6)  # ... and the parameters after a repeat are still checked
+    with pytest.raises(ValueError, match=r"got parameters 3 \(shape \(3,\)\) and 4 "):
+        overlap.check_no_overlap([x, y, x, z[:3], z[2:]])
     assert not overlap.own_elements_overlap(torch.zeros(10)[5:8])
