@@ -103,6 +103,12 @@ def test_an_expanded_tensor_anywhere_in_its_storage_is_refused_and_a_repeat_is_n
         assert overlap.own_elements_overlap(t)
         with pytest.raises(ValueError, match="whose own elements overlap"):
             overlap.check_memory_written([(t, "parameter 0")])
+        with pytest.raises(ValueError, match=r"^Expected parameters that do not share memory, "
+                                             r"got parameter 0 \(shape \(3,\), stride \(0,\)\) "
+                                             r"whose own elements overlap \(an expanded "
+                                             r"tensor\?\); give it its own storage \(e\.g\. "
+                                             r"\.clone\(\)\)$"):
+            overlap.check_no_overlap([t])
     x, y = torch.zeros(4), torch.zeros(4)
     overlap.check_no_overlap([x, y, x])
     z = torch.zeros(6)  # ... and the parameters after a repeat are still checked
