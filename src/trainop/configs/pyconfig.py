@@ -44,6 +44,7 @@ from trainop.configs.errors import RecipeError
 from trainop.configs.paths import OS_PATH
 from trainop.configs.percent import NotFormattable, percent_format
 from trainop.configs.pure import BUILTINS, NUMPY, NotPure, elements, is_array
+from trainop.configs.reads import Reads, tracked
 from trainop.configs.returnn_lookups import LOOKUPS, LookupError_, Text, lookup_cost
 from trainop.configs.returnn_lookups import lookup as config_lookup
 
@@ -82,6 +83,8 @@ class PyConfig:
     unresolved: dict[str, Unresolved] = field(default_factory=dict)
     #: the names the file's ``config.<lookup>(name, ...)`` calls asked for
     looked_up: set[str] = field(default_factory=set)
+    #: which given names each top-level value read (``configs.reads``: ``reads.of(name)``)
+    reads: Reads = field(default_factory=Reads, compare=False, repr=False)
 
 
 class _NotData(Exception):
@@ -119,6 +122,7 @@ class _Evaluator:
         self.scopes: list[dict[str, Any]] = []  # comprehension variables, innermost last
         self.given: Mapping[str, Any] = {}  # values set by the user (``config.*`` lookups)
         self.looked_up: set[str] = set()  # names asked for by ``config.*`` lookups
+        self.reads = Reads()  # the given names each value read (``configs.reads``)
 
     def __call__(self, node: ast.AST) -> Any:
         method = getattr(self, f"_{type(node).__name__}", None)
@@ -208,6 +212,7 @@ class _Evaluator:
         for scope in reversed(self.scopes):
             if node.id in scope:
                 return scope[node.id]
+        self.reads.name(node.id)
         if node.id in self.values:
             value = self.values[node.id]
             if isinstance(value, Unresolved):
@@ -230,6 +235,7 @@ class _Evaluator:
 
     # ------------------------------------------------------------------ operators
     def _Subscript(self, node: ast.Subscript) -> Any:
+        self.reads.name("globals")
         if _is_globals_call(node.value) and "globals" not in self.values:
             name = self(node.slice)  # globals()["name"]: the global itself
             if not isinstance(name, str) or not name.isidentifier():
@@ -357,6 +363,8 @@ class _Evaluator:
 
     def _function(self, node: ast.Call) -> Callable[..., Any]:
         func = node.func
+        if isinstance(func, ast.Name):
+            self.reads.name(func.id)
         if isinstance(func, ast.Name) and func.id in BUILTINS and func.id not in self.values \
                 and not any(func.id in scope for scope in self.scopes):
             return BUILTINS[func.id]
@@ -377,6 +385,7 @@ class _Evaluator:
     def _is_config_lookup(self, func: ast.expr) -> bool:
         """``config.<lookup>`` with ``config`` RETURNN's own (unbound in the file, or bound to
         ``globals()["config"]``)."""
+        self.reads.name("config")
         return (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
                 and func.value.id == "config" and func.attr in LOOKUPS
                 and self.values.get("config", RETURNN_CONFIG) == RETURNN_CONFIG
@@ -390,6 +399,8 @@ class _Evaluator:
             key = args[0] if args else kwargs.get("key")
             if isinstance(key, str):
                 self.looked_up.add(key)
+                self.reads.key(key)  # asked for, set or not
+                self.reads.name(key)  # the file's own earlier value of it
             if isinstance(key, str) and isinstance(typed.get(key), Unresolved):
                 raise NotPure(f"{key!r} could not be evaluated ({typed[key]})")
             meter.charge(1 + lookup_cost(method, typed.get(key) if isinstance(key, str)
@@ -582,9 +593,13 @@ def evaluate_python_config(source: str, filename: str = "<config>",
 
     given = dict(config_values or {})
     config.values.update({k: v for k, v in given.items() if not isinstance(v, Text)})
+    config.reads, seen = tracked(given)
+    for key in config.values:
+        config.reads.given(key)
     evaluate = _Evaluator(config.values, resolve, filename, partial)
     evaluate.given = given
     evaluate.looked_up = config.looked_up
+    evaluate.reads = config.reads
     try:
         for stmt in tree.body:
             _statement(stmt, evaluate, config, filename, resolve)
@@ -595,8 +610,11 @@ def evaluate_python_config(source: str, filename: str = "<config>",
     for key, value in given.items():  # set after the file ran, as RETURNN does
         _bind(config, key, final_value(value, config.values.get(key, _MISSING))
               if isinstance(value, Text) else value)
+        config.reads.given(key)
     for key, value in config.values.items():
         config.values[key] = _plain(value)
+    if seen is not None:
+        seen.append(config)
     return config
 
 
@@ -686,17 +704,23 @@ def _assigned_names(stmts: list[ast.stmt]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _code_statement(stmt: ast.stmt, config: PyConfig, filename: str, reason: str) -> None:
+def _code_statement(stmt: ast.stmt, config: PyConfig, filename: str, reason: str,
+                    keep: bool = False) -> None:
+    """``keep``: a name may keep its value without the names read so far (an ``if`` whose
+    test is not data may be data without them)."""
     line = getattr(stmt, "lineno", 0)
     where = Unresolved(filename, line, reason)
     config.unresolved[f"<line {line}>"] = where
     for name in _assigned_names([stmt]):
         _unresolve(config, name, Unresolved(filename, line, f"assigned in {reason}"))
+        config.reads.assign(name, keep)
 
 
 def _statement(stmt: ast.stmt, evaluate: _Evaluator, config: PyConfig, filename: str,
                resolve: Callable[[str], Any]) -> None:
     line = getattr(stmt, "lineno", 0)
+    reads = config.reads
+    reads.now = 0  # what this statement reads
     if isinstance(stmt, ast.Import | ast.ImportFrom):
         prefix = "" if isinstance(stmt, ast.Import) else (stmt.module or "") + "."
         for alias in stmt.names:
@@ -710,15 +734,21 @@ def _statement(stmt: ast.stmt, evaluate: _Evaluator, config: PyConfig, filename:
             target = dotted if alias.asname or isinstance(stmt, ast.ImportFrom) else name
             resolved = resolve(target)
             _bind(config, name, Symbol(target) if resolved is _MISSING else resolved)
+            reads.assign(name)
         return
     if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         kind = "class" if isinstance(stmt, ast.ClassDef) else "function"
         _unresolve(config, stmt.name, Unresolved(
             filename, line, f"{kind} {stmt.name!r} defined in the config: code is not run; "
                             f"pass it from Python"))
+        reads.assign(stmt.name)
         return
     if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
         _assignment(stmt, evaluate, config, filename)
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if stmt.value is not None and all(_plain_target(t) for t in targets):
+            for name in [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]:
+                reads.assign(name, keep=isinstance(stmt, ast.AugAssign))
         return
     if isinstance(stmt, ast.If):
         try:
@@ -731,15 +761,25 @@ def _statement(stmt: ast.stmt, evaluate: _Evaluator, config: PyConfig, filename:
             reason = exc.reason if isinstance(exc, _NotData) else \
                 f"{type(exc).__name__}: {_short(str(exc))}"
             _code_statement(stmt, config, filename, f"an `if` statement at line {line} whose "
-                                                    f"test is not data ({reason})")
+                                                    f"test is not data ({reason})", keep=True)
             return
-        for inner in (stmt.body if test else stmt.orelse):
-            _statement(inner, evaluate, config, filename, resolve)
+        tested, outer = reads.now, reads.control
+        taken, other = (stmt.body, stmt.orelse) if test else (stmt.orelse, stmt.body)
+        reads.control = outer | tested
+        try:
+            for inner in taken:
+                _statement(inner, evaluate, config, filename, resolve)
+        finally:
+            reads.control = outer
+        reads.now = tested
+        for name in _assigned_names(other):  # kept here; the other branch may bind it
+            reads.assign(name, keep=True)
         return
     if isinstance(stmt, ast.Delete) and all(isinstance(t, ast.Name) for t in stmt.targets):
         for t in stmt.targets:
             config.values.pop(t.id, None)
             config.unresolved.pop(t.id, None)
+            reads.assign(t.id)
         return
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
         return  # a docstring
