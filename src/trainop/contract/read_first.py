@@ -15,9 +15,10 @@ every gradient in a storage of its own that does not require grad (what autograd
 step plan's gradient pass reads it with the rest (``gradients``' third value), the general path
 in one more C pass (``shared``). Only otherwise are the gradients' byte ranges compared with
 those of every variable and slot of the step (``byte_extents``: one C pass, one sort). Without
-the reader the comparison runs every step. Dense gradients only: a sparse gradient's values
-are not compared, nor a gradient that is the very tensor object of a slot or of a parameter
-that does not require grad (no storage shared with another tensor to find it by).
+the reader the comparison runs every step. A gradient that is the very tensor object of a slot
+(another parameter's or its own) is found the same way and read first on every implementation
+(``tests/test_gradient_own_slot.py``, ``tests/test_differential.py``). Dense gradients only: a
+sparse gradient's values are not compared.
 """
 
 from __future__ import annotations
