@@ -87,7 +87,8 @@ def test_get_optimizer_state_dict_leaves_params_slots_and_counters_as_they_were(
 def test_the_read_makes_the_state_a_step_would_make_and_nothing_else():
     """Without a process group too: a frozen parameter (torch gives it no gradient) gets no
     slots, as a step would give it none; a first step of the user's at ``lr = 0`` with real
-    gradients is an update (TF's counters advance), not the initialisation."""
+    gradients is an update (TF's counters advance), not the initialisation; so is one with
+    every gradient zero, the very state torch's helper makes (only torch's helper calls it)."""
     from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
     import trainop
@@ -103,3 +104,13 @@ def test_the_read_makes_the_state_a_step_would_make_and_nothing_else():
     net(torch.ones(1, 3)).sum().backward()
     user.step()
     assert int(user.param_groups[0]["non_slot"]["step"]) == 1
+    zeros = trainop.AdamWOptimizer(0.5, 0.0, params=list(net.parameters()))
+    for p in net.parameters():
+        p.grad = None if not p.requires_grad else torch.zeros_like(p)
+    before = [p.detach().clone() for p in net.parameters()]
+    zeros.step()
+    assert int(zeros.param_groups[0]["non_slot"]["step"]) == 1
+    # contrib's decoupled decay, not scaled by lr: var -= weight_decay * var, frozen bias kept
+    for p, b in zip(net.parameters(), before):
+        expected = b if not p.requires_grad else b - 0.5 * b
+        assert torch.equal(p.detach(), expected)

@@ -16,21 +16,42 @@ variables, as ``create_slots`` makes them) without an update:
 
 - no argument (no ``closure``, ``grad_multiplier`` or ``found_inf``);
 - the state is empty (torch steps only then);
+- the step is called by torch's ``_init_optim_state`` (``torch.distributed.checkpoint.
+  state_dict``), found among the few frames above the step (torch's step hooks wrap it); a step
+  of the user's own is never taken for it, and no tensor value is read on the host for one;
 - every group has an ``lr`` of 0 (a number or a one-element tensor);
 - at least one parameter has a gradient, and every gradient is dense and all zeros (on the
   local shard for a DTensor: each rank reads its own, without communication).
 
-A user's first ``step()`` with every learning rate 0 and every gradient exactly zero is taken
-the same way: it creates the state and changes nothing (a TF step would advance the counters).
+A user's own first ``step()`` with every learning rate 0 is a TF step as any other: its
+counters advance and contrib's decoupled decay applies.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
 
 __all__ = ["is_state_init_step"]
+
+#: The function of torch that makes an optimizer's state by a step with every lr 0, its module.
+_INIT = ("_init_optim_state", "torch.distributed.checkpoint.state_dict")
+#: How many frames above ``is_state_init_step`` to look for it (the step, torch's step hooks'
+#: wrappers, the profiler's): a handful.
+_DEPTH = 8
+
+
+def _called_by_torchs_init() -> bool:
+    frame = sys._getframe(2)  # 0: here, 1: is_state_init_step, 2: the step
+    for _ in range(_DEPTH):
+        if frame is None:
+            return False
+        if (frame.f_code.co_name, frame.f_globals.get("__name__")) == _INIT:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _zero_lr(lr: Any) -> bool:
@@ -46,7 +67,7 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 def is_state_init_step(opt: Any) -> bool:
     """Whether ``opt.step()`` (without arguments) is torch's state-initialising step (see the
     module docstring). Reads only; the gradients are read only when the cheap conditions hold."""
-    if opt.state or not opt.param_groups:
+    if opt.state or not opt.param_groups or not _called_by_torchs_init():
         return False
     if not all("lr" in g and _zero_lr(g["lr"]) for g in opt.param_groups):
         return False
