@@ -111,6 +111,6 @@ def test_the_read_makes_the_state_a_step_would_make_and_nothing_else():
     zeros.step()
     assert int(zeros.param_groups[0]["non_slot"]["step"]) == 1
     # contrib's decoupled decay, not scaled by lr: var -= weight_decay * var, frozen bias kept
-    for p, b in zip(net.parameters(), before):
+    for p, b in zip(net.parameters(), before, strict=True):
         expected = b if not p.requires_grad else b - 0.5 * b
         assert torch.equal(p.detach(), expected)
