@@ -14,16 +14,12 @@ import os
 
 import torch
 from optimizer_kwargs import kwargs_for
+from test_zero_counters import _everything, _model, _train
 
 from trainop import OPTIMIZER_CLASSES
 from trainop.bench._ranks import rank_group, spawn_ranks
 
 NAMES = ("AdagradDAOptimizer", "AdamOptimizer", "MomentumOptimizer")
-
-
-def _model() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
 
 
 def _zero(name: str, model):
@@ -33,22 +29,6 @@ def _zero(name: str, model):
     lr = kwargs.pop("learning_rate")
     return ZeroRedundancyOptimizer(list(model.parameters()),
                                    optimizer_class=OPTIMIZER_CLASSES[name], lr=lr, **kwargs)
-
-
-def _train(model, opt, steps) -> None:
-    for step in steps:
-        gen = torch.Generator().manual_seed(100 + step)
-        x, y = torch.randn(5, 3, generator=gen), torch.randn(5, 2, generator=gen)
-        opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-
-
-def _everything(model, opt) -> list[torch.Tensor]:
-    out = [p.detach().clone() for p in model.parameters()]
-    out += [t.clone() for p in model.parameters()
-            for _, t in sorted(opt.state.get(p, {}).items()) if isinstance(t, torch.Tensor)]
-    return out + [t.clone() for g in opt.param_groups for _, t in sorted(g["non_slot"].items())]
 
 
 def _save(zero, rank: int, path: str) -> None:
