@@ -14,6 +14,7 @@ step that compares its gradients with the memory it writes (``contract/read_firs
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 
 import numpy as np
 import torch
@@ -39,13 +40,17 @@ def check_no_duplicates(tensors: list[torch.Tensor], arg: str) -> None:
 
 
 def _byte_range(p: torch.Tensor) -> tuple[int, int, int] | None:
+    """The storage's address and the byte offsets ``[low, high)`` from ``p``'s first to past
+    its last element; None without a storage to compare. torch's strides are never negative
+    (``flip`` copies, ``from_numpy`` refuses a negative stride), so the first element is at
+    the storage offset."""
     if type(p) not in _PLAIN or p.layout != torch.strided or p.is_meta or p.numel() == 0:
         return None
-    span = 1 + sum((n - 1) * abs(s) for n, s in zip(p.shape, p.stride(), strict=True))
-    low = p.storage_offset() + sum((n - 1) * s for n, s in zip(p.shape, p.stride(), strict=True)
-                                   if s < 0)
+    # a shape and its strides have the same length
+    span = 1 + sum((n - 1) * s for n, s in zip(p.shape, p.stride()))  # noqa: B905
     size = p.element_size()
-    return p.untyped_storage().data_ptr(), low * size, (low + span) * size
+    low = p.storage_offset() * size
+    return p.untyped_storage().data_ptr(), low, low + span * size
 
 
 def byte_extents(tensors: Sequence[torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
@@ -53,16 +58,18 @@ def byte_extents(tensors: Sequence[torch.Tensor]) -> tuple[np.ndarray, np.ndarra
     last element; ``[0, 0)`` for one without a storage to compare (a subclass, a sparse or
     ``meta`` tensor, no elements). One C pass where the metadata reader is built (its
     ``extents``), else tensor by tensor."""
-    tensors = tensors if type(tensors) is list else list(tensors)
+    tensors = list(tensors)
+    out = np.zeros(2 * len(tensors), dtype=np.int64)
     reader = metadata.load()
     if reader is not None:
-        out = np.empty(2 * len(tensors), dtype=np.int64)
         reader.extents(tensors, _PLAIN, out.ctypes.data)
-        return out[0::2], out[1::2]
-    found = [_byte_range(t) for t in tensors]
-    start = np.array([0 if r is None else r[0] + r[1] for r in found], dtype=np.int64)
-    end = np.array([0 if r is None else r[0] + r[2] for r in found], dtype=np.int64)
-    return start, end
+    else:
+        for i, t in enumerate(tensors):
+            found = _byte_range(t)
+            if found is not None:
+                out[2 * i] = found[0] + found[1]
+                out[2 * i + 1] = found[0] + found[2]
+    return out[0::2], out[1::2]
 
 
 def own_elements_overlap(t: torch.Tensor) -> bool:
@@ -128,17 +135,16 @@ def check_memory_written(tensors: list[tuple[torch.Tensor, str]]) -> None:
 def _first_overlap(labelled):
     """For the first two ``(tensor, label, label)`` items whose tensors' byte
     ranges overlap within one storage (one sort): the first one's first label and the second
-    one's second label; None if no two overlap."""
+    one's second label; None if no two overlap. Sorted by storage and start, two ranges of one
+    storage overlap only if two neighbours do (disjoint neighbours keep every later range past
+    every earlier one's end), so neighbours are all that is compared."""
     ranges = []
     for t, first, second in labelled:
         found = _byte_range(t)
         if found is not None:
             ranges.append((*found, first, second))
     ranges.sort(key=lambda r: (r[0], r[1]))
-    widest = None  # the range reaching furthest so far, within the current storage
-    for b in ranges:
-        a, widest = widest, (b if widest is None or widest[0] != b[0] or b[2] > widest[2]
-                             else widest)
-        if a is not None and a[0] == b[0] and b[1] < a[2]:
+    for a, b in pairwise(ranges):
+        if a[0] == b[0] and b[1] < a[2]:
             return a[3], b[4]
     return None
