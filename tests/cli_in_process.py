@@ -30,8 +30,11 @@ def run_cli(capfd, *argv: str, cwd=None) -> subprocess.CompletedProcess:
                 status = exc.code if isinstance(exc.code, int) else (exc.code is not None)
     finally:
         os.chdir(cwd_before)
-        os.environ.clear()
-        os.environ.update(environ)
+        for name in set(os.environ) - set(environ):
+            del os.environ[name]
+        for name, value in environ.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
     out, err = capfd.readouterr()
     return subprocess.CompletedProcess(["trainop", *argv], int(status), out, err)
 
