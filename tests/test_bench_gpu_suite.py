@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from cli_in_process import run_cli
 
 from trainop.bench import gpu_peers
 from trainop.bench.gpu_suite import TARGETS, render_gpu_suite, run_gpu_suite
@@ -101,13 +102,8 @@ def test_suite_runs_on_the_cpu_at_a_tiny_scale(monkeypatch):
     assert "informational" in text
 
 
-def test_gpu_workloads_must_name_a_workload():
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-m", "trainop", "bench", "--gpu-suite",
-                          "--gpu-workloads", "adam,nope"], capture_output=True, text=True,
-                         timeout=120)
+def test_gpu_workloads_must_name_a_workload(capfd):
+    out = run_cli(capfd, "bench", "--gpu-suite", "--gpu-workloads", "adam,nope")  # in process
     assert out.returncode == 2
     assert "expected comma-separated prefixes of adam_1x256M" in out.stderr
     assert "'adam,nope'" in out.stderr

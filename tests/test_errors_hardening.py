@@ -343,11 +343,7 @@ def _prelude() -> str:
     return _PRELUDE.format(tests=os.path.dirname(__file__))
 
 
-def test_crash_inputs_exit_normally_in_a_subprocess():
-    """The rows that used to crash the process (a 0-dim slot on a large parameter, an
-    uncoalesced sparse gradient with a negative row, a slot resized in place after the plan
-    was cached): every slot-holding optimizer, each in one fresh interpreter."""
-    code = _prelude() + """
+_CRASH_INPUTS = """
 for name in {names!r}:
     cls = OPTIMIZER_CLASSES[name]
     def zero_dim_slot():
@@ -370,20 +366,8 @@ for name in {names!r}:
         attempt(name + " " + label, fn)
 print("done")
 """.replace("{names!r}", repr(SLOTTED))
-    out = _run(code)
-    assert out.returncode == 0, out.stderr[-2000:]
-    lines = out.stdout.splitlines()
-    assert lines[-1] == "done"
-    for line in lines[:-1]:
-        name, label, outcome = line.split()[:3]
-        assert outcome == "error", line  # each of these is a clear error now
 
-
-def test_dtensor_subclass_and_odd_layouts_exit_normally_in_a_subprocess():
-    """#15 acceptance 2: every optimizer with DTensor parameters (1-rank gloo mesh), a tensor
-    subclass, non-contiguous, expanded, overlapping and resized parameters: each run in a
-    fresh interpreter ends normally with a result or a clear error."""
-    code = _prelude() + """
+_ODD_LAYOUTS = """
 import os, socket
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
@@ -432,9 +416,39 @@ for name in OPTIMIZER_CLASSES:
 dist.destroy_process_group()
 print("done")
 """
-    out = _run(code)
-    assert out.returncode == 0, out.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def fresh_interpreter() -> dict[str, tuple[subprocess.CompletedProcess, list[str]]]:
+    """The two snippets below, one after the other in ONE fresh interpreter (one start of torch
+    and trainop, not two): each one's lines (ending in "done") after its own header, and the
+    process, which must end normally."""
+    headers = ("== crash inputs", "== odd layouts")
+    out = _run(_prelude() + f"print({headers[0]!r})\n" + _CRASH_INPUTS
+               + f"print({headers[1]!r})\n" + _ODD_LAYOUTS)
     lines = out.stdout.splitlines()
+    starts = [lines.index(h) if h in lines else len(lines) for h in headers]
+    return {"crash": (out, lines[starts[0] + 1:starts[1]]), "layouts": (out, lines[starts[1] + 1:])}
+
+
+def test_crash_inputs_exit_normally_in_a_subprocess(fresh_interpreter):
+    """The rows that used to crash the process (a 0-dim slot on a large parameter, an
+    uncoalesced sparse gradient with a negative row, a slot resized in place after the plan
+    was cached): every slot-holding optimizer, each in one fresh interpreter."""
+    out, lines = fresh_interpreter["crash"]
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert lines[-1] == "done"
+    for line in lines[:-1]:
+        name, label, outcome = line.split()[:3]
+        assert outcome == "error", line  # each of these is a clear error now
+
+
+def test_dtensor_subclass_and_odd_layouts_exit_normally_in_a_subprocess(fresh_interpreter):
+    """#15 acceptance 2: every optimizer with DTensor parameters (1-rank gloo mesh), a tensor
+    subclass, non-contiguous, expanded, overlapping and resized parameters: each run in a
+    fresh interpreter ends normally with a result or a clear error."""
+    out, lines = fresh_interpreter["layouts"]
+    assert out.returncode == 0, out.stderr[-3000:]
     assert lines[-1] == "done", out.stdout[-2000:]
     outcomes = {tuple(line.split()[:2]): line.split()[2] for line in lines[:-1]}
     assert len(outcomes) == 7 * len(OPTIMIZER_CLASSES)

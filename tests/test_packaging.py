@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_in_process import run_cli
 
 import trainop
 
@@ -27,13 +28,15 @@ def test_package_data_ships_every_kernel_source():
         assert any(fnmatch.fnmatch(f"csrc/{name}", g) for g in globs), name
 
 
-def test_version_flag():
-    out = subprocess.run([sys.executable, "-m", "trainop", "--version"], capture_output=True,
-                         text=True, check=True, timeout=120)
+def test_version_flag(capfd):
+    out = run_cli(capfd, "--version")  # in process: the output is the point (`python -m
+    assert out.returncode == 0  # trainop` itself is test_bench's test_python_m_trainop)
     assert out.stdout.strip() == f"trainop {trainop.__version__}"
 
 
 def _doctor(**env):
+    """``trainop doctor`` in a fresh process: the native libraries load once a process, so a
+    run that must fail to build one, or find them switched off, needs its own."""
     import os
 
     full = {**os.environ, **env}
@@ -42,8 +45,9 @@ def _doctor(**env):
 
 
 @pytest.mark.native
-def test_doctor_reports_versions_kernels_and_choices():
-    out = _doctor(TRITON_INTERPRET="1")
+def test_doctor_reports_versions_kernels_and_choices(monkeypatch, capfd):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # doctor reads it when it runs
+    out = run_cli(capfd, "doctor")  # in process: what it reports is the point
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"trainop {trainop.__version__}" in out.stdout
     assert "native C kernels: built and loaded" in out.stdout

@@ -1,6 +1,6 @@
 """trainop.load_recipe: OpenSeq2Seq configs (in the layout of its example_configs), RETURNN
 configs and trainop's YAML/JSON read as data, never run; the built TrainOp/Updater equals the
-hand-built optimize_loss/Updater bit for bit; `trainop check-config` as a subprocess."""
+hand-built optimize_loss/Updater bit for bit; `trainop check-config` in process."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import copy
 import json
 import os
 import subprocess
-import sys
 import textwrap
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
+from cli_in_process import run_cli
 from torch import nn
 
 import trainop
@@ -667,10 +667,10 @@ def test_canary_config_code_never_runs(tmp_path):
 
 
 # ------------------------------------------------------------------ trainop check-config
-def _check_config(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(trainop.__file__))}
-    return subprocess.run([sys.executable, "-m", "trainop", "check-config", *args],
-                          capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+def _check_config(capfd, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``trainop check-config`` in process (tests/cli_in_process.py): what it writes is the
+    point, not a fresh interpreter."""
+    return run_cli(capfd, "check-config", *args, cwd=cwd)
 
 
 def _transformer_lr(step: int, lr: float = 2.0, d_model: int = 64, warmup: int = 100) -> float:
@@ -679,8 +679,8 @@ def _transformer_lr(step: int, lr: float = 2.0, d_model: int = 64, warmup: int =
     return lr * d_model ** -0.5 * min(s * warmup ** -1.5, s ** -0.5)
 
 
-def test_check_config_openseq2seq_example(tmp_path):
-    out = _check_config(str(EXAMPLES / "openseq2seq_transformer.py"), "--plot",
+def test_check_config_openseq2seq_example(tmp_path, capfd):
+    out = _check_config(capfd, str(EXAMPLES / "openseq2seq_transformer.py"), "--plot",
                         str(tmp_path / "lr.png"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     text = out.stdout
@@ -704,7 +704,7 @@ def test_check_config_openseq2seq_example(tmp_path):
     assert "encoder_params.initializer" in text and "openseq2seq_transformer.py:" in text
 
 
-def test_check_config_returnn_epsilon_advice_and_invalid(tmp_path):
+def test_check_config_returnn_epsilon_advice_and_invalid(tmp_path, capfd):
     cfg = _write(tmp_path, "legacy.config", """
         adam = True
         learning_rates = [0.001, 0.002, 0.003]
@@ -712,11 +712,11 @@ def test_check_config_returnn_epsilon_advice_and_invalid(tmp_path):
         gradient_clip_global_norm = 5
         accum_grad_multiple_step = 2
     """)
-    out = _check_config(cfg, cwd=tmp_path)
+    out = _check_config(capfd, cfg, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert not list(tmp_path.glob("*.png"))  # a plot only where asked (12 recipes left 12)
     assert "plot: none written (--plot FILE.png or --out FOLDER)" in out.stdout
-    out = _check_config(cfg, "--out", str(tmp_path / "plots"), cwd=tmp_path)
+    out = _check_config(capfd, cfg, "--out", str(tmp_path / "plots"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert f"plot: {tmp_path / 'plots' / 'legacy.lr.png'}" in out.stdout
     assert "optimizer: trainop.optimizers.adam.AdamOptimizer" in out.stdout
@@ -729,7 +729,7 @@ def test_check_config_returnn_epsilon_advice_and_invalid(tmp_path):
 
     bad = _write(tmp_path, "bad.yaml", "format: trainop\noptimizer: {class: adam}\n"
                  "gradient_clip_globl_norm: 1.0\n")
-    out = _check_config(bad, "--no-plot", cwd=tmp_path)
+    out = _check_config(capfd, bad, "--no-plot", cwd=tmp_path)
     assert out.returncode == 1
     assert "invalid recipe" in out.stderr and "did you mean 'gradient_clip_global_norm'" \
         in out.stderr

@@ -8,6 +8,7 @@ import copy
 
 import pytest
 import torch
+from cli_in_process import run_cli
 
 import trainop
 from trainop.interfaces.train.dashboard import write_dashboard
@@ -101,22 +102,15 @@ def test_replay_names_what_tensorflow_cannot_replay():
         tf_plan(noisy)
 
 
-def _cli(*args: str, cwd=None):
-    import subprocess
-    import sys
-
-    return subprocess.run([sys.executable, "-m", "trainop", *args], capture_output=True,
-                          text=True, timeout=600, cwd=cwd)
-
-
+# the command in process (tests/cli_in_process.py): its output, status and files are the point
 EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] / "examples"
 
 
-def test_cli_train_a_returnn_config_writes_dashboard_and_events(tmp_path):
+def test_cli_train_a_returnn_config_writes_dashboard_and_events(tmp_path, capfd):
     event_accumulator = pytest.importorskip(
         "tensorboard.backend.event_processing.event_accumulator")
-    out = _cli("train", str(EXAMPLES / "returnn_lstm.config"), "--steps", "12", "--out",
-               str(tmp_path), "--no-progress")
+    out = run_cli(capfd, "train", str(EXAMPLES / "returnn_lstm.config"), "--steps", "12", "--out",
+            str(tmp_path), "--no-progress")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "(returnn), Updater with AdamOptimizer, 12 micro-steps" in out.stdout
     assert "12 steps in" in out.stdout and "dashboard:" in out.stdout
@@ -128,12 +122,12 @@ def test_cli_train_a_returnn_config_writes_dashboard_and_events(tmp_path):
             "train/skipped_updates"} <= set(acc.Tags()["scalars"])
 
 
-def test_cli_train_compare_tf_on_the_shipped_openseq2seq_recipe(tmp_path):
+def test_cli_train_compare_tf_on_the_shipped_openseq2seq_recipe(tmp_path, capfd):
     """The parity promise shown: the OpenSeq2Seq-style recipe (LazyAdam, transformer_policy,
     max_grad_norm, float32) replayed with TensorFlow's own ops stays within 1e-5."""
     pytest.importorskip("tensorflow")
-    out = _cli("train", str(EXAMPLES / "openseq2seq_transformer.py"), "--steps", "20",
-               "--out", str(tmp_path), "--compare-tf", "--no-progress")
+    out = run_cli(capfd, "train", str(EXAMPLES / "openseq2seq_transformer.py"), "--steps", "20",
+            "--out", str(tmp_path), "--compare-tf", "--no-progress")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "(openseq2seq), TrainOp with LazyAdamOptimizer" in out.stdout
     last = [line for line in out.stdout.splitlines() if line.startswith("largest over")][0]
@@ -141,9 +135,9 @@ def test_cli_train_compare_tf_on_the_shipped_openseq2seq_recipe(tmp_path):
     assert float(last.split(":")[1].split()[0]) <= 1e-5
 
 
-def test_cli_train_rejects_a_bad_recipe(tmp_path):
+def test_cli_train_rejects_a_bad_recipe(tmp_path, capfd):
     bad = tmp_path / "bad.yaml"
     bad.write_text("format: trainop\ngradient_clip_globl_norm: 1.0\n")
-    out = _cli("train", str(bad), "--steps", "3", "--out", str(tmp_path / "run"))
+    out = run_cli(capfd, "train", str(bad), "--steps", "3", "--out", str(tmp_path / "run"))
     assert out.returncode == 1
     assert "trainop train:" in out.stderr and "gradient_clip_global_norm" in out.stderr

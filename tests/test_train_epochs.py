@@ -1,17 +1,18 @@
 """``trainop train`` trains a RETURNN recipe at its own per-epoch rates (``learning_rates``,
 then RETURNN's learning-rate control), epoch 1 at epoch 1's rate, shown in the summary; tested
-as subprocesses, also where matplotlib, TensorBoard and TensorFlow cannot be imported (the run
-writes the rest and says in one line how to get each)."""
+in fresh interpreters (one for the runs of each environment), also where matplotlib,
+TensorBoard and TensorFlow cannot be imported (the run writes the rest and says in one line how
+to get each)."""
 
 from __future__ import annotations
 
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_in_process import run_cli_batch
 
 import trainop
 from trainop.configs import Unresolved
@@ -48,13 +49,42 @@ optimizer_epsilon = 1e-8
 """
 
 
-def _train(tmp_path: Path, recipe: Path, *args: str, blocked: bool = False):
-    path = [str(_blocking_site(tmp_path / "site"))] if blocked else []
+#: name: (recipe file, its text, extra arguments). The runs of each environment share one fresh
+#: interpreter (tests/cli_in_process.py's run_cli_batch), the literal one first: TensorFlow's
+#: start-up lines, which it checks are not shown, come at TensorFlow's first import.
+RUNS = {"literal": ("lrs.config", LITERAL, ()), "linspace": ("linspace.config", LINSPACE, ()),
+        "compare_tf": ("lrs.config", LITERAL, ("--compare-tf",))}
+ENVIRONMENTS = {False: ("literal", "linspace"), True: ("literal", "linspace", "compare_tf")}
+
+
+def _train_all(folder: Path, blocked: bool) -> dict[str, tuple[subprocess.CompletedProcess,
+                                                                Path]]:
+    """Each run of ``ENVIRONMENTS[blocked]``: its output and its ``--out`` folder."""
+    path = [str(_blocking_site(folder / "site"))] if blocked else []
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(SRC)]))
-    return subprocess.run(
-        [sys.executable, "-m", "trainop", "train", str(recipe), "--out", str(tmp_path / "run"),
-         "--no-progress", "--steps", "6", "--steps-per-epoch", "2", *args],
-        capture_output=True, text=True, timeout=300, env=env)
+    argvs, outs = [], []
+    for name in ENVIRONMENTS[blocked]:
+        file, text, args = RUNS[name]
+        (folder / name).mkdir()
+        recipe = folder / name / file
+        recipe.write_text(text)
+        outs.append(folder / name / "run")
+        argvs.append(["train", str(recipe), "--out", str(outs[-1]), "--no-progress", "--steps",
+                      "6", "--steps-per-epoch", "2", *args])
+    done = run_cli_batch(argvs, folder, env)
+    return dict(zip(ENVIRONMENTS[blocked], zip(done, outs, strict=True), strict=True))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """``trained(blocked)[name]``: the runs of one environment, made at the first ask."""
+    made = {}
+
+    def get(blocked: bool):
+        if blocked not in made:
+            made[blocked] = _train_all(tmp_path_factory.mktemp("epochs"), blocked)
+        return made[blocked]
+    return get
 
 
 def _check_epoch_rates(out: subprocess.CompletedProcess, first: float) -> None:
@@ -70,13 +100,11 @@ def _check_epoch_rates(out: subprocess.CompletedProcess, first: float) -> None:
 
 
 @pytest.mark.parametrize("blocked", [False, True], ids=["installed", "no-optional-packages"])
-def test_literal_learning_rates_epoch_one_at_epoch_one_rate(tmp_path, blocked):
-    recipe = tmp_path / "lrs.config"
-    recipe.write_text(LITERAL)
-    out = _train(tmp_path, recipe, blocked=blocked)
+def test_literal_learning_rates_epoch_one_at_epoch_one_rate(trained, blocked):
+    out, run = trained(blocked)["literal"]
     _check_epoch_rates(out, 0.0003)
     # the per-step record is written with or without the optional packages
-    rows = (tmp_path / "run" / "history.csv").read_text().splitlines()
+    rows = (run / "history.csv").read_text().splitlines()
     assert rows[0].split(",")[:4] == ["step", "epoch", "loss", "learning_rate"]
     assert [r.split(",")[1] for r in rows[1:]] == ["1", "1", "2", "2", "3", "3"]
     assert [float(r.split(",")[3]) for r in rows[1:]] == pytest.approx(
@@ -86,14 +114,14 @@ def test_literal_learning_rates_epoch_one_at_epoch_one_rate(tmp_path, blocked):
             in out.stdout
         assert "TensorBoard event files: not written: the tensorboard package is missing " \
                "(pip install 'trainop[tensorboard]')" in out.stdout
-        assert not (tmp_path / "run" / "dashboard.png").exists()
+        assert not (run / "dashboard.png").exists()
     else:
-        assert (tmp_path / "run" / "dashboard.png").stat().st_size > 10_000
+        assert (run / "dashboard.png").stat().st_size > 10_000
     # TensorFlow (imported by TensorBoard where installed) prints no start-up lines
     assert not re.search(r"^[IW]\d{4} |oneDNN|absl::InitializeLog", out.stderr, re.M)
 
 
-def test_linspace_warmup_epoch_one_at_epoch_one_rate(tmp_path):
+def test_linspace_warmup_epoch_one_at_epoch_one_rate(tmp_path, trained):
     recipe = tmp_path / "linspace.config"
     recipe.write_text(LINSPACE)
     loaded = trainop.load_recipe(recipe)
@@ -102,15 +130,13 @@ def test_linspace_warmup_epoch_one_at_epoch_one_rate(tmp_path):
         pytest.skip("numpy.linspace is not resolved by this evaluator yet (issue #24, the "
                     "evaluator's part)")
     for blocked in (False, True):
-        _check_epoch_rates(_train(tmp_path, recipe, blocked=blocked), 0.0003)
+        _check_epoch_rates(trained(blocked)["linspace"][0], 0.0003)
 
 
-def test_compare_tf_without_tensorflow_is_refused_before_training(tmp_path):
-    recipe = tmp_path / "lrs.config"
-    recipe.write_text(LITERAL)
-    out = _train(tmp_path, recipe, "--compare-tf", blocked=True)
+def test_compare_tf_without_tensorflow_is_refused_before_training(trained):
+    out, run = trained(True)["compare_tf"]
     assert (out.returncode, out.stdout) == (1, "")
     assert out.stderr == ("trainop train: --compare-tf needs TensorFlow, which cannot be "
                           "imported (No module named 'tensorflow'; pip install "
                           "'trainop[tensorflow]' installs it)\n")
-    assert not (tmp_path / "run").exists()
+    assert not run.exists()
