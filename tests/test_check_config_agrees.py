@@ -95,6 +95,29 @@ def test_a_dotted_set_of_an_option_that_is_not_a_dict(tmp_path, capsys, file, ke
     assert not (tmp_path / "run").exists()
 
 
+# options the file sets to a value that is not a dict: the refusal names the value it found
+SET_SCALARS = [("r.config", "learning_rate", "0.01 (float)"),
+               ("o.py", "lr_policy", "'poly_decay' (str)"),
+               ("o.py", "max_steps", "100 (int)"),
+               ("o.py", "optimizer", "'Adam' (str)")]
+
+
+@pytest.mark.parametrize(("file", "key", "shown"), SET_SCALARS)
+def test_a_dotted_set_of_an_option_set_to_a_non_dict(tmp_path, capsys, file, key, shown):
+    (tmp_path / "r.config").write_text(RETURNN)
+    _config(tmp_path)
+    path = tmp_path / file
+    for command in ("check-config", "train"):
+        extra = ["--out", str(tmp_path / "run"), "--steps", "1", "--no-progress"] \
+            if command == "train" else []
+        status, out, err = _run(capsys, command, str(path), "--set", f"{key}.x=1", *extra)
+        assert (status, out) == (1, ""), (command, err)
+        assert err.startswith(f"trainop {command}: invalid recipe {path}: ")
+        assert err.endswith(f"Expected `{key}` to be a dict to override '{key}.x', got "
+                            f"{shown}\n") and err.count("\n") == 1, (command, err)
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(("file", "setting", "shown"), [
     ("o.py", "larc_params.larc_eta=0.002", "larc_params.larc_eta = 0.002"),
     ("o.py", "optimizer_params.beta2=0.99", "optimizer_params.beta2 = 0.99"),
