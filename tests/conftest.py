@@ -3,10 +3,12 @@
 import omp_wait  # noqa: F401 - first: before torch loads OpenMP
 import pytest
 from layer_coverage import (
+    collected_traced_in_layers,
     collected_untraced,
     layer_test_files,
     traced_only_in_layers,
     untraced_imports,
+    untraced_triton_interpreter,
 )
 from slow_first import heaviest_first
 
@@ -24,6 +26,8 @@ with untraced_imports():
 patch_triton_interpreter()
 # The interpreter's block sums (tl.reduce by _common._add) folded by numpy, the same bits.
 patch_block_sums()
+# With --cov, the interpreter's own Python untraced (the kernels are not measured).
+untraced_triton_interpreter()
 
 # torch warns once per process that sparse invariant checks are "implicitly disabled"; the
 # tests build many small sparse tensors by hand, so opt out explicitly (torch's default).
@@ -132,4 +136,11 @@ def pytest_runtest_protocol(item, nextitem):
 def pytest_collection(session):
     """With --cov, collect untraced (tests/layer_coverage.py)."""
     with collected_untraced(session.config):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """With --cov, the layers' own test modules collected traced (tests/layer_coverage.py)."""
+    with collected_traced_in_layers(collector, _LAYER_FILES):
         yield

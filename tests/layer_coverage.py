@@ -5,8 +5,10 @@ true`` are pyproject.toml's ``[tool.coverage.run]``). Tracing every test would m
 about 65% slower on its Python-heavy tests, so the tracer is paused outside the test files of
 the round-5 audit's layers (``LAYER_TESTS``) and the ``test_pin5_*`` files, and during
 collection: the measured modules are imported traced first (their module-level lines count),
-then the test modules are collected untraced (importing TensorFlow, hypothesis, timm, ... under
-the tracer took 45 s of a worker's start instead of 27). Every test of those layers is traced. The
+then only those layers' test modules are collected traced (importing TensorFlow, hypothesis,
+timm, ... for the others under the tracer took 45 s of a worker's start instead of 27). Every
+test of those layers is traced; Triton's interpreter runs untraced (it runs the kernels, which
+are not measured, through Triton's own Python: ``untraced_triton_interpreter``). The
 figures are the layers' coverage by their own tests, a lower bound of what the whole suite
 covers. Under pytest-xdist (``scripts/test.sh``) each worker has its own tracer (pytest-cov's
 ``DistWorker``), paused the same way around the tests it runs; pytest-cov combines the workers'
@@ -16,8 +18,12 @@ without ``-n 2``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
+import sys
 from pathlib import Path
+
+import pytest
 
 #: The test files of the audited layers (issue #40's groups TL to EB), besides ``test_pin5_*``.
 LAYER_TESTS = (
@@ -94,13 +100,57 @@ def collected_untraced(config):
 
 
 @contextlib.contextmanager
-def untraced_imports():
-    """The tracer paused while the conftest imports third-party modules (torch, Triton), which
-    coverage does not measure; a no-op without coverage running."""
+def collected_traced_in_layers(collector, files: frozenset[str]):
+    """Inside the untraced collection, the tracer on while one of the layers' test modules is
+    collected (its import and parametrizations call the measured code)."""
+    cov = _coverage(collector.config)
+    if cov is None or not isinstance(collector, pytest.Module) or collector.path.name not in files:
+        yield
+        return
+    cov.start()
+    try:
+        yield
+    finally:
+        cov.stop()
+
+
+def _running_coverage():
+    """The ``coverage.Coverage`` tracing now, or None (no coverage, or its tracer paused)."""
+    if sys.gettrace() is None:
+        return None
     try:
         import coverage
     except ImportError:
+        return None
+    return coverage.Coverage.current()
+
+
+@contextlib.contextmanager
+def untraced_imports():
+    """The tracer paused while the conftest imports third-party modules (torch, Triton), which
+    coverage does not measure; a no-op without coverage running."""
+    with _paused(_running_coverage()):
         yield
-        return
-    with _paused(coverage.Coverage.current()):
-        yield
+
+
+def untraced_triton_interpreter() -> bool:
+    """Run Triton's interpreter (``TRITON_INTERPRET=1``) with the tracer paused: it runs
+    trainop's kernel bodies (``kernels/triton/*`` kernels, not measured) through Triton's own
+    Python, which the tracer slowed twofold (test_triton_interpreter.py: 127 s against 60);
+    the measured host code around a launch stays traced. True if in place."""
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except Exception:  # no usable Triton: its tests skip on their own
+        return False
+    run = InterpretedFunction.run
+    if getattr(run, "_trainop_untraced", False):
+        return True
+
+    @functools.wraps(run)
+    def untraced_run(self, *args, **kwargs):
+        with _paused(_running_coverage()):
+            return run(self, *args, **kwargs)
+
+    untraced_run._trainop_untraced = True
+    InterpretedFunction.run = untraced_run
+    return True
