@@ -16,7 +16,9 @@ fi
 # Workers (pytest-xdist): TRAINOP_TEST_WORKERS, else one per core (nproc) but at most one per
 # 3 GB of available memory (a worker holds torch, TensorFlow and the spawned ranks of its tests);
 # TRAINOP_TEST_WORKERS=0 runs the suite in this one process. --dist loadfile: a file's tests run
-# on one worker, in order (module-scoped fixtures are built once; a file's tests may share them).
+# on one worker, in order (module-scoped fixtures are built once; a file's tests may share them);
+# --no-loadscope-reorder: the files in the collection's order, the heaviest first
+# (tests/slow_first.py; xdist's own order, by number of tests, left the heavy few-test files last).
 workers=${TRAINOP_TEST_WORKERS:-}
 if [ -z "$workers" ]; then
   cores=$(nproc)
@@ -33,7 +35,8 @@ metadata; native.available(); metadata.load()"
 # would slow it by half); each worker measures its tests, and the table of the layers' missed
 # branches, combined over the workers, is printed after the tests. --durations=30: the slowest
 # 30 phases (setup, call, teardown) of the run.
-.venv/bin/python -m pytest -p no:cacheprovider -n "$workers" --dist loadfile --durations=30 \
+.venv/bin/python -m pytest -p no:cacheprovider -n "$workers" --dist loadfile \
+  --no-loadscope-reorder --durations=30 \
   --cov --cov-report=term-missing:skip-covered "$@"
 # In CI (CI set; TRAINOP_COMPAT=0 skips), the compatibility subset against the newest torch the
 # index serves (scripts/compat.sh; the floor, torch 2.13.0, is the torch the suite above ran on),

@@ -2,19 +2,32 @@
 
 import omp_wait  # noqa: F401 - first: before torch loads OpenMP
 import pytest
-import torch
-from layer_coverage import layer_test_files, traced_only_in_layers
-from triton_fast_reduce import patch_block_sums
-from triton_numpy_shim import patch_triton_interpreter
+from layer_coverage import (
+    collected_traced_in_layers,
+    collected_untraced,
+    layer_test_files,
+    traced_only_in_layers,
+    untraced_imports,
+    untraced_triton_interpreter,
+)
+from slow_first import heaviest_first
+
+with untraced_imports():
+    import torch
+    from triton_fast_reduce import patch_block_sums
+    from triton_numpy_shim import patch_triton_interpreter
 
 from trainop.interfaces.tensorflow_import import load_triton_first
 
 # Triton's LLVM before TensorFlow's, whichever test imports TF first (see the module's doc).
-load_triton_first()
+with untraced_imports():
+    load_triton_first()
 # Triton < 3.8's interpreter with numpy >= 2.4 (the GPU machine's Triton 3.6): see the module.
 patch_triton_interpreter()
 # The interpreter's block sums (tl.reduce by _common._add) folded by numpy, the same bits.
 patch_block_sums()
+# With --cov, the interpreter's own Python untraced (the kernels are not measured).
+untraced_triton_interpreter()
 
 # torch warns once per process that sparse invariant checks are "implicitly disabled"; the
 # tests build many small sparse tensors by hand, so opt out explicitly (torch's default).
@@ -88,11 +101,14 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Where trainop's native kernels cannot be had (no C compiler, ``TRAINOP_NATIVE=0``), the
-    tests that need them skip with the reason instead of failing on the constructor's clear
-    error: those marked ``native``, and the cases that ask for them by parameter
-    (``implementation="native"``, or "native" in the case's id)."""
+    """The heaviest files first (tests/slow_first.py). Where trainop's native kernels cannot
+    be had (no C compiler, ``TRAINOP_NATIVE=0``), the tests that need them skip with the reason
+    instead of failing on the constructor's clear error: those marked ``native``, and the cases
+    that ask for them by parameter (``implementation="native"``, or "native" in the case's
+    id)."""
     from trainop.kernels import native
+
+    heaviest_first(items)
 
     if native.available():
         return
@@ -113,4 +129,18 @@ _LAYER_FILES = layer_test_files()
 def pytest_runtest_protocol(item, nextitem):
     """With --cov, trace only the audited layers' own tests (tests/layer_coverage.py)."""
     with traced_only_in_layers(item, _LAYER_FILES):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session):
+    """With --cov, collect untraced (tests/layer_coverage.py)."""
+    with collected_untraced(session.config):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """With --cov, the layers' own test modules collected traced (tests/layer_coverage.py)."""
+    with collected_traced_in_layers(collector, _LAYER_FILES):
         yield

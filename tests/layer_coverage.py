@@ -3,8 +3,12 @@
 ``scripts/test.sh`` runs pytest with ``--cov`` (pytest-cov; the measured files and ``branch =
 true`` are pyproject.toml's ``[tool.coverage.run]``). Tracing every test would make the suite
 about 65% slower on its Python-heavy tests, so the tracer is paused outside the test files of
-the round-5 audit's layers (``LAYER_TESTS``) and the ``test_pin5_*`` files: imports and
-collection are traced (module-level lines count), and so is every test of those layers. The
+the round-5 audit's layers (``LAYER_TESTS``) and the ``test_pin5_*`` files, and during
+collection: the measured modules are imported traced first (their module-level lines count),
+then only those layers' test modules are collected traced (importing TensorFlow, hypothesis,
+timm, ... for the others under the tracer took 45 s of a worker's start instead of 27). Every
+test of those layers is traced; Triton's interpreter runs untraced (it runs the kernels, which
+are not measured, through Triton's own Python: ``untraced_triton_interpreter``). The
 figures are the layers' coverage by their own tests, a lower bound of what the whole suite
 covers. Under pytest-xdist (``scripts/test.sh``) each worker has its own tracer (pytest-cov's
 ``DistWorker``), paused the same way around the tests it runs; pytest-cov combines the workers'
@@ -14,7 +18,12 @@ without ``-n 2``).
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
+import sys
 from pathlib import Path
+
+import pytest
 
 #: The test files of the audited layers (issue #40's groups TL to EB), besides ``test_pin5_*``.
 LAYER_TESTS = (
@@ -47,10 +56,9 @@ def _coverage(config):
 
 
 @contextlib.contextmanager
-def traced_only_in_layers(item, files: frozenset[str]):
-    """Pause the coverage tracer around a test outside the layers' files."""
-    cov = _coverage(item.config)
-    if cov is None or item.path.name in files:
+def _paused(cov):
+    """The tracer of ``cov`` (a ``coverage.Coverage``) stopped inside; None: nothing to pause."""
+    if cov is None:
         yield
         return
     cov.stop()
@@ -58,3 +66,91 @@ def traced_only_in_layers(item, files: frozenset[str]):
         yield
     finally:
         cov.start()
+
+
+@contextlib.contextmanager
+def traced_only_in_layers(item, files: frozenset[str]):
+    """Pause the coverage tracer around a test outside the layers' files."""
+    with _paused(None if item.path.name in files else _coverage(item.config)):
+        yield
+
+
+def measured_modules(include: list[str]) -> list[str]:
+    """The modules of coverage's ``include`` patterns (pyproject.toml's ``[tool.coverage.run]``:
+    ``*/trainop/a/b.py`` -> ``trainop.a.b``; a package's ``__init__.py`` -> the package)."""
+    names = []
+    for pattern in include:
+        parts = pattern.split("/")
+        parts = parts[parts.index("trainop"):]
+        parts[-1] = parts[-1].removesuffix(".py")
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.append(".".join(parts))
+    return names
+
+
+@contextlib.contextmanager
+def collected_untraced(config):
+    """Collection with the tracer paused, the measured modules imported (traced) first."""
+    cov = _coverage(config)
+    for name in measured_modules(cov.config.run_include) if cov is not None else ():
+        importlib.import_module(name)
+    with _paused(cov):
+        yield
+
+
+@contextlib.contextmanager
+def collected_traced_in_layers(collector, files: frozenset[str]):
+    """Inside the untraced collection, the tracer on while one of the layers' test modules is
+    collected (its import and parametrizations call the measured code)."""
+    cov = _coverage(collector.config)
+    if cov is None or not isinstance(collector, pytest.Module) or collector.path.name not in files:
+        yield
+        return
+    cov.start()
+    try:
+        yield
+    finally:
+        cov.stop()
+
+
+def _running_coverage():
+    """The ``coverage.Coverage`` tracing now, or None (no coverage, or its tracer paused)."""
+    if sys.gettrace() is None:
+        return None
+    try:
+        import coverage
+    except ImportError:
+        return None
+    return coverage.Coverage.current()
+
+
+@contextlib.contextmanager
+def untraced_imports():
+    """The tracer paused while the conftest imports third-party modules (torch, Triton), which
+    coverage does not measure; a no-op without coverage running."""
+    with _paused(_running_coverage()):
+        yield
+
+
+def untraced_triton_interpreter() -> bool:
+    """Run Triton's interpreter (``TRITON_INTERPRET=1``) with the tracer paused: it runs
+    trainop's kernel bodies (``kernels/triton/*`` kernels, not measured) through Triton's own
+    Python, which the tracer slowed twofold (test_triton_interpreter.py: 127 s against 60);
+    the measured host code around a launch stays traced. True if in place."""
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except Exception:  # no usable Triton: its tests skip on their own
+        return False
+    run = InterpretedFunction.run
+    if getattr(run, "_trainop_untraced", False):
+        return True
+
+    @functools.wraps(run)
+    def untraced_run(self, *args, **kwargs):
+        with _paused(_running_coverage()):
+            return run(self, *args, **kwargs)
+
+    untraced_run._trainop_untraced = True
+    InterpretedFunction.run = untraced_run
+    return True
