@@ -251,7 +251,8 @@ def test_sizes_across_the_chunk_thresholds(name, impl, data):
 
 #: Triton's split of a long unit, run at a size the interpreter steps through quickly
 #: (``launch.SPLIT_AT`` lowered to it for the run; the production value's split is checked on
-#: the host): two full blocks and an aligned part of a third, then the tail.
+#: the host, and run at its size in test_triton_differential's explicit example): two full
+#: blocks and an aligned part of a third, then the tail.
 SMALL_SPLIT = 2 * launch.BLOCK + launch.ALIGN
 
 
