@@ -40,6 +40,9 @@ gradient_clip = 0.5
 gradient_clip_global_norm = 1.0
 log_grad_norm = True
 learning_rate_file = "lr.txt"
+# the batches loaded in the engine's process (RETURNN's default: a spawned worker process per
+# epoch's data loader, which imports torch and RETURNN again; the batches are the same)
+torch_dataloader_opts = {{"num_workers": 0}}
 
 
 def dynamic_learning_rate(*, epoch, learning_rate, global_train_step, **kwargs):

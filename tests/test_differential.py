@@ -189,13 +189,15 @@ def run_against_tf(name, impl, kwargs, plan, make_gradient=make_grad):
     every TF slot after every step."""
     gen = torch.Generator().manual_seed(plan["seed"])
     params, shared = make_params(plan, gen)
-    opt = BY_NAME[name].make(params, implementation=impl, **kwargs)
+    groups = [{"params": [p]} for p in params] if plan.get("groups") else params
+    opt = BY_NAME[name].make(groups, implementation=impl, **kwargs)
     hp = _hyper(name, kwargs)
     ref = [p.detach().double().numpy().copy() for p in params]
     slots = [{} for _ in params]
     reader = (mock.patch.object(metadata.READER, "value", None) if plan["python_reads"]
               else mock.patch.object(metadata.READER, "reason", metadata.READER.reason))
-    with reader:
+    # Triton's interpreter with its shortcuts (interpreter_shortcuts: the same numbers)
+    with reader, nested_calls_unpatched() if impl == "triton" else contextlib.nullcontext():
         for t, (kinds, moves) in enumerate(zip(plan["grads"], plan["moves"], strict=True)):
             for i in moves:  # the parameter moves to new memory (its values kept)
                 params[i].data = params[i].data.clone()
@@ -247,17 +249,49 @@ def test_sizes_across_the_chunk_thresholds(name, impl, data):
     run_against_tf(name, impl, data.draw(st.sampled_from(VARIANTS[name])), plan)
 
 
+#: Triton's split of a long unit, run at a size the interpreter steps through quickly
+#: (``launch.SPLIT_AT`` lowered to it for the run; the production value's split is checked on
+#: the host, and run at its size in test_triton_differential's explicit example): two full
+#: blocks and an aligned part of a third, then the tail.
+SMALL_SPLIT = 2 * launch.BLOCK + launch.ALIGN
+
+
+def _split_spied(monkeypatch):
+    """``launch.SPLIT_AT`` lowered to ``SMALL_SPLIT``; the element counts of the launches of
+    each unit ``launch.parts`` splits, as a list the run fills."""
+    monkeypatch.setattr(launch, "SPLIT_AT", SMALL_SPLIT)
+    counts, real = [], launch.parts
+
+    def spy(unit):
+        found = real(unit)
+        counts.append([part[0].numel() for part in found])
+        return found
+
+    monkeypatch.setattr(launch, "parts", spy)
+    return counts
+
+
 @pytest.mark.parametrize(("impl", "size"), [
     ("native", chunking.CHUNK_ABOVE + 5), ("foreach", chunking.CHUNK_ABOVE + 5),
-    ("reference", chunking.CHUNK_ABOVE + 5), ("triton", launch.SPLIT_AT + 7)])
-def test_sizes_above_the_split_thresholds(impl, size):
+    ("reference", chunking.CHUNK_ABOVE + 5), ("triton", SMALL_SPLIT + 7)])
+def test_sizes_above_the_split_thresholds(impl, size, monkeypatch):
     """A tensor past foreach's chunking (2**22 elements, pieces of 2**17) and past Triton's
-    split of a long unit (2**20 elements, not a multiple of 16), with a small one."""
+    split of a long unit (``SPLIT_AT`` elements, not a multiple of 16), with a small one.
+    On Triton each parameter is a group of its own (a unit: a launch over its elements, where
+    the split is), with ``SPLIT_AT`` lowered to ``SMALL_SPLIT`` (the interpreter)."""
     _skip_unavailable(impl)
     plan = {"params": [(size, "own"), (3, "offset")], "grads": [["own", "own"]],
             "moves": [[]], "seed": 5, "scale": 1.0, "python_reads": False}
-    # Triton's 1,025 programs with the interpreter's shortcuts (the same numbers)
-    with nested_calls_unpatched() if impl == "triton" else contextlib.nullcontext():
+    if impl == "triton":
+        # the production threshold: 2**20 + 7 elements are a head of 2**20 and a tail of 7
+        assert launch.SPLIT_AT == 1 << 20
+        assert [[t.numel() for t in part] for part in launch.parts(
+            [torch.empty(launch.SPLIT_AT + 7), torch.empty(1)])] == [[1 << 20, 1], [7, 1]]
+        assert len(launch.parts([torch.empty(launch.SPLIT_AT - 1)])) == 1
+        counts = _split_spied(monkeypatch)
+        run_against_tf("AdamOptimizer", impl, {}, {**plan, "groups": True})
+        assert [SMALL_SPLIT, 7] in counts and [3] in counts, counts
+    else:
         run_against_tf("AdamOptimizer", impl, {}, plan)
 
 
