@@ -83,12 +83,13 @@ LAUNCHED: list[dict] = []
 
 @pytest.fixture(autouse=True, scope="module")
 def _interpreter():
+    global LAUNCHED
     saved = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1"
     # the interpreter's shortcuts (interpreter_shortcuts: the same numbers, fewer Python calls)
     with COMPILE_CHECK.recording() as launched, nested_calls_unpatched():
+        LAUNCHED = launched  # filled as the tests launch: the last test reads it
         yield
-    LAUNCHED[:] = launched
     if saved is None:
         del os.environ["TRITON_INTERPRET"]
     else:
@@ -804,11 +805,9 @@ def test_every_launch_compiles_for_the_gpu_without_fast_math():
     interpreter never runs Triton's compiler: without this, a kernel that passes every test
     here could still fail to build on a GPU. Run alone, it launches one small step of each
     optimizer first."""
-    if len(LAUNCHED) < len(BASE):
-        with COMPILE_CHECK.recording() as launched:
-            for info in BASE.values():
-                run(info, {}, "triton", CPU, shapes=[(3,)], steps=1)
-        LAUNCHED.extend(launched)
+    if len(LAUNCHED) < len(BASE):  # recorded by the module's fixture
+        for info in BASE.values():
+            run(info, {}, "triton", CPU, shapes=[(3,)], steps=1)
     kernels = {(spec["module"], spec["kernel"]) for spec in LAUNCHED}
     assert len(kernels) >= len({info.name for info in BASE.values()}) // 2
     result, _ = COMPILE_CHECK.compile_in_subprocess(LAUNCHED, targets="90")
