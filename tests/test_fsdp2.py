@@ -65,31 +65,31 @@ def _train(model, opt, rank: int | None, tf_style: bool = False) -> None:
             opt.zero_grad()
 
 
-def _rank(rank: int, port: int, out: str) -> None:
+def _optimizers(rank: int, out: str) -> None:
+    """Every optimizer under FSDP2 and DDP, and TF-style registration: ``out/rank0.pt``."""
     from torch.nn.parallel import DistributedDataParallel
 
-    with rank_group(rank, 2, port):
-        results = {}
-        for name in NAMES:
-            for mode in ("fsdp2", "ddp"):
-                model = _model()
-                wrapped = _sharded(model) if mode == "fsdp2" else DistributedDataParallel(model)
-                opt = _optimizer(name, model.parameters())
-                _train(wrapped, opt, rank)
-                params = [p.full_tensor() if hasattr(p, "full_tensor") else p
-                          for p in model.parameters()]
-                results[(name, mode)] = [p.detach().clone() for p in params]
-                if name == "AdamOptimizer" and mode == "fsdp2":
-                    plan = opt._step_plan
-                    results["adam-fsdp2-implementations"] = [b.implementation
-                                                             for b in plan.buckets]
-        model = _sharded(_model())
-        opt = trainop.AdamOptimizer(0.05)  # TF style: variables registered on first apply
-        _train(model, opt, rank, tf_style=True)
-        results[("tf-style", "fsdp2")] = [p.full_tensor().detach().clone()
-                                          for p in model.parameters()]
-        if rank == 0:
-            torch.save(results, out)
+    results = {}
+    for name in NAMES:
+        for mode in ("fsdp2", "ddp"):
+            model = _model()
+            wrapped = _sharded(model) if mode == "fsdp2" else DistributedDataParallel(model)
+            opt = _optimizer(name, model.parameters())
+            _train(wrapped, opt, rank)
+            params = [p.full_tensor() if hasattr(p, "full_tensor") else p
+                      for p in model.parameters()]
+            results[(name, mode)] = [p.detach().clone() for p in params]
+            if name == "AdamOptimizer" and mode == "fsdp2":
+                plan = opt._step_plan
+                results["adam-fsdp2-implementations"] = [b.implementation
+                                                         for b in plan.buckets]
+    model = _sharded(_model())
+    opt = trainop.AdamOptimizer(0.05)  # TF style: variables registered on first apply
+    _train(model, opt, rank, tf_style=True)
+    results[("tf-style", "fsdp2")] = [p.full_tensor().detach().clone()
+                                      for p in model.parameters()]
+    if rank == 0:
+        torch.save(results, os.path.join(out, "rank0.pt"))
 
 
 class _WithExtra(torch.nn.Module):
@@ -156,25 +156,25 @@ def _train_pipeline(model, pipe, rank: int | None,
 KINDS = ("clip", "larc", "logmax")
 
 
-def _pipeline_rank(rank: int, port: int, out: str) -> None:
-    """Each kind in turn in one 2-rank group (its own model, pipeline and counts; the models
-    seed themselves): ``out/KIND.pt``."""
-    with rank_group(rank, 2, port):
-        for kind in KINDS:
-            model = _WithExtra()
-            _sharded(model, [*model.body, model.extra])
-            pipe = _pipeline(model.parameters(), kind)
-            per_step: list[int] = []
-            results = _train_pipeline(model, pipe, rank, per_step)
-            full = [p.full_tensor().detach().clone() for p in model.parameters()]
-            if rank == 0:
-                torch.save({"results": results, "params": full, "all_reduces": per_step},
-                           os.path.join(out, f"{kind}.pt"))
+def _pipelines(rank: int, out: str) -> None:
+    """Each kind in turn (its own model, pipeline and counts; the models seed themselves):
+    ``out/KIND.pt``."""
+    for kind in KINDS:
+        model = _WithExtra()
+        _sharded(model, [*model.body, model.extra])
+        pipe = _pipeline(model.parameters(), kind)
+        per_step: list[int] = []
+        results = _train_pipeline(model, pipe, rank, per_step)
+        full = [p.full_tensor().detach().clone() for p in model.parameters()]
+        if rank == 0:
+            torch.save({"results": results, "params": full, "all_reduces": per_step},
+                       os.path.join(out, f"{kind}.pt"))
 
 
-def _checkpoint_rank(rank: int, port: int, out: str, world: int = 2) -> None:
+def _checkpoints(rank: int, out: str, world: int = 2) -> None:
     """Save (world size 2) after 2 steps, or load (world size 1) and take the next 2, with
-    torch.distributed.checkpoint's optimizer state-dict helpers, for every optimizer."""
+    torch.distributed.checkpoint's optimizer state-dict helpers, for every optimizer: the
+    checkpoints ``out/NAME``, the resumed parameters ``out/resumed.pt``."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import (
         get_model_state_dict,
@@ -183,44 +183,62 @@ def _checkpoint_rank(rank: int, port: int, out: str, world: int = 2) -> None:
         set_optimizer_state_dict,
     )
 
-    with rank_group(rank, world, port):
-        resumed = {}
-        for name in NAMES:
-            model = _sharded(_model())
-            opt = _optimizer(name, model.parameters())
-            where = os.path.join(out, name)
-            n = 6 // world
-            steps = range(2) if world == 2 else range(2, STEPS)
-            if world == 1:
-                opt.create_slots()  # (else DCP's lr = 0 step makes them, changing nothing)
-                sd = {"model": get_model_state_dict(model),
-                      "optim": get_optimizer_state_dict(model, opt)}
-                dcp.load(sd, checkpoint_id=where)
-                set_model_state_dict(model, sd["model"])
-                set_optimizer_state_dict(model, opt, optim_state_dict=sd["optim"])
-            for k in steps:
-                x, y = _batch(k)
-                torch.nn.functional.mse_loss(model(x[rank * n:(rank + 1) * n]),
-                                             y[rank * n:(rank + 1) * n]).backward()
-                opt.step()
-                opt.zero_grad()
-            if world == 2:
-                dcp.save({"model": get_model_state_dict(model),
-                          "optim": get_optimizer_state_dict(model, opt)}, checkpoint_id=where)
-            else:
-                resumed[name] = [p.full_tensor().detach().clone() for p in model.parameters()]
+    resumed = {}
+    for name in NAMES:
+        model = _sharded(_model())
+        opt = _optimizer(name, model.parameters())
+        where = os.path.join(out, name)
+        n = 6 // world
+        steps = range(2) if world == 2 else range(2, STEPS)
         if world == 1:
-            torch.save(resumed, os.path.join(out, "resumed.pt"))
+            opt.create_slots()  # (else DCP's lr = 0 step makes them, changing nothing)
+            sd = {"model": get_model_state_dict(model),
+                  "optim": get_optimizer_state_dict(model, opt)}
+            dcp.load(sd, checkpoint_id=where)
+            set_model_state_dict(model, sd["model"])
+            set_optimizer_state_dict(model, opt, optim_state_dict=sd["optim"])
+        for k in steps:
+            x, y = _batch(k)
+            torch.nn.functional.mse_loss(model(x[rank * n:(rank + 1) * n]),
+                                         y[rank * n:(rank + 1) * n]).backward()
+            opt.step()
+            opt.zero_grad()
+        if world == 2:
+            dcp.save({"model": get_model_state_dict(model),
+                      "optim": get_optimizer_state_dict(model, opt)}, checkpoint_id=where)
+        else:
+            resumed[name] = [p.full_tensor().detach().clone() for p in model.parameters()]
+    if world == 1:
+        torch.save(resumed, os.path.join(out, "resumed.pt"))
 
 
 def _resume_at_world_size_one(rank: int, port: int, out: str) -> None:
-    _checkpoint_rank(rank, port, out, world=1)
+    with rank_group(rank, 1, port):
+        _checkpoints(rank, out, world=1)
 
 
-def test_a_sharded_checkpoint_at_world_size_2_resumes_at_world_size_1(tmp_path):
-    _spawn(_checkpoint_rank, str(tmp_path))
-    _spawn(_resume_at_world_size_one, str(tmp_path), world=1)
-    resumed = torch.load(tmp_path / "resumed.pt", weights_only=False)
+def _rank(rank: int, port: int, out: str) -> None:
+    """Every check of this file at world size 2 in one 2-rank group (each start of a rank and
+    each group cost seconds): each scenario builds its own models and optimizers, so none sees
+    another's state; the group's collectives are all they share."""
+    with rank_group(rank, 2, port):
+        _optimizers(rank, out)
+        _pipelines(rank, out)
+        _checkpoints(rank, out)
+        _ddp_no_sync(rank, out)
+
+
+@pytest.fixture(scope="module")
+def world2(tmp_path_factory) -> str:
+    """The folder of ``_rank``'s results (its one spawn, for the whole file)."""
+    out = str(tmp_path_factory.mktemp("fsdp2"))
+    _spawn(_rank, out)
+    return out
+
+
+def test_a_sharded_checkpoint_at_world_size_2_resumes_at_world_size_1(world2):
+    _spawn(_resume_at_world_size_one, world2, world=1)
+    resumed = torch.load(os.path.join(world2, "resumed.pt"), weights_only=False)
     for name in NAMES:
         model = _model()
         _train(model, _optimizer(name, model.parameters()), None)
@@ -233,10 +251,9 @@ def _spawn(target, out: str, world: int = 2) -> None:
 
 
 @pytest.fixture(scope="module")
-def pipelines(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("fsdp2_pipelines")
-    _spawn(_pipeline_rank, str(out))
-    return {kind: torch.load(out / f"{kind}.pt", weights_only=False) for kind in KINDS}
+def pipelines(world2) -> dict:
+    return {kind: torch.load(os.path.join(world2, f"{kind}.pt"), weights_only=False)
+            for kind in KINDS}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -260,10 +277,8 @@ def test_pipeline_statistics_are_whole_tensor_in_one_all_reduce_per_step(pipelin
 
 
 @pytest.fixture(scope="module")
-def distributed(tmp_path_factory) -> dict:
-    out = str(tmp_path_factory.mktemp("fsdp2") / "rank0.pt")
-    _spawn(_rank, out)
-    return torch.load(out, weights_only=False)
+def distributed(world2) -> dict:
+    return torch.load(os.path.join(world2, "rank0.pt"), weights_only=False)
 
 
 @pytest.mark.parametrize("mode", ["fsdp2", "ddp"])
@@ -316,28 +331,28 @@ def _accumulate(model, pipe, rank: int | None, ddp=None) -> None:
             pipe.zero_grad()
 
 
-def _ddp_no_sync_rank(rank: int, port: int, out: str) -> None:
+def _ddp_no_sync(rank: int, out: str) -> None:
+    """DDP's accumulation with ``no_sync``: ``out/ddp.pt``."""
     from torch.nn.parallel import DistributedDataParallel
 
     from trainop.processing import ClipByGlobalNorm, GradientPipeline
 
-    with rank_group(rank, 2, port):
-        model = _model()
-        ddp = DistributedDataParallel(model)
-        pipe = GradientPipeline(trainop.AdamOptimizer(0.05, params=model.parameters()),
-                                [ClipByGlobalNorm(0.1)])
-        _accumulate(model, pipe, rank, ddp)
-        if rank == 0:
-            torch.save([p.detach().clone() for p in model.parameters()], out)
+    model = _model()
+    ddp = DistributedDataParallel(model)
+    pipe = GradientPipeline(trainop.AdamOptimizer(0.05, params=model.parameters()),
+                            [ClipByGlobalNorm(0.1)])
+    _accumulate(model, pipe, rank, ddp)
+    if rank == 0:
+        torch.save([p.detach().clone() for p in model.parameters()],
+                   os.path.join(out, "ddp.pt"))
 
 
-def test_ddp_accumulation_with_no_sync_equals_one_process(tmp_path):
-    out = str(tmp_path / "ddp.pt")
-    _spawn(_ddp_no_sync_rank, out)
+def test_ddp_accumulation_with_no_sync_equals_one_process(world2):
     model = _model()
     from trainop.processing import ClipByGlobalNorm, GradientPipeline
 
     _accumulate(model, GradientPipeline(trainop.AdamOptimizer(0.05, params=model.parameters()),
                                         [ClipByGlobalNorm(0.1)]), None)
-    for got, want in zip(torch.load(out, weights_only=True), model.parameters(), strict=True):
+    for got, want in zip(torch.load(os.path.join(world2, "ddp.pt"), weights_only=True),
+                         model.parameters(), strict=True):
         torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)

@@ -1,13 +1,12 @@
 """optimize_loss across processes and restarts: on_horovod=True over 2 gloo ranks equals one
 process on the whole batch; a run saved at any micro-step resumes bit-identically in a fresh
-interpreter."""
+process (one of ``spawn_ranks``' processes: forked from its fork server, a fresh interpreter
+that imported torch and trainop and ran nothing else; nothing of the saving process)."""
 
 from __future__ import annotations
 
 import os
 import random
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -16,32 +15,43 @@ import training_scenarios as S
 import trainop
 from trainop.bench._ranks import rank_group, spawn_ranks
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
+FRONTS = [("optimize_loss", 1), ("optimize_loss", 3), ("updater", 2)]
+STEPS = 7
 
 
-def _rank(rank: int, port: int, world: int, iter_size: int, steps: int, out: str,
-          front: str = "optimize_loss") -> None:
+def _rank(rank: int, port: int, out: str) -> None:
+    """Each case of ``FRONTS`` in turn in one 2-rank group (each its own model and training
+    op; the group is all they share): ``out/FRONT-ITER_SIZE.pt``."""
+    world = 2
     with rank_group(rank, world, port):
-        net = S.model()
-        if front == "updater":
-            updater = trainop.Updater({**S.UPDATER_CONFIG, "use_horovod": True}, net)
-            S.run_updater(net, updater, 0, steps, rank=rank, world=world)
-        else:
-            op = S.build(net, mode="float32", iter_size=iter_size, on_horovod=True)
-            S.run(net, op, 0, steps, rank=rank, world=world)
-        if rank == 0:
-            torch.save({n: p.detach().clone() for n, p in net.named_parameters()}, out)
+        for front, iter_size in FRONTS:
+            net = S.model()
+            if front == "updater":
+                updater = trainop.Updater({**S.UPDATER_CONFIG, "use_horovod": True}, net)
+                S.run_updater(net, updater, 0, STEPS, rank=rank, world=world)
+            else:
+                op = S.build(net, mode="float32", iter_size=iter_size, on_horovod=True)
+                S.run(net, op, 0, STEPS, rank=rank, world=world)
+            if rank == 0:
+                torch.save({n: p.detach().clone() for n, p in net.named_parameters()},
+                           os.path.join(out, f"{front}-{iter_size}.pt"))
 
 
-@pytest.mark.parametrize("front,iter_size", [("optimize_loss", 1), ("optimize_loss", 3),
-                                             ("updater", 2)])
-def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(tmp_path, front, iter_size):
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory) -> str:
+    """The folder of ``_rank``'s results (one spawn for every case)."""
+    out = str(tmp_path_factory.mktemp("gloo"))
+    assert spawn_ranks(_rank, (out,), timeout_s=240) == [0, 0]
+    return out
+
+
+@pytest.mark.parametrize("front,iter_size", FRONTS)
+def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(two_ranks, front, iter_size):
     """optimize_loss(on_horovod=True) and the Updater (use_horovod, accumulation) over 2 gloo
     ranks, each on half of every batch, equal one process on the whole batch."""
-    steps = 7
-    out = str(tmp_path / "rank0.pt")
-    assert spawn_ranks(_rank, (2, iter_size, steps, out, front), timeout_s=120) == [0, 0]
-    distributed = torch.load(out, weights_only=True)
+    steps = STEPS
+    distributed = torch.load(os.path.join(two_ranks, f"{front}-{iter_size}.pt"),
+                             weights_only=True)
     net = S.model()
     if front == "updater":
         S.run_updater(net, trainop.Updater(S.UPDATER_CONFIG, net), 0, steps)
@@ -54,20 +64,17 @@ def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(tmp_path, front, it
         assert not torch.equal(p.detach(), S.model().state_dict()[n])  # it trained
 
 
-_RESUME = """
-import sys, torch
-sys.path.insert(0, {tests!r})
-import training_scenarios as S
-mode, iter_size, start, stop, ckpt, out = {args!r}
-net = S.model(torch.bfloat16 if mode == "mixed" else torch.float32)
-op = S.build(net, mode=mode, iter_size=iter_size)
-state = torch.load(ckpt, weights_only=True)
-net.load_state_dict(state["model"])
-op.load_state_dict(state["train_op"])
-S.run(net, op, start, stop)
-torch.save({{"params": {{n: p.detach().clone() for n, p in net.named_parameters()}},
-            "global_step": op.global_step.clone(), "train_op": op.state_dict()}}, out)
-"""
+def _resume(rank: int, port: int, mode: str, iter_size: int, start: int, stop: int,
+            ckpt: str, out: str) -> None:
+    """The run of ``ckpt`` resumed at micro-step ``start`` up to ``stop``: ``out``."""
+    net = S.model(torch.bfloat16 if mode == "mixed" else torch.float32)
+    op = S.build(net, mode=mode, iter_size=iter_size)
+    state = torch.load(ckpt, weights_only=True)
+    net.load_state_dict(state["model"])
+    op.load_state_dict(state["train_op"])
+    S.run(net, op, start, stop)
+    torch.save({"params": {n: p.detach().clone() for n, p in net.named_parameters()},
+                "global_step": op.global_step.clone(), "train_op": op.state_dict()}, out)
 
 
 @pytest.mark.parametrize("mode,iter_size", [("float32", 3), ("mixed", 3), ("mixed", 1)])
@@ -84,10 +91,8 @@ def test_resume_at_a_random_micro_step_in_a_fresh_process(tmp_path, mode, iter_s
     torch.save({"model": net.state_dict(), "train_op": op.state_dict()}, ckpt)
     S.run(net, op, start, stop)
     out = str(tmp_path / "resumed.pt")
-    code = _RESUME.format(tests=TESTS, args=(mode, iter_size, start, stop, ckpt, out))
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(trainop.__file__))}
-    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=300,
-                   capture_output=True)
+    assert spawn_ranks(_resume, (mode, iter_size, start, stop, ckpt, out), world=1,
+                       timeout_s=300) == [0]
     resumed = torch.load(out, weights_only=True)
     for n, p in net.named_parameters():
         assert torch.equal(resumed["params"][n], p.detach()), n
