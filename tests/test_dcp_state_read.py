@@ -114,3 +114,45 @@ def test_the_read_makes_the_state_a_step_would_make_and_nothing_else():
     for p, b in zip(net.parameters(), before, strict=True):
         expected = b if not p.requires_grad else b - 0.5 * b
         assert torch.equal(p.detach(), expected)
+
+
+def test_a_users_first_step_near_the_bottom_of_a_thread_is_an_update():
+    """Only torch's helper is taken for the initialisation, however few frames lie above the
+    step: a thread's first step (the stack ends a few frames up) of AdamW at ``lr = 0`` with
+    zero gradients is a TF step: the counter advances and the decay applies (TF's rule:
+    ``var -= weight_decay * var``)."""
+    import threading
+
+    import trainop
+
+    w = torch.nn.Parameter(torch.tensor([2.0, -4.0]))
+    w.grad = torch.zeros(2)
+    opt = trainop.AdamWOptimizer(0.25, 0.0, params=[w])
+    thread = threading.Thread(target=opt.step)
+    thread.start()
+    thread.join()
+    assert int(opt.param_groups[0]["non_slot"]["step"]) == 1
+    assert w.detach().tolist() == [1.5, -3.0]
+
+
+def test_a_tensor_learning_rate_is_read_as_torch_left_it():
+    """torch's helper sets a tensor ``lr`` to a new ``tensor(0.0)`` for its step and puts the
+    old one back: the read leaves the parameters and the counters as they were, the ``lr``
+    the very tensor given (a following step uses it: TF's Adam, first step, ``w -= lr``
+    times the gradient's sign, within float32)."""
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    import trainop
+
+    w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    net = torch.nn.Module()
+    net.w = w
+    lr = torch.tensor(0.5)
+    opt = trainop.AdamOptimizer(lr, params=[w])
+    get_optimizer_state_dict(net, opt)
+    assert opt.param_groups[0]["lr"] is lr
+    assert w.detach().tolist() == [1.0, 2.0] and w.grad is None
+    assert int(opt.param_groups[0]["non_slot"]["step"]) == 0
+    w.grad = torch.tensor([3.0, -1.0])
+    opt.step()
+    assert torch.allclose(w.detach(), torch.tensor([0.5, 2.5]), rtol=0, atol=1e-6)

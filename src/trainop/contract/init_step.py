@@ -12,19 +12,19 @@ every parameter. Reading a state dict would change the model.
 
 ``Optimizer.step`` therefore takes that exact situation for what it is and creates what the step
 would have created (the slots of the parameters with a gradient, every group's non-slot
-variables, as ``create_slots`` makes them) without an update:
+variables, as ``create_slots`` makes them) without an update, when:
 
-- no argument (no ``closure``, ``grad_multiplier`` or ``found_inf``);
+- the step has no argument (no ``closure``, ``grad_multiplier`` or ``found_inf``);
 - the state is empty (torch steps only then);
 - the step is called by torch's ``_init_optim_state`` (``torch.distributed.checkpoint.
-  state_dict``), found among the few frames above the step (torch's step hooks wrap it); a step
-  of the user's own is never taken for it, and no tensor value is read on the host for one;
-- every group has an ``lr`` of 0 (a number or a one-element tensor);
-- at least one parameter has a gradient, and every gradient is dense and all zeros (on the
-  local shard for a DTensor: each rank reads its own, without communication).
+  state_dict``), found among the few frames above the step (torch's step hooks wrap it).
 
-A user's own first ``step()`` with every learning rate 0 is a TF step as any other: its
-counters advance and contrib's decoupled decay applies.
+What torch does before that step (zero gradients, every ``lr`` 0) is not checked again: it
+needs no host read of a gradient or a tensor ``lr`` (a device sync each on a GPU), and whatever
+torch's helper sets, its step is there to make the state, never to update the model.
+
+A user's own first ``step()``, even with every learning rate 0 and every gradient zero, is a
+TF step as any other: its counters advance and contrib's decoupled decay applies.
 """
 
 from __future__ import annotations
@@ -32,19 +32,17 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import torch
-
 __all__ = ["is_state_init_step"]
 
 #: The function of torch that makes an optimizer's state by a step with every lr 0, its module.
 _INIT = ("_init_optim_state", "torch.distributed.checkpoint.state_dict")
-#: How many frames above ``is_state_init_step`` to look for it (the step, torch's step hooks'
-#: wrappers, the profiler's): a handful.
-_DEPTH = 8
+#: How many frames, from ``_called_by_torchs_init``'s own, to look for it (this one,
+#: ``is_state_init_step``, the step, torch's step hooks' wrappers, the profiler's): a handful.
+_DEPTH = 10
 
 
 def _called_by_torchs_init() -> bool:
-    frame = sys._getframe(2)  # 0: here, 1: is_state_init_step, 2: the step
+    frame = sys._getframe()
     for _ in range(_DEPTH):
         if frame is None:
             return False
@@ -54,30 +52,7 @@ def _called_by_torchs_init() -> bool:
     return False
 
 
-def _zero_lr(lr: Any) -> bool:
-    if isinstance(lr, torch.Tensor):
-        return lr.numel() == 1 and not lr.is_complex() and bool(lr.detach().cpu() == 0)
-    return isinstance(lr, int | float) and not isinstance(lr, bool) and lr == 0
-
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if hasattr(t, "to_local") else t
-
-
 def is_state_init_step(opt: Any) -> bool:
     """Whether ``opt.step()`` (without arguments) is torch's state-initialising step (see the
-    module docstring). Reads only; the gradients are read only when the cheap conditions hold."""
-    if opt.state or not opt.param_groups or not _called_by_torchs_init():
-        return False
-    if not all("lr" in g and _zero_lr(g["lr"]) for g in opt.param_groups):
-        return False
-    grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
-    if not grads:
-        return False
-    for grad in grads:
-        local = _local(grad)
-        if not isinstance(local, torch.Tensor) or local.layout != torch.strided:
-            return False
-        if bool(torch.count_nonzero(local.detach()) != 0):
-            return False
-    return True
+    module docstring): the state is empty and torch's helper called the step. Reads no tensor."""
+    return not opt.state and _called_by_torchs_init()
