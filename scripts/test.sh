@@ -5,6 +5,10 @@
 # once here; otherwise (no root, no apt-get, TRAINOP_NO_APT=1) the test is skipped, saying why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Bytecode caches on, whatever the environment says (PYTHONDONTWRITEBYTECODE=1 on the build
+# machine): without them every worker rewrites every test module's asserts again (pytest's
+# cache is a .pyc) and every process the tests start compiles trainop's modules from source.
+unset PYTHONDONTWRITEBYTECODE
 bash scripts/setup.sh
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] \
     && command -v apt-get >/dev/null 2>&1 && [ -z "${TRAINOP_NO_APT:-}" ]; then

@@ -56,6 +56,7 @@ def test_a_bound_exceeded_in_an_if_test_is_an_error_not_unresolved_code():
         evaluate_python_config(f"if [0] * {MAX_WEIGHT + 5}:\n    x = 1\n", "c.config")
 
 
+@pytest.mark.no_cover  # a list of MAX_WEIGHT elements weighed: its lines are covered elsewhere
 def test_the_bounds_admit_their_own_edges():
     # MAX_INT_BITS bits exactly: 2 ** (MAX_INT_BITS - 1) has MAX_INT_BITS bits
     v = evaluate_python_config(f"y = 2 ** {MAX_INT_BITS - 1}", "c.config").values["y"]
