@@ -118,19 +118,27 @@ def test_the_read_makes_the_state_a_step_would_make_and_nothing_else():
 
 def test_a_users_first_step_near_the_bottom_of_a_thread_is_an_update():
     """Only torch's helper is taken for the initialisation, however few frames lie above the
-    step: a thread's first step (the stack ends a few frames up) of AdamW at ``lr = 0`` with
-    zero gradients is a TF step: the counter advances and the decay applies (TF's rule:
-    ``var -= weight_decay * var``)."""
-    import threading
+    step: a bare thread's first step (``_thread``: the stack ends right above the step) of
+    AdamW at ``lr = 0`` with zero gradients is a TF step: the counter advances and the decay
+    applies (TF's rule: ``var -= weight_decay * var``)."""
+    import _thread
 
     import trainop
 
     w = torch.nn.Parameter(torch.tensor([2.0, -4.0]))
     w.grad = torch.zeros(2)
     opt = trainop.AdamWOptimizer(0.25, 0.0, params=[w])
-    thread = threading.Thread(target=opt.step)
-    thread.start()
-    thread.join()
+    done = _thread.allocate_lock()
+    done.acquire()
+
+    def step():
+        try:
+            opt.step()
+        finally:
+            done.release()
+
+    _thread.start_new_thread(step, ())
+    assert done.acquire(timeout=120)
     assert int(opt.param_groups[0]["non_slot"]["step"]) == 1
     assert w.detach().tolist() == [1.5, -3.0]
 
