@@ -29,7 +29,9 @@ TF step as any other: its counters advance and contrib's decoupled decay applies
 
 from __future__ import annotations
 
+import itertools
 import sys
+import traceback
 from typing import Any
 
 __all__ = ["is_state_init_step"]
@@ -42,14 +44,8 @@ _DEPTH = 10
 
 
 def _called_by_torchs_init() -> bool:
-    frame = sys._getframe()
-    for _ in range(_DEPTH):
-        if frame is None:
-            return False
-        if (frame.f_code.co_name, frame.f_globals.get("__name__")) == _INIT:
-            return True
-        frame = frame.f_back
-    return False
+    frames = itertools.islice(traceback.walk_stack(sys._getframe()), _DEPTH)
+    return any((f.f_code.co_name, f.f_globals.get("__name__")) == _INIT for f, _ in frames)
 
 
 def is_state_init_step(opt: Any) -> bool:
