@@ -17,7 +17,8 @@ variables, as ``create_slots`` makes them) without an update, when:
 - the step has no argument (no ``closure``, ``grad_multiplier`` or ``found_inf``);
 - the state is empty (torch steps only then);
 - the step is called by torch's ``_init_optim_state`` (``torch.distributed.checkpoint.
-  state_dict``), found among the few frames above the step (torch's step hooks wrap it).
+  state_dict``), found among the frames above the step (torch's step hooks and a wrapping
+  optimizer's step may lie between).
 
 What torch does before that step (zero gradients, every ``lr`` 0) is not checked again: it
 needs no host read of a gradient or a tensor ``lr`` (a device sync each on a GPU), and whatever
@@ -29,8 +30,6 @@ TF step as any other: its counters advance and contrib's decoupled decay applies
 
 from __future__ import annotations
 
-import itertools
-import sys
 import traceback
 from typing import Any
 
@@ -38,14 +37,14 @@ __all__ = ["is_state_init_step"]
 
 #: The function of torch that makes an optimizer's state by a step with every lr 0, its module.
 _INIT = ("_init_optim_state", "torch.distributed.checkpoint.state_dict")
-#: How many frames, from ``_called_by_torchs_init``'s own, to look for it (this one,
-#: ``is_state_init_step``, the step, torch's step hooks' wrappers, the profiler's): a handful.
-_DEPTH = 10
 
 
 def _called_by_torchs_init() -> bool:
-    frames = itertools.islice(traceback.walk_stack(sys._getframe()), _DEPTH)
-    return any((f.f_code.co_name, f.f_globals.get("__name__")) == _INIT for f, _ in frames)
+    """Whether torch's helper is among the frames above: anywhere, so that a wrapper's step
+    calling this one (ZeRO's, timm's ``Lookahead``) is recognised too. Walked only while the
+    state is empty (a step gives every parameter it updates a state: in practice once)."""
+    return any((f.f_code.co_name, f.f_globals.get("__name__")) == _INIT
+               for f, _ in traceback.walk_stack(None))
 
 
 def is_state_init_step(opt: Any) -> bool:
