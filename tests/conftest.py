@@ -6,6 +6,7 @@ from layer_coverage import (
     collected_traced_in_layers,
     collected_untraced,
     layer_test_files,
+    one_tracer,
     traced_only_in_layers,
     untraced_imports,
     untraced_triton_interpreter,
@@ -144,3 +145,9 @@ def pytest_make_collect_report(collector):
     """With --cov, the layers' own test modules collected traced (tests/layer_coverage.py)."""
     with collected_traced_in_layers(collector, _LAYER_FILES):
         yield
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    """With --cov, one tracer per process (tests/layer_coverage.py's ``one_tracer``)."""
+    one_tracer(session.config)

@@ -75,6 +75,23 @@ def traced_only_in_layers(item, files: frozenset[str]):
         yield
 
 
+def one_tracer(config) -> None:
+    """Leave the controller's tracer the only one. Under pytest-xdist pytest-cov starts a
+    ``Coverage`` in each worker when it loads (as for the controlling process) and the worker's
+    own at session start; coverage stacks their collectors, so stopping the worker's (to pause
+    it around a test outside the layers) resumed the first one underneath: every test was
+    traced, and what that one traced was never reported."""
+    cov = _coverage(config)
+    if cov is None:
+        return
+    import coverage
+
+    cov.stop()
+    while (other := coverage.Coverage.current()) is not None:
+        other.stop()
+    cov.start()
+
+
 def measured_modules(include: list[str]) -> list[str]:
     """The modules of coverage's ``include`` patterns (pyproject.toml's ``[tool.coverage.run]``:
     ``*/trainop/a/b.py`` -> ``trainop.a.b``; a package's ``__init__.py`` -> the package)."""
