@@ -34,13 +34,10 @@ def _config(tmp_path, key=None, value=None):
     return path
 
 
-@pytest.mark.parametrize("value", TOO_LARGE, ids=["2**63", "2**63+1", "10**30", "2**100"])
-@pytest.mark.parametrize("key", COUNTS)
-@pytest.mark.parametrize("source", ["file", "set"])
-def test_counts_beyond_int64_are_refused_by_both(tmp_path, capsys, key, value, source):
-    path = _config(tmp_path, key, value) if source == "file" else _config(tmp_path)
-    given = ["--set", f"{key}={value}"] if source == "set" else []
-    wanted = f"Expected `{key}` in [1, 2**63 - 1], got {value}\n"
+def _both_refuse(tmp_path, capsys, path, given, wanted):
+    """``check-config`` and ``train`` both refuse ``path`` with ``given`` (``--set`` items):
+    exit 1, nothing on stdout, one line on stderr naming the recipe and ending in ``wanted``,
+    no run folder written."""
     for command in ("check-config", "train"):
         extra = ["--out", str(tmp_path / "run"), "--steps", "1", "--no-progress"] \
             if command == "train" else []
@@ -49,6 +46,16 @@ def test_counts_beyond_int64_are_refused_by_both(tmp_path, capsys, key, value, s
         assert err.startswith(f"trainop {command}: invalid recipe {path}: ")
         assert err.endswith(wanted) and err.count("\n") == 1, (command, err)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("value", TOO_LARGE, ids=["2**63", "2**63+1", "10**30", "2**100"])
+@pytest.mark.parametrize("key", COUNTS)
+@pytest.mark.parametrize("source", ["file", "set"])
+def test_counts_beyond_int64_are_refused_by_both(tmp_path, capsys, key, value, source):
+    path = _config(tmp_path, key, value) if source == "file" else _config(tmp_path)
+    given = ["--set", f"{key}={value}"] if source == "set" else []
+    _both_refuse(tmp_path, capsys, path, given,
+                 f"Expected `{key}` in [1, 2**63 - 1], got {value}\n")
 
 
 @pytest.mark.parametrize("key", COUNTS)
@@ -82,17 +89,9 @@ OS2S_SCALARS = ["loss_scaling", "max_grad_norm", "dtype", "freeze_variables_rege
 def test_a_dotted_set_of_an_option_that_is_not_a_dict(tmp_path, capsys, file, key, sub):
     (tmp_path / "r.config").write_text(RETURNN)
     _config(tmp_path)
-    path = tmp_path / file
-    for command in ("check-config", "train"):
-        extra = ["--out", str(tmp_path / "run"), "--steps", "1", "--no-progress"] \
-            if command == "train" else []
-        status, out, err = _run(capsys, command, str(path), "--set", f"{key}.{sub}=1", *extra)
-        assert (status, out) == (1, ""), (command, err)
-        assert err.startswith(f"trainop {command}: invalid recipe {path}: ")
-        assert err.endswith(f"Expected `{key}` to be a dict to override '{key}.{sub}', got an "
-                            f"option that is not a dict (unset here); set it whole: "
-                            f"{key}=VALUE\n"), (command, err)
-    assert not (tmp_path / "run").exists()
+    _both_refuse(tmp_path, capsys, tmp_path / file, ["--set", f"{key}.{sub}=1"],
+                 f"Expected `{key}` to be a dict to override '{key}.{sub}', got an option that "
+                 f"is not a dict (unset here); set it whole: {key}=VALUE\n")
 
 
 # options the file sets to a value that is not a dict: the refusal names the value it found
@@ -106,16 +105,8 @@ SET_SCALARS = [("r.config", "learning_rate", "0.01 (float)"),
 def test_a_dotted_set_of_an_option_set_to_a_non_dict(tmp_path, capsys, file, key, shown):
     (tmp_path / "r.config").write_text(RETURNN)
     _config(tmp_path)
-    path = tmp_path / file
-    for command in ("check-config", "train"):
-        extra = ["--out", str(tmp_path / "run"), "--steps", "1", "--no-progress"] \
-            if command == "train" else []
-        status, out, err = _run(capsys, command, str(path), "--set", f"{key}.x=1", *extra)
-        assert (status, out) == (1, ""), (command, err)
-        assert err.startswith(f"trainop {command}: invalid recipe {path}: ")
-        assert err.endswith(f"Expected `{key}` to be a dict to override '{key}.x', got "
-                            f"{shown}\n") and err.count("\n") == 1, (command, err)
-    assert not (tmp_path / "run").exists()
+    _both_refuse(tmp_path, capsys, tmp_path / file, ["--set", f"{key}.x=1"],
+                 f"Expected `{key}` to be a dict to override '{key}.x', got {shown}\n")
 
 
 @pytest.mark.parametrize(("file", "setting", "shown"), [
