@@ -54,6 +54,21 @@ def _everything(model, opt):
     return out
 
 
+def _next_step(model, zero) -> tuple[str | None, bool]:
+    """One more training step (step 3): the ``ValueError``'s message or None, and whether the
+    parameters, slots and counters are all as they were (a refused step writes nothing)."""
+    before = _everything(model, zero.optim)
+    try:
+        _train(model, zero, range(3, 4))
+        error = None
+    except ValueError as exc:
+        error = str(exc)
+    after = _everything(model, zero.optim)
+    unchanged = len(before) == len(after) and all(
+        torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    return error, unchanged
+
+
 def _rank(rank: int, port: int, tmp: str) -> None:
     import torch.distributed as dist
     from torch.distributed.optim import ZeroRedundancyOptimizer
@@ -87,15 +102,7 @@ def _rank(rank: int, port: int, tmp: str) -> None:
                                                 **kwargs)
                 _train(resumed, zero2, range(first))
                 zero2.load_state_dict(bare)
-                before = _everything(resumed, zero2.optim)
-                try:
-                    _train(resumed, zero2, range(3, 4))
-                    got = None
-                except ValueError as exc:
-                    got = str(exc)
-                after = _everything(resumed, zero2.optim)
-                unchanged = len(before) == len(after) and all(
-                    torch.equal(a, b) for a, b in zip(before, after, strict=True))
+                got, unchanged = _next_step(resumed, zero2)
                 results[(name, first, stripped)] = (wanted, got, unchanged)
         torch.save(results, os.path.join(tmp, f"rank{rank}.pt"))
 

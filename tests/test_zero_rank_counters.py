@@ -14,7 +14,7 @@ import os
 
 import torch
 from optimizer_kwargs import kwargs_for
-from test_zero_counters import _everything, _model, _train
+from test_zero_counters import _model, _next_step, _train
 
 from trainop import OPTIMIZER_CLASSES
 from trainop.bench._ranks import rank_group, spawn_ranks
@@ -55,15 +55,7 @@ def _rank(rank: int, port: int, tmp: str) -> None:
                 resumed = _model()
                 zero2 = _zero(name, resumed)
                 zero2.load_state_dict(torch.load(path, weights_only=True))
-                before = _everything(resumed, zero2.optim)
-                try:
-                    _train(resumed, zero2, range(3, 4))
-                    error = None
-                except ValueError as exc:
-                    error = str(exc)
-                after = _everything(resumed, zero2.optim)
-                unchanged = all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
-                results[(name, case)] = (error, unchanged)
+                results[(name, case)] = _next_step(resumed, zero2)
     torch.save(results, os.path.join(tmp, f"rank{rank}.pt"))
 
 
