@@ -6,8 +6,8 @@ parameters with its own copy, so copies that disagree (ranks that loaded differe
 checkpoints, or a file edited for one rank) would make a model whose shards took different
 steps, silently. A load therefore compares them over the process group, in one ``all_gather``
 of a fixed-size int64 vector per rank: a flag (this rank's own checks passed) and every group's
-counters, bit for bit (``step`` as it is, a floating counter by its bits; a missing one as a
-marker). Every rank raises the same ``ValueError`` when a counter differs or another rank
+counters, bit for bit (each as its kind and value: an integer as it is, a float by its float64
+bits, or missing: ``-0.0`` and ``0.0`` differ, a NaN agrees with itself). Every rank raises the same ``ValueError`` when a counter differs or another rank
 refused its checkpoint, before anything changes; a rank that refused raises its own error.
 
 Where: ``load_state_dict`` of an optimizer of DTensor parameters (FSDP2, the load of
@@ -29,8 +29,9 @@ from trainop.kernels.shards import is_sharded
 
 __all__ = ["agree_across_ranks", "counter_names", "sharded_group"]
 
-_MISSING = -(2 ** 63)
-
+# each counter is two int64s: its kind and its value (an integer as it is, a float by its
+# float64 bits); a kind of its own marks a counter that is missing or not one real number
+_MISSING, _INTEGER, _FLOAT = 0, 1, 2
 
 def _dist() -> Any:
     """``torch.distributed`` when imported, available and initialised, else None."""
@@ -42,7 +43,7 @@ def _dist() -> Any:
 
 def counter_names(opt: Any) -> list[list[str]]:
     """Each group's counters by name: ``step`` and the algorithm's non-slot variables."""
-    return [["step", *sorted(opt._non_slot_names)] for _ in opt.param_groups]
+    return [["step", *opt._non_slot_names] for _ in opt.param_groups]
 
 
 def sharded_group(params: Sequence[torch.Tensor]) -> Any:
@@ -54,23 +55,24 @@ def sharded_group(params: Sequence[torch.Tensor]) -> Any:
     return None
 
 
-def _code(value: Any) -> int:
-    if not isinstance(value, torch.Tensor) or value.numel() != 1:
-        return _MISSING
-    t = value.detach().to("cpu").reshape(())
-    if t.is_floating_point():
-        return int(t.to(torch.float64).view(torch.int64))
-    return int(t) if not t.is_complex() else _MISSING
+def _code(value: Any) -> tuple[int, int]:
+    """One counter as (kind, int64 value)."""
+    if not isinstance(value, torch.Tensor) or value.numel() != 1 or value.is_complex():
+        return _MISSING, 0
+    if value.is_floating_point():
+        return _FLOAT, int(value.detach().to(torch.float64).view(torch.int64))
+    return _INTEGER, int(value)
 
 
 def _vector(names: Sequence[Sequence[str]], counters: Sequence[Any] | None) -> list[int]:
+    """A flag (this rank's checks passed) and each counter's kind and value, by ``names``."""
     if counters is None:
-        return [0] + [_MISSING] * sum(len(n) for n in names)
+        return [0] + [_MISSING, 0] * sum(len(n) for n in names)
     out = [1]
     for group_names, non_slot in zip(names, counters, strict=True):
         for name in group_names:
             found = isinstance(non_slot, Mapping) and name in non_slot
-            out.append(_code(non_slot[name]) if found else _MISSING)
+            out.extend(_code(non_slot[name]) if found else (_MISSING, 0))
     return out
 
 
@@ -103,21 +105,18 @@ def agree_across_ranks(names: Sequence[Sequence[str]], counters: Sequence[Any] |
     if refused:
         raise ValueError(f"Invalid optimizer checkpoint: rank(s) {refused} refused the state "
                          f"they were given (their error says why), so every rank refuses it")
-    for k, (g, name) in enumerate(flat, start=1):
-        values = [row[k] for row in rows]
+    for k, (g, name) in enumerate(flat):
+        values = [(row[1 + 2 * k], row[2 + 2 * k]) for row in rows]
         if len(set(values)) > 1:
             raise ValueError(
                 f"Invalid optimizer checkpoint, group {g}: Expected `{name}` to be the same on "
                 f"every rank (each rank updates its part of the parameters with its own copy), "
-                f"got {_shown(values, name)}")
+                f"got {_shown(values)}")
 
 
-def _shown(values: list[int], name: str) -> str:
-    """The ranks' values of one counter, readable (``step`` as it is, floats decoded)."""
-    if name == "step":
-        shown = [str(v) if v != _MISSING else "missing" for v in values]
-    else:
-        shown = ["missing" if v == _MISSING else
-                 repr(float(torch.tensor(v, dtype=torch.int64).view(torch.float64)))
-                 for v in values]
+def _shown(values: list[tuple[int, int]]) -> str:
+    """The ranks' values of one counter, readable (integers as they are, floats decoded)."""
+    shown = [repr(float(torch.tensor(v, dtype=torch.int64).view(torch.float64)))
+             if kind == _FLOAT else str(v) if kind == _INTEGER else "missing"
+             for kind, v in values]
     return ", ".join(f"rank {r}: {s}" for r, s in enumerate(shown))
