@@ -151,3 +151,16 @@ def pytest_make_collect_report(collector):
 def pytest_sessionstart(session):
     """With --cov, one tracer per process (tests/layer_coverage.py's ``one_tracer``)."""
     one_tracer(session.config)
+
+
+@pytest.fixture(scope="module")
+def one_rank(tmp_path_factory):
+    """A gloo process group of one rank in this process (ZeRO, FSDP2 and DTensors on a CPU
+    mesh of size 1 run in it), destroyed after the module's tests."""
+    dist = torch.distributed
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    store = tmp_path_factory.mktemp("store") / "store"
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
