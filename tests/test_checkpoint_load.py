@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import sys
+from collections import deque
 
 import numpy as np
 import pytest
@@ -259,7 +260,7 @@ def test_a_wrappers_entries_are_cast_as_torch_casts_them(param_dtype):
     sd["state"][0]["nested"] = {"slow": half, "step": torch.tensor(7.0, dtype=torch.float16),
                                 "count": torch.tensor(3, dtype=torch.int32)}
     sd["state"][0]["pair"] = (half, [half, 2], "text")
-    sd["state"][0]["note"] = {"seen": {1, 2}}
+    sd["state"][0]["note"] = {"seen": {1, 2}, "recent": deque([[1.0, 2.0]])}
     params = _params(param_dtype)
     target = _adam(params)
     target.load_state_dict(sd)
@@ -272,8 +273,56 @@ def test_a_wrappers_entries_are_cast_as_torch_casts_them(param_dtype):
     pair = entry["pair"]
     assert type(pair) is tuple and type(pair[1]) is list and pair[1][1] == 2 and pair[2] == "text"
     assert pair[0].dtype == param_dtype and pair[1][0].dtype == param_dtype
-    sd["state"][0]["note"]["seen"].add(3)  # a value that is no tensor is copied
-    assert entry["note"] == {"seen": {1, 2}}
+    sd["state"][0]["note"]["seen"].add(3)  # a value that is no tensor is copied, deeply
+    sd["state"][0]["note"]["recent"][0].append(3.0)
+    assert entry["note"] == {"seen": {1, 2}, "recent": deque([[1.0, 2.0]])}
+
+
+def test_a_wrappers_entry_of_a_parameter_that_is_no_float_keeps_its_dtype():
+    # torch casts a parameter's state to its dtype only for a floating-point parameter
+    p = torch.nn.Parameter(torch.ones(3))
+    sd = trainop.GradientDescentOptimizer(0.1, params=[p]).state_dict()
+    half = torch.full((3,), 0.5, dtype=torch.float16)
+    sd["state"][0] = {"slow": half}
+    target = trainop.GradientDescentOptimizer(0.1, params=[p])
+    p.data = torch.ones(3, dtype=torch.complex64)
+    target.load_state_dict(sd)
+    assert target.state[p]["slow"].dtype == torch.float16
+    assert torch.equal(target.state[p]["slow"], half)
+
+
+def test_slots_and_a_wrappers_entries_move_to_the_parameters_device():
+    # a checkpoint read on the CPU loaded into a model on another device (here "meta")
+    _, opt = _trained()
+    sd = copy.deepcopy(opt.state_dict())
+    sd["state"][1]["slow"] = torch.ones(4, dtype=torch.float64)
+    params = [torch.nn.Parameter(p.detach().to("meta")) for p in _params()]
+    target = _adam(params)
+    target.load_state_dict(sd)
+    assert {t.device.type for p in params for t in target.state[p].values()} == {"meta"}
+    assert all(t.device.type == "cpu" for g in target.param_groups
+               for t in g["non_slot"].values())
+
+
+@pytest.mark.parametrize("centered", [True, False])
+def test_the_slots_are_those_of_the_loaded_groups_hyperparameters(centered):
+    # centered RMSProp keeps `mg` besides `rms` and `momentum`
+    p = torch.nn.Parameter(torch.ones(3, 2))
+    opt = trainop.RMSPropOptimizer(0.1, centered=centered, params=[p])
+    p.grad = torch.full((3, 2), 0.5)
+    opt.step()
+    sd = copy.deepcopy(opt.state_dict())
+    for name in sd["state"][0]:
+        sd["state"][0][name] = sd["state"][0][name].t().contiguous().t()
+    q = torch.nn.Parameter(torch.ones(3, 2, dtype=torch.float64))
+    target = trainop.RMSPropOptimizer(0.1, centered=not centered, params=[q])
+    target.load_state_dict(sd)
+    assert target.param_groups[0]["centered"] is centered
+    slots = target.state[q]
+    assert sorted(slots) == (["mg", "momentum", "rms"] if centered else ["momentum", "rms"])
+    for name, slot in slots.items():
+        assert slot.dtype == torch.float64 and slot.is_contiguous(), name
+        assert torch.equal(slot, sd["state"][0][name].double()), name
 
 
 def test_an_entry_that_is_no_parameters_is_kept_as_it_is():

@@ -236,6 +236,27 @@ def test_entries_assigned_whole_with_the_counters_replaced_resume():
     assert all(torch.equal(a, b) for a, b in zip(params, resumed, strict=True))
 
 
+@pytest.mark.parametrize("where", [0, 1, 2])
+def test_a_bad_slot_loaded_by_hand_is_named_as_load_state_dict_names_it(where):
+    # the same checks, the same messages: the parameter by its index and id in the checkpoint
+    params = _params()
+    opt = _adam(params)
+    _train(opt, params, range(2))
+    sd = copy.deepcopy(opt.state_dict())
+    sd["state"][where]["m"] = torch.zeros(5, dtype=torch.float64)
+    group = 0 if where == 0 else 1
+    expected = (f"Invalid optimizer checkpoint, group {group}, parameter index {where} "
+                f"(id {where}): Expected slot `m` of shape {tuple(params[where].shape)}, "
+                f"got (5,)")
+    with pytest.raises(ValueError) as plain:
+        _adam(_params()).load_state_dict(copy.deepcopy(sd))
+    assert str(plain.value) == expected
+    opt.state[params[where]] = dict(sd["state"][where])
+    for g, saved in zip(opt.param_groups, sd["param_groups"], strict=True):
+        g["non_slot"] = saved["non_slot"]
+    assert _refused(opt, params) == expected
+
+
 @pytest.mark.parametrize("reset", ["empty entry", "whole state", "new state dict"])
 def test_a_reset_is_no_load(reset):
     # an empty entry, or a state object replaced as a whole, is the user's reset or copy
