@@ -65,7 +65,7 @@ def _everything(params, opt) -> list[torch.Tensor]:
     for p in params:
         out += [t.clone() for _, t in sorted(opt.state.get(p, {}).items())]
     for g in opt.param_groups:
-        out += [t.clone() for _, t in sorted(g["non_slot"].items())]
+        out += [t.clone() for _, t in sorted(g.get("non_slot", {}).items())]
     return out
 
 
@@ -288,9 +288,41 @@ def test_a_group_added_after_steps_is_no_load():
     assert [int(g["non_slot"]["step"]) for g in opt.param_groups] == [3, 1]
 
 
+@pytest.mark.parametrize("complete", [True, False])
+def test_a_group_appended_by_hand_is_checked_as_a_loaded_one(complete):
+    params = _params()
+    opt = trainop.AdamOptimizer(LR, B1, B2, EPS, params=params[:2])
+    _train(opt, params[:2], range(1))
+    keys = {k: v for k, v in opt.param_groups[0].items() if k not in ("params", "non_slot")}
+    opt.param_groups.append({**keys, "params": params[2:]})
+    if complete:
+        opt.param_groups[1]["non_slot"] = {"step": torch.tensor(0)}
+        _train(opt, params, range(1, 2))
+        assert [int(g["non_slot"]["step"]) for g in opt.param_groups] == [2, 1]
+    else:
+        assert _refused(opt, params) == MISSING_NON_SLOT.format(g=1)
+
+
+def test_an_update_with_nothing_loaded_reads_no_entry_of_the_state(monkeypatch):
+    # the check costs one comparison per group and one of the state's change count
+    from trainop.contract.state import OptimizerState
+
+    params = _params()
+    opt = _adam(params)
+    _train(opt, params, range(2))  # the slots made, then seen
+    reads = []
+    for name in ("get", "__getitem__", "items", "values", "__iter__"):
+        real = getattr(OptimizerState, name)
+        monkeypatch.setattr(OptimizerState, name,
+                            lambda self, *a, _real=real, _name=name: (reads.append(_name),
+                                                                      _real(self, *a))[1])
+    _train(opt, params, range(2, 4))
+    assert reads == []
+
+
 # --- ranks as threads: counters loaded that differ across ranks -----------------------------------
 
-def _rank_loads(world: int, counters_of_rank, monkeypatch):
+def _rank_loads(world: int, counters_of_rank, monkeypatch, one_parameter=False):
     """Each rank (a thread) trains 1 step, has its group 1's counters replaced by
     ``counters_of_rank(r)`` and takes the next step: each rank's exception and whether its
     parameters, slots and counters are as the load left them."""
@@ -298,7 +330,12 @@ def _rank_loads(world: int, counters_of_rank, monkeypatch):
     opts = []
     for r in range(world):
         params = _params()
-        opt = _adam(params)
+        if one_parameter:
+            params = params[:1]
+            opt = trainop.AdamOptimizer(LR, B1, B2, EPS, params=[{"params": []},
+                                                                 {"params": params}])
+        else:
+            opt = _adam(params)
         _train(opt, params, range(1))
         opt.param_groups[1]["non_slot"] = counters_of_rank(r)
         opts.append((params, opt, _everything(params, opt)))
@@ -326,8 +363,10 @@ def test_counters_that_differ_across_ranks_are_refused_on_every_rank(monkeypatch
                           "own copy), got rank 0: 3, rank 1: 4, rank 2: 3")
 
 
-def test_counters_that_agree_across_ranks_are_used(monkeypatch):
-    errors, unchanged, ranks = _rank_loads(2, lambda r: _counters(3), monkeypatch)
+@pytest.mark.parametrize("one_parameter", [False, True])
+def test_counters_that_agree_across_ranks_are_used(monkeypatch, one_parameter):
+    errors, unchanged, ranks = _rank_loads(2, lambda r: _counters(3), monkeypatch,
+                                           one_parameter)
     assert errors == [None, None] and unchanged == [False, False]
     assert ranks.gathers == 1
 

@@ -58,9 +58,8 @@ def state_noted(opt: Any) -> tuple:
 
 
 def _unchanged(opt: Any) -> bool:
-    seen, groups = getattr(opt, "_counters_seen", ()), opt.param_groups
-    return len(seen) == len(groups) and all(
-        s is group.get("non_slot") for s, group in zip(seen, groups, strict=True))
+    # the same dicts in the same places (both tuples hold them alive: no id is reused)
+    return list(map(id, opt._counters_seen)) == list(map(id, noted(opt)))
 
 
 def _live_state_dict(opt: Any, without_counters: frozenset[int] = frozenset()
@@ -78,22 +77,22 @@ def _live_state_dict(opt: Any, without_counters: frozenset[int] = frozenset()
                 state[index] = dict(entry)
             ids.append(index)
             index += 1
-        groups.append({**{k: v for k, v in group.items() if k != "params"
-                          and not (k == "non_slot" and g in without_counters)}, "params": ids})
+        groups.append({**{k: v for k, v in group.items()
+                          if not (k == "non_slot" and g in without_counters)}, "params": ids})
     return {"state": state, "param_groups": groups}
 
 
 def _loaded_without_counters(opt: Any) -> frozenset[int]:
     """The positions of the groups holding a non-empty state entry assigned whole (a plain
     dict, not a ``SlotState``) while their ``non_slot`` is the one noted."""
-    seen = getattr(opt, "_counters_seen", ())
+    seen = opt._counters_seen
     state = opt.state
     out = set()
     for g, group in enumerate(opt.param_groups):
         if g >= len(seen) or seen[g] is not group.get("non_slot"):
             continue  # counters replaced too: the whole check below
         for p in group["params"]:
-            entry = state.get(p) if hasattr(state, "get") else None
+            entry = state.get(p)
             if entry and type(entry) is not SlotState:
                 out.add(g)
                 break
@@ -103,13 +102,13 @@ def _loaded_without_counters(opt: Any) -> frozenset[int]:
 def check_outside_load(opt: Any, *, unsaved: str, bookkeeping: tuple[str, ...]) -> None:
     """Raise as ``load_state_dict`` would if a group's ``non_slot`` was replaced since the
     optimizer last made or checked it (see the module docstring); reads only."""
-    seen = getattr(opt, "_state_seen", None)
-    same_state = seen is not None and seen[0] is opt.state and seen[1] == state_noted(opt)[1]
+    seen = opt._state_seen
+    same_state = seen[0] is opt.state and seen[1] == state_noted(opt)[1]
     if _unchanged(opt) and same_state:
         return
     # entries assigned whole into the state the optimizer holds (a state object replaced as a
     # whole is the user's reset or copy: adopted as it is)
-    bare = frozenset() if same_state or seen is None or seen[0] is not opt.state \
+    bare = frozenset() if same_state or seen[0] is not opt.state \
         else _loaded_without_counters(opt)
     if bare or not _unchanged(opt):
         error = None
