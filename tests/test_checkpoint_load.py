@@ -368,15 +368,37 @@ def test_a_fresh_checkpoint_without_a_step_starts_at_step_zero():
     assert float(target.param_groups[0]["non_slot"]["beta1_power"]) == beta_power(B1, 1)
 
 
+def test_a_string_hyperparameter_loads_as_saved():
+    # NovoGrad's second_moment: one of its choices (only the "not saved" marker is replaced)
+    p = torch.nn.Parameter(torch.ones(3))
+    sd = trainop.NovoGrad(learning_rate=0.1, second_moment="openseq2seq", params=[p]).state_dict()
+    target = trainop.NovoGrad(learning_rate=0.1, params=[torch.nn.Parameter(torch.ones(3))])
+    target.load_state_dict(sd)
+    assert target.param_groups[0]["second_moment"] == "openseq2seq"
+
+
+def test_counters_computed_with_autograd_load_detached():
+    _, opt = _trained()
+    sd = copy.deepcopy(opt.state_dict())
+    base = torch.tensor(B1, requires_grad=True)
+    power = (base * B1).float()  # B1 ** 2, not a leaf: it has no deepcopy
+    sd["param_groups"][1]["non_slot"]["beta1_power"] = power
+    target = _adam(_params())
+    target.load_state_dict(sd)
+    loaded = target.param_groups[1]["non_slot"]["beta1_power"]
+    assert not loaded.requires_grad and torch.equal(loaded, power.detach())
+
+
 # --- FSDP2: DTensor parameters on a mesh of one rank -------------------------------------------
 
-def _fsdp2(seed=0):
+def _fsdp2(seed=0, one_parameter=False, lr=LR):
     from torch.distributed.fsdp import fully_shard
 
     torch.manual_seed(seed)
-    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+    net = (torch.nn.Linear(3, 2, bias=False) if one_parameter else
+           torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)))
     fully_shard(net)
-    return net, trainop.AdamOptimizer(LR, B1, B2, EPS, params=list(net.parameters()))
+    return net, trainop.AdamOptimizer(lr, B1, B2, EPS, params=list(net.parameters()))
 
 
 def _fsdp2_step(net, opt, k):
@@ -408,11 +430,13 @@ def test_fsdp2_a_plain_tensor_where_a_dtensor_slot_belongs_is_refused(one_rank):
     assert _same(before, _fsdp2_state(fresh, target))
 
 
-def test_fsdp2_a_whole_checkpoint_resumes(one_rank):
-    net, opt = _fsdp2()
+@pytest.mark.parametrize("lr", [LR, lambda: LR], ids=["float", "callable"])
+def test_fsdp2_a_whole_checkpoint_resumes(one_rank, lr):
+    # a callable lr is saved as a marker and the loader keeps its own
+    net, opt = _fsdp2(lr=lr)
     for k in range(3):
         _fsdp2_step(net, opt, k)
-    fresh, target = _fsdp2()
+    fresh, target = _fsdp2(lr=lr)
     for k in range(2):
         _fsdp2_step(fresh, target, k)
     target.load_state_dict(copy.deepcopy(opt.state_dict()))
@@ -424,13 +448,13 @@ def test_fsdp2_a_whole_checkpoint_resumes(one_rank):
     assert _same(_fsdp2_state(net, opt), _fsdp2_state(fresh, target))
 
 
-def _fsdp2_rank_loads(world, checkpoint_of_rank, monkeypatch):
+def _fsdp2_rank_loads(world, checkpoint_of_rank, monkeypatch, one_parameter=False):
     """Each rank (a thread) loads ``checkpoint_of_rank(r)`` into its own FSDP2 optimizer (one
     step taken): each rank's exception, whether nothing changed, and the ranks."""
     ranks = ThreadRanks(world)
     targets = []
     for r in range(world):
-        net, opt = _fsdp2(r)
+        net, opt = _fsdp2(r, one_parameter)
         _fsdp2_step(net, opt, 10 + r)
         targets.append((net, opt, _fsdp2_state(net, opt)))
     sds = [checkpoint_of_rank(r) for r in range(world)]
@@ -441,8 +465,8 @@ def _fsdp2_rank_loads(world, checkpoint_of_rank, monkeypatch):
     return errors, unchanged, ranks, targets
 
 
-def _fsdp2_checkpoints():
-    net, opt = _fsdp2()
+def _fsdp2_checkpoints(one_parameter=False):
+    net, opt = _fsdp2(one_parameter=one_parameter)
     out = []
     for k in range(3):
         _fsdp2_step(net, opt, k)
@@ -465,10 +489,11 @@ def test_fsdp2_counters_that_differ_across_ranks_are_refused_on_every_rank(one_r
                           "own copy), got rank 0: 2, rank 1: 3")
 
 
-def test_fsdp2_the_same_checkpoint_on_every_rank_loads(one_rank, monkeypatch):
-    at = _fsdp2_checkpoints()
+@pytest.mark.parametrize("one_parameter", [False, True])
+def test_fsdp2_the_same_checkpoint_on_every_rank_loads(one_rank, monkeypatch, one_parameter):
+    at = _fsdp2_checkpoints(one_parameter)
     errors, unchanged, ranks, targets = _fsdp2_rank_loads(
-        2, lambda r: copy.deepcopy(at[2]), monkeypatch)
+        2, lambda r: copy.deepcopy(at[2]), monkeypatch, one_parameter)
     assert errors == [None, None] and ranks.gathers == 1
     assert [int(opt.param_groups[0]["non_slot"]["step"]) for _, opt, _ in targets] == [3, 3]
 
@@ -489,3 +514,21 @@ def test_fsdp2_a_rank_that_refuses_its_checkpoint_is_named_by_the_others(one_ran
         assert str(errors[r]) == ("Invalid optimizer checkpoint: rank(s) [1] refused the state "
                                   "they were given (their error says why), so every rank "
                                   "refuses it")
+
+
+def test_fsdp2_a_rank_given_a_malformed_checkpoint_still_takes_part(one_rank, monkeypatch):
+    # its groups are no dicts: its own error, after the collective the others wait in
+    at = _fsdp2_checkpoints()
+
+    def checkpoint(r):
+        sd = copy.deepcopy(at[2])
+        if r == 0:
+            sd["param_groups"] = [[1, 2]]
+        return sd
+
+    errors, unchanged, ranks, _ = _fsdp2_rank_loads(2, checkpoint, monkeypatch)
+    assert ranks.gathers == 1 and unchanged == [True, True]
+    assert str(errors[0]) == ("Invalid optimizer checkpoint, group 0: Expected a dict, got "
+                              "[1, 2] (list)")
+    assert str(errors[1]) == ("Invalid optimizer checkpoint: rank(s) [0] refused the state they "
+                              "were given (their error says why), so every rank refuses it")

@@ -25,7 +25,6 @@ What is loaded:
 from __future__ import annotations
 
 import copy
-from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,7 +48,9 @@ def _run_pre_hooks(opt: Any, state_dict: Any) -> Any:
 
 
 def _loaded_group(saved: Mapping, own: Mapping, unsaved: str) -> dict[str, Any]:
-    group = copy.deepcopy({k: v for k, v in saved.items() if k not in ("params", "non_slot")})
+    # (the counters are copied below, not deep-copied: a tensor computed with autograd has no
+    # deepcopy; ``params`` is set below)
+    group = copy.deepcopy({k: v for k, v in saved.items() if k != "non_slot"})
     for key, value in group.items():
         if isinstance(value, str) and value == unsaved:
             group[key] = own.get(key)
@@ -113,7 +114,7 @@ def load_optimizer_state(opt: Any, state_dict: Any, *, unsaved: str,
     owner = {pid: (param, group) for saved, group in zip(state_dict["param_groups"], groups,
                                                          strict=True)
              for pid, param in zip(saved["params"], group["params"], strict=True)}
-    state: defaultdict[Any, Any] = defaultdict(dict)
+    state: dict[Any, Any] = {}  # (made an OptimizerState by ``opt._after_load()``)
     for key, entry in state_dict["state"].items():
         if key not in owner:
             state[key] = entry  # a non-parameter entry, kept as torch keeps it
