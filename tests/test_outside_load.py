@@ -303,6 +303,20 @@ def test_a_group_appended_by_hand_is_checked_as_a_loaded_one(complete):
         assert _refused(opt, params) == MISSING_NON_SLOT.format(g=1)
 
 
+@pytest.mark.parametrize("value", [0.5, 1.5])
+def test_counters_loaded_into_an_optimizer_without_parameters_are_checked(value):
+    # (an optimizer that holds no parameter yet: a TF-style one, or a ZeRO rank's share)
+    opt = trainop.AdamOptimizer(LR, B1, B2, EPS, params=[{"params": []}, {"params": []}])
+    opt.param_groups[1]["non_slot"] = {**_counters(4), "beta1_power": torch.tensor(value)}
+    if value < 1:
+        opt.create_slots()
+        assert float(opt.param_groups[1]["non_slot"]["beta1_power"]) == value
+        return
+    with pytest.raises(ValueError, match=r"group 1: Expected `non_slot\['beta1_power'\]` in "
+                                         r"\[0, 1\), got 1.5"):
+        opt.create_slots()
+
+
 def test_an_update_with_nothing_loaded_reads_no_entry_of_the_state(monkeypatch):
     # the check costs one comparison per group and one of the state's change count
     from trainop.contract.state import OptimizerState
