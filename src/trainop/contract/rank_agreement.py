@@ -67,7 +67,7 @@ def _code(value: Any) -> tuple[int, int]:
 def _vector(names: Sequence[Sequence[str]], counters: Sequence[Any] | None) -> list[int]:
     """A flag (this rank's checks passed) and each counter's kind and value, by ``names``."""
     if counters is None:
-        return [0] + [_MISSING, 0] * sum(len(n) for n in names)
+        return [0] * (1 + 2 * sum(len(n) for n in names))
     out = [1]
     for group_names, non_slot in zip(names, counters, strict=True):
         for name in group_names:
@@ -101,7 +101,7 @@ def agree_across_ranks(names: Sequence[Sequence[str]], counters: Sequence[Any] |
         raise error
     rows = [t.cpu().tolist() for t in everyone]
     flat = [(g, name) for g, group_names in enumerate(names) for name in group_names]
-    refused = [r for r, row in enumerate(rows) if row[0] == 0]
+    refused = [r for r, row in enumerate(rows) if row[0] != 1]
     if refused:
         raise ValueError(f"Invalid optimizer checkpoint: rank(s) {refused} refused the state "
                          f"they were given (their error says why), so every rank refuses it")
@@ -116,7 +116,7 @@ def agree_across_ranks(names: Sequence[Sequence[str]], counters: Sequence[Any] |
 
 def _shown(values: list[tuple[int, int]]) -> str:
     """The ranks' values of one counter, readable (integers as they are, floats decoded)."""
-    shown = [repr(float(torch.tensor(v, dtype=torch.int64).view(torch.float64)))
+    shown = [repr(torch.tensor(v).view(torch.float64).item())
              if kind == _FLOAT else str(v) if kind == _INTEGER else "missing"
              for kind, v in values]
     return ", ".join(f"rank {r}: {s}" for r, s in enumerate(shown))
