@@ -59,7 +59,7 @@ class ThreadRanks:
         assert len(out) == self.world
         self.sent[self.rank.r] = tensor.clone()
         self.barrier.wait()
-        for o, t in zip(out, self.sent):
+        for o, t in zip(out, self.sent, strict=True):
             o.copy_(t)  # a size that differs across ranks fails here, as in a real collective
         self.barrier.wait()
         self.rank.gathered = True

@@ -7,8 +7,9 @@ checkpoints, or a file edited for one rank) would make a model whose shards took
 steps, silently. A load therefore compares them over the process group, in one ``all_gather``
 of a fixed-size int64 vector per rank: a flag (this rank's own checks passed) and every group's
 counters, bit for bit (each as its kind and value: an integer as it is, a float by its float64
-bits, or missing: ``-0.0`` and ``0.0`` differ, a NaN agrees with itself). Every rank raises the same ``ValueError`` when a counter differs or another rank
-refused its checkpoint, before anything changes; a rank that refused raises its own error.
+bits, or missing: ``-0.0`` and ``0.0`` differ, a NaN agrees with itself). Every rank raises
+the same ``ValueError`` when a counter differs or another rank refused its checkpoint, before
+anything changes; a rank that refused raises its own error.
 
 Where: ``load_state_dict`` of an optimizer of DTensor parameters (FSDP2, the load of
 ``set_optimizer_state_dict``, on every rank, over the parameters' mesh), and the first update
