@@ -133,3 +133,23 @@ def test_statements_without_a_name_are_never_offered_as_names(tmp_path):
     message = _refusal(tmp_path, "r.config", text, "line4=1")
     assert message == ("--set line4=1: the config neither sets nor reads 'line4', and it is no "
                        "training option")
+
+
+def test_a_setting_that_leaves_a_value_holding_a_nan_as_it_was_changes_nothing(tmp_path):
+    # [nan, 0.5] != [nan, 0.5] in Python (two NaN objects), yet the two loads give the same
+    # learning rates: the setting changes no training option
+    text = RETURNN + "learning_rates = [float('nan'), config.float('x', 0.5)]\n"
+    assert _refusal(tmp_path, "r.config", text, "x=0.5") == (
+        "--set x=0.5 changes no training option: the file reads 'x' only for what trainop "
+        "does not train (the network, the data)")
+    recipe = _load(tmp_path, "r.config", text, "x=0.25")  # and a real change is one
+    assert recipe.settings == ["--set x=0.25: changes learning_rates = [nan, 0.25]"]
+
+
+def test_every_name_a_training_option_is_read_from_is_a_training_source():
+    # what lets a file that cannot load without its settings skip the comparison of options:
+    # a setting no training source reads is read by no training option
+    from trainop.interfaces.recipes import settings
+
+    for key, sources in settings._SOURCES.items():
+        assert set(sources) <= set(settings._TRAINING_SOURCES), key

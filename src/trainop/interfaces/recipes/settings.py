@@ -159,9 +159,10 @@ def _effects(path, recipe: Recipe, parsed: Any, names: dict[str, Text],
         if without is None and read(name, _TRAINING_SOURCES):
             lines.append(f"--set {name}={value}: supplies what the file needs")
             continue
-        changed = [] if without is None else [
-            k for k in sorted(keys) if read(name, _SOURCES.get(k, (k,))) and not _same(
-                recipe.options.get(k, _NONE), without.options.get(k, _NONE))]
+        # (without None: no option reads the name, every source being a training source)
+        changed = [k for k in sorted(keys) if read(name, _SOURCES.get(k, (k,))) and (
+            without is None or not _same(recipe.options.get(k, _NONE),
+                                         without.options.get(k, _NONE)))]
         if name in keys:
             lines.append(f"--set {name}={value}: the training option {name} = "
                          f"{_shown(recipe, name)}")
