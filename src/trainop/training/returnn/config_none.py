@@ -12,8 +12,10 @@ RETURNN's lookups differ on a value set to None (``returnn/config.py``):
 
 ``LOOKUPS`` is each key trainop reads with RETURNN's lookup and default for it (RETURNN
 1.20261022: ``learning_rate_control.py``, ``tf/updater.py``, ``torch/updater.py``,
-``tf/horovod.py``, ``engine/base.py``, ``util/basic.py``; the torch updater's for the keys the
-TF one does not read); ``read_none`` applies it to a config's values.
+``tf/horovod.py``, ``engine/base.py``, ``util/basic.py``, ``tf/network.py``; the torch
+updater's for the keys the TF one does not read; where RETURNN writes ``typed_value(key) or
+value(key, ...)``, the last lookup, which decides for a None); ``read_none`` applies it to a
+config's values.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ LOOKUPS: dict[str, tuple[str, Any]] = {
     "learning_rate_control": ("value", "constant"),
     "learning_rates": ("float_list", None),  # typed_value(...) or float_list(...)
     "min_learning_rate": ("float", 0.0),
-    "learning_rate_control_error_measure": ("typed_value", None),  # or value(..., None)
+    "learning_rate_control_error_measure": ("value", None),  # typed_value(...) or value(...)
     "learning_rate_control_relative_error_relative_lr": ("bool", False),
     "learning_rate_control_min_num_epochs_per_new_lr": ("int", 0),
     "newbob_relative_error_div_by_old": ("bool", False),
