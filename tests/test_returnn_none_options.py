@@ -192,6 +192,19 @@ def test_a_none_optimizer_epsilon_names_the_key_where_the_class_takes_epsilon():
     _step({"optimizer": {"class": "sgd"}, "optimizer_epsilon": None})
 
 
+def test_a_none_accumulation_is_0_with_tf_and_refused_with_torch():
+    # RETURNN's TF updater reads Config.int's None as 0; its torch engine reads it with
+    # Config.int too and compares the count with the None
+    config = returnn_config.Config()
+    config.update({"accum_grad_multiple_step": None})
+    assert config.int("accum_grad_multiple_step", 1) is None
+    base = {"optimizer": {"class": "adam"}}
+    assert all(torch.equal(a, b) for a, b in zip(
+        _step({**base, "accum_grad_multiple_step": None}), _step(base), strict=True))
+    with pytest.raises(TypeError, match="`accum_grad_multiple_step`.*got None"):
+        _step({**base, "backend": "torch", "accum_grad_multiple_step": None})
+
+
 def test_a_none_learning_rate_control_in_a_returnn_file_is_constant(tmp_path):
     path = tmp_path / "setup.config"
     path.write_text("#!rnn.py\nlearning_rate = 0.5\nlearning_rate_control = None\n"
