@@ -192,6 +192,16 @@ def test_a_none_optimizer_epsilon_names_the_key_where_the_class_takes_epsilon():
     _step({"optimizer": {"class": "sgd"}, "optimizer_epsilon": None})
 
 
+def test_a_none_decouple_constraints_factor_is_refused_where_returnn_multiplies_by_it():
+    # RETURNN's TF updater: factor *= config.float("decouple_constraints_factor", 0.025) when
+    # decouple_constraints, with the None kept
+    base = {"optimizer": {"class": "adam"}, "decouple_constraints_factor": None}
+    with pytest.raises(TypeError, match="`decouple_constraints_factor`.*got None"):
+        _step({**base, "decouple_constraints": True})
+    _step(base)
+    _step({**base, "decouple_constraints": True, "backend": "torch"})
+
+
 def test_a_none_accumulation_is_0_with_tf_and_refused_with_torch():
     # RETURNN's TF updater reads Config.int's None as 0; its torch engine reads it with
     # Config.int too and compares the count with the None
