@@ -192,6 +192,16 @@ def test_a_none_optimizer_epsilon_names_the_key_where_the_class_takes_epsilon():
     _step({"optimizer": {"class": "sgd"}, "optimizer_epsilon": None})
 
 
+def test_a_none_momentum_is_0_except_for_legacy_rmsprop():
+    # RETURNN's TF updater: config.float("momentum", 0.0) keeps the None: falsy for Adam and
+    # SGD, passed as RMSProp's momentum (where TF fails on it)
+    assert all(torch.equal(a, b) for a, b in zip(
+        _step({"optimizer": {"class": "adam"}, "momentum": None}),
+        _step({"optimizer": {"class": "adam"}}), strict=True))
+    with pytest.raises(TypeError, match="`momentum`.*got None"):
+        _step({"rmsprop": True, "momentum": None})
+
+
 def test_a_none_decouple_constraints_factor_is_refused_where_returnn_multiplies_by_it():
     # RETURNN's TF updater: factor *= config.float("decouple_constraints_factor", 0.025) when
     # decouple_constraints, with the None kept

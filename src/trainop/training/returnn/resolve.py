@@ -163,6 +163,10 @@ def _legacy(options: dict[str, Any], epsilon: float, momentum: float,
         return get("adagrad"), base
     rmsprop = options["rmsprop"]
     if rmsprop is not False and rmsprop is not None and rmsprop != 0:
+        if options["momentum"] is None:
+            raise TypeError("Expected `momentum` to be a number with the legacy flag `rmsprop` "
+                            "(RETURNN passes it to RMSProp, keeping a None, on which TF "
+                            "fails), got None")
         decay = 0.9 if rmsprop is True else float(rmsprop)
         return get("rmsprop"), {**base, "decay": decay, "momentum": momentum,
                                 "epsilon": epsilon}
