@@ -24,7 +24,10 @@ epoch without a record is computed when first asked for and then kept:
   a NaN score is kept (every comparison with it is false); a relative error over a score of 0
   is a ValueError (RETURNN divides by zero); the multi-epoch mean is numpy's, as RETURNN's;
 - a decayed rate never goes below ``min_learning_rate``;
-  ``learning_rate_control_min_num_epochs_per_new_lr = N`` keeps a new rate for N epochs.
+  ``learning_rate_control_min_num_epochs_per_new_lr = N`` keeps a new rate for N epochs;
+- a key set to None reads as RETURNN reads it (``config_none``): ``learning_rate_control`` is
+  ``constant``, a decay or growth changes nothing, a threshold, minimum or count is refused
+  (naming it) by a control that reads it and ignored by the others.
 
 The score a decision reads (``learning_rate_control_error_measure``, else RETURNN's search:
 ``dev_score``, ``dev_score_output``, ``dev_score_output/output*``, ``dev_score_output/*``,
