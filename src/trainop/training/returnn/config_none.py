@@ -95,8 +95,11 @@ def read_none(values: dict[str, Any]) -> dict[str, Any]:
     else kept (the reader decides). Other keys as they are; ``values`` is not changed."""
     out = {}
     for key, value in values.items():
-        lookup = LOOKUPS.get(key, ("typed_value",))[0]
-        if value is None and lookup in AS_DEFAULT:
-            continue
-        out[key] = False if value is None and lookup == "is_true" else value
+        if value is None and key in LOOKUPS:
+            lookup = LOOKUPS[key][0]
+            if lookup in AS_DEFAULT:
+                continue
+            if lookup == "is_true":
+                value = False
+        out[key] = value
     return out
