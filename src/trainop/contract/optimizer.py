@@ -304,7 +304,8 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         """Add a param group (torch API); its hyperparameters are validated like the defaults."""
         if not isinstance(param_group, dict):
             raise TypeError(f"Expected `param_group` to be a dict, got {describe(param_group)}")
-        param_group = check_group_keys(type(self).__name__, param_group, self.defaults)
+        param_group = check_group_keys(type(self).__name__, param_group, self.defaults,
+                                       self._arg_names)
         self._check_required(param_group, "the param group")
         self._validate_group_values({k: v for k, v in param_group.items() if k != "params"})
         gives_betas = self._has_betas and betas.KEY in param_group

@@ -165,18 +165,31 @@ def no_decay(key: str, value: Any) -> bool:
             and not isinstance(value, bool) and value == 0)
 
 
-def check_group_keys(owner: str, group: Mapping[str, Any], accepted: Iterable[str]
-                     ) -> Mapping[str, Any]:
+def check_group_keys(owner: str, group: Mapping[str, Any], accepted: Iterable[str],
+                     arg_names: Mapping[str, str] | None = None) -> Mapping[str, Any]:
     """A param group's keys that are torch spellings (and not keys of this optimizer) raise
     ``TypeError``; a torch optimizer would read them, trainop would silently ignore them.
+    A hyperparameter given under its constructor argument's name where the group key differs
+    (``arg_names``: group key -> argument, e.g. ``learning_rate`` for ``lr``,
+    ``l1_regularization_strength`` for ``l1``) is read as that key, as torch reads a group key
+    named like the constructor argument; both names in one group are a ``TypeError``.
     Returns the group without a ``weight_decay`` of 0 the optimizer has no key for
-    (``no_decay``): ``group`` itself when it has none, else a copy."""
+    (``no_decay``) and with the argument names renamed: ``group`` itself when it has none of
+    them, else a copy."""
     accepted = set(accepted)
     for key in group:
         if key in TORCH_SPELLINGS and key not in accepted and not no_decay(key, group[key]):
             raise _spelling_error(owner, key, accepted, "in a param group")
-    if "weight_decay" in group and "weight_decay" not in accepted:
-        return {k: v for k, v in group.items() if k != "weight_decay"}
+    renames = {arg: key for key, arg in (arg_names or {}).items()
+               if arg != key and arg in group and key in accepted and arg not in accepted}
+    for arg, key in renames.items():
+        if key in group:
+            raise TypeError(f"{owner} got both `{key}` and `{arg}` in a param group (the same "
+                            f"hyperparameter: `{arg}` is the constructor's name for the group "
+                            f"key `{key}`); give one of them")
+    if renames or ("weight_decay" in group and "weight_decay" not in accepted):
+        return {renames.get(k, k): v for k, v in group.items()
+                if k != "weight_decay" or "weight_decay" in accepted}
     return group
 
 
@@ -258,8 +271,8 @@ def _check_params_first(kwargs: Mapping[str, Any]) -> None:
 def _fill_from_groups(cls: type, signature: inspect.Signature, args: tuple,
                       kwargs: dict) -> dict:
     """``kwargs`` with torch's ``required`` marker for each required TF argument the call
-    leaves out that every param group gives (under its group key: ``lr`` for
-    ``learning_rate``)."""
+    leaves out that every param group gives (under its group key, ``lr`` for
+    ``learning_rate``, or under the argument's own name)."""
     groups = kwargs.get("params")
     if not (isinstance(groups, list) and groups
             and all(isinstance(g, Mapping) for g in groups)):
@@ -274,7 +287,7 @@ def _fill_from_groups(cls: type, signature: inspect.Signature, args: tuple,
         if (parameter.default is inspect.Parameter.empty and name not in bound
                 and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                        inspect.Parameter.KEYWORD_ONLY)
-                and all(keys.get(name, name) in g for g in groups)):
+                and all(keys.get(name, name) in g or name in g for g in groups)):
             filled[name] = REQUIRED
     return filled
 
