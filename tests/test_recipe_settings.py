@@ -192,3 +192,17 @@ def test_set_through_the_command_in_a_subprocess(files):
     assert run.stderr == (f"trainop check-config: invalid recipe {files / 'o.py'}: TypeError: "
                           f"Expected `max_steps` to be an integer, got 'abc' (str)\n")
     assert not list(files.glob("*.png"))
+
+
+@pytest.mark.parametrize("command", ["train", "check-config"])
+def test_the_help_says_what_set_takes_and_that_its_value_is_never_run(capsys, command):
+    # the option's documentation, the same in both commands (docs/recipes.md, "--set")
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "[--set NAME=VALUE]" in text
+    assert ("--set NAME=VALUE set a name the config reads (RETURNN's ++NAME VALUE: "
+            "config.bool/int/float/value/list/has see it), or a training option the file "
+            "computes with code (lr_policy_params.decay_steps=1000); VALUE is read as data, "
+            "never run; repeatable") in text

@@ -142,7 +142,9 @@ def _per_item(path: str, items: dict) -> list[str] | str:
             lines.append(f"--set {name}={value}: changes " + ", ".join(
                 f"{k} = {set_module._shown(recipe, k)}" for k in changed))
         else:
-            return set_module._why_not(path, name, value, keys)
+            with open(path) as f:  # the reason, from the file as evaluated without them
+                parsed = pyconfig.evaluate_python_config(f.read(), path, partial=True)
+            return set_module._why_not(path, name, value, keys, parsed)
     return lines + [f"--set {k}={v}: {k} = {set_module._shown(recipe, k)}"
                     for k, v in dotted.items()]
 

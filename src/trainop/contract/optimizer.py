@@ -82,7 +82,13 @@ from trainop.contract.slots import (
 )
 from trainop.contract.state import OptimizerState, SlotState, adopt
 from trainop.contract.step_plan import GroupsSnapshot, StepPlan, build_plan
-from trainop.contract.torch_style import check_group_keys, install, is_required
+from trainop.contract.torch_style import (
+    CONSTRUCTOR_ARGS,
+    check_group_keys,
+    check_wide_keys,
+    install,
+    is_required,
+)
 from trainop.contract.validation import (
     Interval,
     check_bool,
@@ -304,7 +310,10 @@ class Optimizer(Implementations, torch.optim.Optimizer):
         """Add a param group (torch API); its hyperparameters are validated like the defaults."""
         if not isinstance(param_group, dict):
             raise TypeError(f"Expected `param_group` to be a dict, got {describe(param_group)}")
-        param_group = check_group_keys(type(self).__name__, param_group, self.defaults)
+        param_group = check_group_keys(type(self).__name__, param_group, self.defaults,
+                                       self._arg_names)
+        check_wide_keys(type(self).__name__, param_group, self.defaults,
+                        self.__dict__.get(CONSTRUCTOR_ARGS, {}))
         self._check_required(param_group, "the param group")
         self._validate_group_values({k: v for k, v in param_group.items() if k != "params"})
         gives_betas = self._has_betas and betas.KEY in param_group

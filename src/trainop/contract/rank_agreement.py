@@ -7,8 +7,9 @@ checkpoints, or a file edited for one rank) would make a model whose shards took
 steps, silently. A load therefore compares them over the process group, in one ``all_gather``
 of a fixed-size int64 vector per rank: a flag (this rank's own checks passed) and every group's
 counters, bit for bit (each as its kind and value: an integer as it is, a float by its float64
-bits, or missing: ``-0.0`` and ``0.0`` differ, a NaN agrees with itself). Every rank raises the same ``ValueError`` when a counter differs or another rank
-refused its checkpoint, before anything changes; a rank that refused raises its own error.
+bits, or missing: ``-0.0`` and ``0.0`` differ, a NaN agrees with itself). Every rank raises
+the same ``ValueError`` when a counter differs or another rank refused its checkpoint, before
+anything changes; a rank that refused raises its own error.
 
 Where: ``load_state_dict`` of an optimizer of DTensor parameters (FSDP2, the load of
 ``set_optimizer_state_dict``, on every rank, over the parameters' mesh), and the first update
@@ -67,7 +68,7 @@ def _code(value: Any) -> tuple[int, int]:
 def _vector(names: Sequence[Sequence[str]], counters: Sequence[Any] | None) -> list[int]:
     """A flag (this rank's checks passed) and each counter's kind and value, by ``names``."""
     if counters is None:
-        return [0] + [_MISSING, 0] * sum(len(n) for n in names)
+        return [0] * (1 + 2 * sum(len(n) for n in names))
     out = [1]
     for group_names, non_slot in zip(names, counters, strict=True):
         for name in group_names:
@@ -101,7 +102,7 @@ def agree_across_ranks(names: Sequence[Sequence[str]], counters: Sequence[Any] |
         raise error
     rows = [t.cpu().tolist() for t in everyone]
     flat = [(g, name) for g, group_names in enumerate(names) for name in group_names]
-    refused = [r for r, row in enumerate(rows) if row[0] == 0]
+    refused = [r for r, row in enumerate(rows) if row[0] != 1]
     if refused:
         raise ValueError(f"Invalid optimizer checkpoint: rank(s) {refused} refused the state "
                          f"they were given (their error says why), so every rank refuses it")
@@ -116,7 +117,7 @@ def agree_across_ranks(names: Sequence[Sequence[str]], counters: Sequence[Any] |
 
 def _shown(values: list[tuple[int, int]]) -> str:
     """The ranks' values of one counter, readable (integers as they are, floats decoded)."""
-    shown = [repr(float(torch.tensor(v, dtype=torch.int64).view(torch.float64)))
+    shown = [repr(torch.tensor(v).view(torch.float64).item())
              if kind == _FLOAT else str(v) if kind == _INTEGER else "missing"
              for kind, v in values]
     return ", ".join(f"rank {r}: {s}" for r, s in enumerate(shown))

@@ -68,8 +68,8 @@ from torch.optim.optimizer import required as _torch_required
 
 from trainop.contract.validation import check_hyper_tensor
 
-__all__ = ["REQUIRED", "TORCH_SPELLINGS", "check_group_keys", "install", "is_required",
-           "no_decay"]
+__all__ = ["CONSTRUCTOR_ARGS", "REQUIRED", "TORCH_SPELLINGS", "check_group_keys",
+           "check_wide_keys", "install", "is_required", "no_decay"]
 
 _WRAPPED = "__trainop_torch_style__"
 
@@ -165,19 +165,66 @@ def no_decay(key: str, value: Any) -> bool:
             and not isinstance(value, bool) and value == 0)
 
 
-def check_group_keys(owner: str, group: Mapping[str, Any], accepted: Iterable[str]
-                     ) -> Mapping[str, Any]:
+def check_group_keys(owner: str, group: Mapping[str, Any], accepted: Iterable[str],
+                     arg_names: Mapping[str, str] | None = None) -> Mapping[str, Any]:
     """A param group's keys that are torch spellings (and not keys of this optimizer) raise
     ``TypeError``; a torch optimizer would read them, trainop would silently ignore them.
+    A hyperparameter given under its constructor argument's name where the group key differs
+    (``arg_names``: group key -> argument, e.g. ``learning_rate`` for ``lr``,
+    ``l1_regularization_strength`` for ``l1``) is read as that key, as torch reads a group key
+    named like the constructor argument; both names in one group are a ``TypeError``.
     Returns the group without a ``weight_decay`` of 0 the optimizer has no key for
-    (``no_decay``): ``group`` itself when it has none, else a copy."""
+    (``no_decay``) and with the argument names renamed: ``group`` itself when it has none of
+    them, else a copy."""
     accepted = set(accepted)
     for key in group:
         if key in TORCH_SPELLINGS and key not in accepted and not no_decay(key, group[key]):
             raise _spelling_error(owner, key, accepted, "in a param group")
-    if "weight_decay" in group and "weight_decay" not in accepted:
-        return {k: v for k, v in group.items() if k != "weight_decay"}
+    renames = {arg: key for key, arg in (arg_names or {}).items()
+               if arg != key and arg in group and key in accepted and arg not in accepted}
+    for arg, key in renames.items():
+        if key in group:
+            raise TypeError(f"{owner} got both `{key}` and `{arg}` in a param group (the same "
+                            f"hyperparameter: `{arg}` is the constructor's name for the group "
+                            f"key `{key}`); give one of them")
+    if renames or ("weight_decay" in group and "weight_decay" not in accepted):
+        return {renames.get(k, k): v for k, v in group.items()
+                if k != "weight_decay" or "weight_decay" in accepted}
     return group
+
+
+#: The instance attribute holding the constructor's arguments but the parameters (set by the
+#: wrapper before the constructor runs, read by ``check_wide_keys``).
+CONSTRUCTOR_ARGS = "_trainop_constructor_args"
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The constructor's value: the same tensor (or bool) object, else an equal value."""
+    if isinstance(a, torch.Tensor | bool) or isinstance(b, torch.Tensor | bool):
+        return a is b
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - an object without a usable ==
+        return a is b
+
+
+def check_wide_keys(owner: str, group: Mapping[str, Any], accepted: Iterable[str],
+                    constructor_args: Mapping[str, Any]) -> None:
+    """A param group key that names an optimizer-wide constructor argument (not a group key:
+    ``initial_accumulator_value``, ``implementation``, ``decay_scaled_by_lr``,
+    ``global_step``, ...) with a value other than the constructor's is a ``TypeError``:
+    torch would apply it to the group, trainop cannot and would silently ignore it. The
+    constructor's own value is accepted (``ZeroRedundancyOptimizer`` copies its keyword
+    arguments into every group it hands the local optimizer)."""
+    accepted = set(accepted)
+    for key, value in group.items():
+        if key == "params" or key in accepted or key not in constructor_args:
+            continue
+        if not _same(value, constructor_args[key]):
+            raise TypeError(
+                f"{owner} got `{key}` in a param group: it is an optimizer-wide argument "
+                f"(one value for all groups: {constructor_args[key]!r}), which a group cannot "
+                f"change; give `{key}=` to the constructor, or use one optimizer per value")
 
 
 def _as_params(first: Any) -> tuple[bool, Any]:
@@ -257,9 +304,11 @@ def _check_params_first(kwargs: Mapping[str, Any]) -> None:
 
 def _fill_from_groups(cls: type, signature: inspect.Signature, args: tuple,
                       kwargs: dict) -> dict:
-    """``kwargs`` with torch's ``required`` marker for each required TF argument the call
-    leaves out that every param group gives (under its group key: ``lr`` for
-    ``learning_rate``)."""
+    """``kwargs`` with torch's ``required`` marker for each required TF hyperparameter (a key
+    of ``_ranges`` or ``_choices``) the call leaves out that every param group gives (under
+    its group key, ``lr`` for ``learning_rate``, or under the argument's own name). An
+    optimizer-wide argument (AdagradDA's ``global_step``) is not filled: the groups cannot
+    stand for it, and the call is Python's missing-argument ``TypeError``."""
     groups = kwargs.get("params")
     if not (isinstance(groups, list) and groups
             and all(isinstance(g, Mapping) for g in groups)):
@@ -269,12 +318,14 @@ def _fill_from_groups(cls: type, signature: inspect.Signature, args: tuple,
     except TypeError:
         return kwargs  # the call itself raises the right error
     keys = {arg: key for key, arg in getattr(cls, "_arg_names", {}).items()}
+    hyper = {*getattr(cls, "_ranges", {}), *getattr(cls, "_choices", {})}
     filled = dict(kwargs)
     for name, parameter in list(signature.parameters.items())[1:]:
         if (parameter.default is inspect.Parameter.empty and name not in bound
+                and keys.get(name, name) in hyper  # not an optimizer-wide one (global_step)
                 and parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                        inspect.Parameter.KEYWORD_ONLY)
-                and all(keys.get(name, name) in g for g in groups)):
+                and all(keys.get(name, name) in g or name in g for g in groups)):
             filled[name] = REQUIRED
     return filled
 
@@ -353,9 +404,16 @@ def install(cls: type) -> None:
     def __init__(self, *args, **kwargs):  # noqa: N807 - replaces the class's constructor
         args, kwargs = _normalize(type(self), signature, args, kwargs)
         try:
-            signature.bind(self, *args, **kwargs)
+            bound = signature.bind(self, *args, **kwargs)
         except TypeError:  # a required argument left out, an unknown keyword: torch's
             _check_params_first(kwargs)  # errors for the params first, then
+        else:  # the outermost constructor's arguments (a subclass's, not its parent's)
+            if CONSTRUCTOR_ARGS not in self.__dict__:
+                bound.apply_defaults()
+                self.__dict__[CONSTRUCTOR_ARGS] = {
+                    k: v for k, v in list(bound.arguments.items())[1:]
+                    if k != "params" and signature.parameters[k].kind not in (
+                        inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)}
         init(self, *args, **kwargs)  # the constructor's own TypeError
 
     setattr(__init__, _WRAPPED, True)

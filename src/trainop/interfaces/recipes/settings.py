@@ -45,7 +45,7 @@ __all__ = ["FLAGS", "add_set_argument", "load_with_settings", "parse_settings"]
 
 def add_set_argument(parser: argparse.ArgumentParser) -> None:
     """The repeatable ``--set NAME=VALUE`` option."""
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+    parser.add_argument("--set", action="append", metavar="NAME=VALUE",
                         help="set a name the config reads (RETURNN's ++NAME VALUE: "
                              "config.bool/int/float/value/list/has see it), or a training "
                              "option the file computes with code (lr_policy_params.decay_steps"
@@ -159,9 +159,10 @@ def _effects(path, recipe: Recipe, parsed: Any, names: dict[str, Text],
         if without is None and read(name, _TRAINING_SOURCES):
             lines.append(f"--set {name}={value}: supplies what the file needs")
             continue
-        changed = [] if without is None else [
-            k for k in sorted(keys) if read(name, _SOURCES.get(k, (k,))) and not _same(
-                recipe.options.get(k, _NONE), without.options.get(k, _NONE))]
+        # (without None: no option reads the name, every source being a training source)
+        changed = [k for k in sorted(keys) if read(name, _SOURCES.get(k, (k,))) and (
+            without is None or not _same(recipe.options.get(k, _NONE),
+                                         without.options.get(k, _NONE)))]
         if name in keys:
             lines.append(f"--set {name}={value}: the training option {name} = "
                          f"{_shown(recipe, name)}")
@@ -185,7 +186,7 @@ _NONE = object()
 
 def _same(a: Any, b: Any) -> bool:
     try:
-        if a is b or a == b:
+        if a == b:
             return True
     except Exception:  # noqa: BLE001 - a value whose == raises (an array) is compared by repr
         pass
@@ -193,22 +194,28 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _why_not(path, name: str, value: str, keys: set[str], parsed: Any = None) -> str:
-    """The one-line reason a ``--set NAME`` changes no training option."""
-    from trainop.configs import closest_names, evaluate_python_config
-    from trainop.configs.reading import read_text
-
+    """The one-line reason a ``--set NAME`` changes no training option (``parsed``: the file
+    as evaluated without the settings; None where it is beyond a bound without them)."""
     if name in FLAGS:
         return (f"--set {name}={value} changes no training option: trainop train takes "
                 f"{FLAGS[name]}")
-    if parsed is None:  # the file without the settings, as evaluated for the check
-        parsed = evaluate_python_config(read_text(os.fspath(path)), os.fspath(path),
-                                        partial=True)
+    if parsed is None:  # the file without the settings is beyond a bound of the evaluator
+        return (f"--set {name}={value} changes no training option (without the settings "
+                f"{os.fspath(path)} is beyond the evaluator's bounds, so what it reads is not "
+                f"known)"
+                + _did_you_mean(name, keys))
     known = set(parsed.values) | set(parsed.unresolved) | parsed.looked_up
     if name in known:
         how = "reads" if name in parsed.looked_up else "sets"
         return (f"--set {name}={value} changes no training option: the file {how} {name!r} "
                 f"only for what trainop does not train (the network, the data)")
-    hints = closest_names(name, [k for k in known | keys if not k.startswith("<")])
     return (f"--set {name}={value}: the config neither sets nor reads {name!r}, and it is no "
-            f"training option" + (f"; did you mean {', '.join(map(repr, hints))}?"
-                                  if hints else ""))
+            f"training option" + _did_you_mean(name, known | keys))
+
+
+def _did_you_mean(name: str, known: set[str]) -> str:
+    """``"; did you mean 'a', 'b'?"`` of the closest names (no ``<line N>`` statement), or ""."""
+    from trainop.configs import closest_names
+
+    hints = closest_names(name, [k for k in known if not k.startswith("<")])
+    return f"; did you mean {', '.join(map(repr, hints))}?" if hints else ""

@@ -24,7 +24,10 @@ epoch without a record is computed when first asked for and then kept:
   a NaN score is kept (every comparison with it is false); a relative error over a score of 0
   is a ValueError (RETURNN divides by zero); the multi-epoch mean is numpy's, as RETURNN's;
 - a decayed rate never goes below ``min_learning_rate``;
-  ``learning_rate_control_min_num_epochs_per_new_lr = N`` keeps a new rate for N epochs.
+  ``learning_rate_control_min_num_epochs_per_new_lr = N`` keeps a new rate for N epochs;
+- a key set to None reads as RETURNN reads it (``config_none``): ``learning_rate_control`` is
+  ``constant``, a decay or growth changes nothing, a threshold, minimum or count is refused
+  (naming it) by a control that reads it and ignored by the others.
 
 The score a decision reads (``learning_rate_control_error_measure``, else RETURNN's search:
 ``dev_score``, ``dev_score_output``, ``dev_score_output/output*``, ``dev_score_output/*``,
@@ -81,9 +84,39 @@ def _rate(name: str, value: Any) -> float:
     return value
 
 
-def _factor(name: str, value: Any) -> float | Callable[[float], float]:
-    """A decay/growth: a number, or (Python dict configs, as RETURNN) a callable lr -> lr."""
-    return value if callable(value) else _number(name, value)
+def _factor(name: str, value: Any) -> float | Callable[[float], float] | None:
+    """A decay/growth: a number, (Python dict configs, as RETURNN) a callable lr -> lr, or None:
+    no change (RETURNN reads it with ``typed_value``, which keeps a None, and then leaves the
+    rate as it is)."""
+    return value if value is None or callable(value) else _number(name, value)
+
+
+#: key -> (the controls that read it, RETURNN's subclasses, and what it must be there): a None
+#: is refused there (RETURNN's Config.float/int keep it, and the control fails comparing with
+#: it) and kept elsewhere (RETURNN's other controls never read it)
+_USERS = {
+    "min_learning_rate": (CONTROLS[1:], "a number >= 0"),
+    "newbob_relative_error_threshold": ((*_RELATIVE, "newbob_multi_epoch"), "a number"),
+    "newbob_error_threshold": (("newbob_abs",), "a number"),
+    "newbob_relative_error_grow_threshold": (("newbob_multi_epoch",), "a number"),
+    "newbob_multi_num_epochs": (("newbob_multi_epoch",), "an int >= 1"),
+    "newbob_multi_update_interval": (("newbob_multi_epoch",), "an int >= 1"),
+}
+
+
+def _used(control: str) -> Callable[..., Any]:
+    """``used(check, name, value, *args)``: ``check(name, value, *args)``, or for a None value
+    None where ``control`` does not read ``name`` and else a ``TypeError`` naming it."""
+    def used(check: Callable[..., Any], name: str, value: Any, *args: Any) -> Any:
+        if value is None:
+            readers, what = _USERS[name]
+            if control not in readers:
+                return None
+            raise TypeError(f"Expected `{name}` to be {what} with learning_rate_control "
+                            f"{control!r}, which reads it (RETURNN keeps the None and fails "
+                            f"on it), got None")
+        return check(name, value, *args)
+    return used
 
 
 def _rates(value: Any) -> Any:
@@ -133,8 +166,9 @@ class LearningRateControl:
         if self.control not in CONTROLS:
             raise ValueError(f"Expected `learning_rate_control` to be one of {list(CONTROLS)}, "
                              f"got {self.control!r}")
+        used = _used(self.control)
         self.default_learning_rate = _rate("learning_rate", get("learning_rate", 1.0))
-        self.min_learning_rate = _rate("min_learning_rate", get("min_learning_rate", 0.0))
+        self.min_learning_rate = used(_rate, "min_learning_rate", get("min_learning_rate", 0.0))
         self.error_measure = get("learning_rate_control_error_measure")
         if self.error_measure is not None and not isinstance(self.error_measure, (str, list)):
             raise TypeError(f"Expected `learning_rate_control_error_measure` to be a str, a "
@@ -150,18 +184,18 @@ class LearningRateControl:
         self.growth = _factor("newbob_learning_rate_growth",
                               get("learning_rate_growth", get("newbob_learning_rate_growth",
                                                               1.0)))
-        self.relative_threshold = _number("newbob_relative_error_threshold",
-                                          get("newbob_relative_error_threshold", -0.01))
-        self.error_threshold = _number("newbob_error_threshold",
-                                       get("newbob_error_threshold", -0.01))
-        self.grow_threshold = _number("newbob_relative_error_grow_threshold",
-                                      get("newbob_relative_error_grow_threshold",
-                                          self.relative_threshold))
-        self.multi_num_epochs = _count("newbob_multi_num_epochs",
-                                       get("newbob_multi_num_epochs", 5), 1)
-        self.multi_interval = _count("newbob_multi_update_interval",
-                                     get("newbob_multi_update_interval", self.multi_num_epochs),
-                                     1)
+        self.relative_threshold = used(_number, "newbob_relative_error_threshold",
+                                       get("newbob_relative_error_threshold", -0.01))
+        self.error_threshold = used(_number, "newbob_error_threshold",
+                                    get("newbob_error_threshold", -0.01))
+        self.grow_threshold = used(_number, "newbob_relative_error_grow_threshold",
+                                   get("newbob_relative_error_grow_threshold",
+                                       get("newbob_relative_error_threshold", -0.01)))
+        self.multi_num_epochs = used(_count, "newbob_multi_num_epochs",
+                                     get("newbob_multi_num_epochs", 5), 1)
+        self.multi_interval = used(_count, "newbob_multi_update_interval",
+                                   get("newbob_multi_update_interval",
+                                       get("newbob_multi_num_epochs", 5)), 1)
         self.epoch_data: dict[int, EpochData] = {}
         rates = _rates(get("learning_rates"))
         if rates:
@@ -369,8 +403,11 @@ class LearningRateControl:
         self.epoch_data = loaded
 
 
-def _update(name: str, rate: float, factor: float | Callable[[float], float]) -> float:
-    """``rate * factor``, or ``factor(rate)`` for a callable (its result checked)."""
+def _update(name: str, rate: float, factor: float | Callable[[float], float] | None) -> float:
+    """``rate * factor``, or ``factor(rate)`` for a callable (its result checked); ``rate`` for
+    None (RETURNN's "no update")."""
+    if factor is None:
+        return rate
     if not callable(factor):
         return rate * factor
     return _rate(f"{name}({rate!r})", factor(rate))

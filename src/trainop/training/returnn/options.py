@@ -3,7 +3,8 @@
 A RETURNN config also holds the network, the data, the learning-rate control and much more:
 those keys are ignored. Known misspellings raise as RETURNN does. trainop's own YAML/JSON
 configs are strict: every key must be an option of this table (or of the per-epoch learning-rate
-control), and an unknown one names the closest valid key.
+control), and an unknown one names the closest valid key. A key set to None reads as RETURNN's
+``Config`` lookup of it reads None (``config_none``: the default, False, or None kept).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from trainop.configs import check_keys, load_config
 from trainop.contract.validation import describe
 from trainop.training.returnn.config_float import FLOAT_KEYS, config_float
+from trainop.training.returnn.config_none import read_none
 from trainop.training.returnn.unknown_options import (
     RecipeWarning,
     flag_keys,
@@ -112,6 +114,7 @@ def read_config(config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         refuse_upstream_only(values)
         for line in flag_keys(values, known).values():
             warnings.warn(line, RecipeWarning, stacklevel=3)
+    values = read_none(values)
     options = {key: config_float(key, values.get(key, default)) if key in FLOAT_KEYS
                else values.get(key, default) for key, default in DEFAULTS.items()}
     for key, where in unresolved.items():
@@ -123,7 +126,7 @@ def read_lr_control(config: Any) -> dict[str, Any]:
     """The learning-rate control's keys (``LR_CONTROL_KEYS`` and ``learning_rate``) of a
     config read as ``read_config`` reads it (the same files, checks and strictness)."""
     options, _ = read_config(config)
-    values = config if isinstance(config, dict) else load_config(config)[1]
+    values = read_none(config if isinstance(config, dict) else load_config(config)[1])
     out = {key: config_float(key, values[key]) if key in FLOAT_KEYS else values[key]
            for key in LR_CONTROL_KEYS if key in values}
     out["learning_rate"] = options["learning_rate"]

@@ -124,8 +124,19 @@ def optimizer_spec(options: dict[str, Any]) -> tuple[type, dict[str, Any], float
             kwargs.setdefault("momentum", momentum)
         if locking and _accepts(cls, "use_locking"):
             kwargs.setdefault("use_locking", locking)
-        return cls, kwargs, multiplier, None
-    return (*_legacy(options, epsilon, momentum, locking), 1.0, None)
+        return cls, _epsilon_set(kwargs, config), multiplier, None
+    cls, kwargs = _legacy(options, epsilon, momentum, locking)
+    return cls, _epsilon_set(kwargs, {}), 1.0, None
+
+
+def _epsilon_set(kwargs: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs``; a TypeError naming ``optimizer_epsilon`` where its None became the class's
+    epsilon (RETURNN's Config.float keeps the None; TF's optimizer fails on it)."""
+    if "epsilon" in kwargs and kwargs["epsilon"] is None and "epsilon" not in config:
+        raise TypeError("Expected `optimizer_epsilon` to be a number (the optimizer's "
+                        "epsilon; RETURNN keeps a None and TF's optimizer fails on it), "
+                        "got None")
+    return kwargs
 
 
 def _legacy(options: dict[str, Any], epsilon: float, momentum: float,
@@ -152,6 +163,10 @@ def _legacy(options: dict[str, Any], epsilon: float, momentum: float,
         return get("adagrad"), base
     rmsprop = options["rmsprop"]
     if rmsprop is not False and rmsprop is not None and rmsprop != 0:
+        if options["momentum"] is None:
+            raise TypeError("Expected `momentum` to be a number with the legacy flag `rmsprop` "
+                            "(RETURNN passes it to RMSProp, keeping a None, on which TF "
+                            "fails), got None")
         decay = 0.9 if rmsprop is True else float(rmsprop)
         return get("rmsprop"), {**base, "decay": decay, "momentum": momentum,
                                 "epsilon": epsilon}

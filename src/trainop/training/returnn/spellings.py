@@ -71,8 +71,13 @@ def check_accum_value(value: Any) -> int:
 
 
 def accum_steps(value: Any, torch_backend: bool) -> Any:
-    """``accum_grad_multiple_step``: an int (None/False: 0), or with backend torch a callable
-    (RETURNN's torch engine calls it every micro-step)."""
+    """``accum_grad_multiple_step``: an int (False: 0; None: 0 with backend tf, as RETURNN's TF
+    updater reads it), or with backend torch a callable (RETURNN's torch engine calls it every
+    micro-step)."""
+    if value is None and torch_backend:
+        raise TypeError("Expected `accum_grad_multiple_step` to be an int >= 0 or a callable "
+                        "with backend='torch', got None (RETURNN's torch engine reads it with "
+                        "Config.int, which keeps the None, and fails comparing with it)")
     if value is None or value is False:
         return 0
     if callable(value):

@@ -329,6 +329,11 @@ class Updater:
         self._log_grad_norm = self.log_grad_norm_p is not None
         self._instance = optimizer_instance(options, torch_backend)
         _norm_tag(options)
+        if options["decouple_constraints"] and options["decouple_constraints_factor"] is None \
+                and not torch_backend:  # RETURNN's TF updater multiplies by it (then unused)
+            raise TypeError("Expected `decouple_constraints_factor` to be a number with "
+                            "`decouple_constraints` (RETURNN's TF updater keeps a None and "
+                            "fails multiplying by it), got None")
         self._maximize = check_real("maximize_grad_norm", _number(options, "maximize_grad_norm"),
                                     NON_NEGATIVE)
         self.last_grad_norm: torch.Tensor | None = None
