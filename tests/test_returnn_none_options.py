@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import io
 import os
 import warnings
@@ -32,6 +33,7 @@ NOT_CONFIG_LOOKUPS = {"weight_decay_modules_blacklist", "weight_decay_custom_inc
 _UNSET = object()
 
 
+@functools.cache  # RETURNN's sources parsed once per session, not once per key
 def _returnn_lookups() -> dict[str, list[tuple[str, object]]]:
     """key -> [(method, default)] of every ``<config>.<method>("key", ...)`` in ``SOURCES``; of
     ``a or b`` over one key only the last (it decides for a None); a default that is no
