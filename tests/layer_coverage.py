@@ -159,7 +159,9 @@ def untraced_triton_interpreter() -> bool:
         from triton.runtime.interpreter import InterpretedFunction
     except Exception:  # no usable Triton: its tests skip on their own
         return False
-    run = InterpretedFunction.run
+    run = getattr(InterpretedFunction, "run", None)
+    if run is None:  # an older Triton (3.0, beside torch 2.4): nothing of this shape to wrap
+        return False
     if getattr(run, "_trainop_untraced", False):
         return True
 
