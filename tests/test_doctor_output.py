@@ -77,3 +77,87 @@ def test_a_write_failing_midway_is_one_line(good, monkeypatch, capsys):
     assert main(["doctor"]) == 1
     assert capsys.readouterr().err == \
         "trainop doctor: cannot write the output: No space left on device\n"
+
+
+def _report(monkeypatch, capsys, versions, native_reason, metadata_reason):
+    """``trainop doctor``'s lines and status with the package versions (name -> version; absent:
+    not installed) and the two C parts' availability given."""
+    import importlib.metadata
+
+    from trainop.__main__ import main
+    from trainop.kernels import native
+    from trainop.kernels.native import metadata
+
+    def version(name):
+        if name not in versions:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return versions[name]
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    monkeypatch.setattr(native, "unavailable_reason", lambda: native_reason)
+    monkeypatch.setattr(metadata, "unavailable_reason", lambda: metadata_reason)
+    status = main(["doctor"])
+    return status, capsys.readouterr().out.splitlines()
+
+
+def test_doctor_reports_versions_and_what_installs_a_missing_package(monkeypatch, capsys):
+    import platform
+
+    import torch
+
+    status, lines = _report(monkeypatch, capsys, {"numpy": "9.8.7", "tensorflow-cpu": "2.21.0",
+                                                  "PyYAML": "6.0.1", "matplotlib": "3.9.0"},
+                            None, None)
+    assert status == 0
+    assert lines[1] == (f"python {platform.python_version()}, torch {torch.__version__}, numpy "
+                        f"9.8.7, {torch.get_num_threads()} threads")
+    assert lines[2:6] == ["  tensorflow-cpu: 2.21.0", "  PyYAML: 6.0.1",
+                          "  tensorboard: not installed (summaries: pip install "
+                          "'trainop[tensorboard]')", "  matplotlib: 3.9.0"]
+    assert lines[6:8] == ["native C kernels: built and loaded",
+                          "metadata reader (C++): built and loaded"]
+    # the other spelling of TensorFlow, and every optional package missing
+    status, lines = _report(monkeypatch, capsys, {"numpy": "1", "tensorflow": "2.15.1"},
+                            None, None)
+    assert lines[2:6] == ["  tensorflow: 2.15.1",
+                          "  PyYAML: not installed (YAML configs: a dependency of trainop, pip "
+                          "install pyyaml)",
+                          "  tensorboard: not installed (summaries: pip install "
+                          "'trainop[tensorboard]')",
+                          "  matplotlib: not installed (learning-rate plots: pip install "
+                          "'trainop[plot]')"]
+
+
+@pytest.mark.parametrize(("native_reason", "metadata_reason", "status"), [
+    (None, None, 0),
+    ("switched off (TRAINOP_NATIVE=0)", None, 0),  # asked for: no problem
+    ("switched off (TRAINOP_NATIVE=0)", "switched off (TRAINOP_NATIVE=0)", 0),
+    ("no C compiler found", None, 1),
+    (None, "the build failed: x", 1),
+    ("no C compiler found", "the build failed: x", 1),
+])
+def test_doctor_exits_1_when_a_c_part_is_unavailable_without_being_switched_off(
+        monkeypatch, capsys, native_reason, metadata_reason, status):
+    got, lines = _report(monkeypatch, capsys, {"numpy": "1"}, native_reason, metadata_reason)
+    assert got == status
+    for label, reason in (("native C kernels", native_reason),
+                          ("metadata reader (C++)", metadata_reason)):
+        assert (f"{label}: built and loaded" if reason is None
+                else f"{label}: NOT in use: {reason}") in lines
+
+
+def test_doctor_help_says_what_it_reports(capsys):
+    from trainop.__main__ import main
+    from trainop.interfaces import doctor
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "versions, native kernels, and the implementation each optimizer uses" in " ".join(
+        capsys.readouterr().out.split())
+    with pytest.raises(SystemExit):
+        main(["doctor", "--help"])
+    out = capsys.readouterr().out
+    # the module doc's body, as written (line breaks kept), not its first paragraph
+    body = doctor.__doc__.split("\n\n", 1)[1]
+    assert body.strip() in out
+    assert doctor.__doc__.split("\n\n", 1)[0].strip() not in out
