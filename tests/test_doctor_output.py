@@ -135,6 +135,7 @@ def test_doctor_reports_versions_and_what_installs_a_missing_package(monkeypatch
     ("no C compiler found", None, 1),
     (None, "the build failed: x", 1),
     ("no C compiler found", "the build failed: x", 1),
+    ("no C compiler found", "switched off (TRAINOP_NATIVE=0)", 1),  # a problem stays counted
 ])
 def test_doctor_exits_1_when_a_c_part_is_unavailable_without_being_switched_off(
         monkeypatch, capsys, native_reason, metadata_reason, status):
@@ -157,7 +158,33 @@ def test_doctor_help_says_what_it_reports(capsys):
     with pytest.raises(SystemExit):
         main(["doctor", "--help"])
     out = capsys.readouterr().out
-    # the module doc's body, as written (line breaks kept), not its first paragraph
+    # the module doc's body, as written (line breaks kept), right after the usage
     body = doctor.__doc__.split("\n\n", 1)[1]
-    assert body.strip() in out
-    assert doctor.__doc__.split("\n\n", 1)[0].strip() not in out
+    assert out.index(body.strip()) == out.index("\n\n") + 2
+
+
+def test_doctor_lists_each_optimizers_pick_on_cpu_and_cuda(monkeypatch, capsys):
+    import torch
+
+    import trainop
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    _, lines = _report(monkeypatch, capsys, {"numpy": "1"}, None, None)
+    names = sorted(trainop.OPTIMIZER_CLASSES)
+    cpu = lines.index("implementation each optimizer picks for float32 CPU parameters:")
+    for line, name in zip(lines[cpu + 1:cpu + 1 + len(names)], names, strict=True):
+        cls = trainop.OPTIMIZER_CLASSES[name]
+        head, _, offers = line.partition(" (offers ")
+        assert head.split()[0] == name and head.split()[1] in cls.IMPLEMENTATIONS, line
+        assert offers == ", ".join(cls.IMPLEMENTATIONS) + ")", line
+    assert "CUDA: not available" in lines
+    cuda = next(i for i, x in enumerate(lines)
+                if x.startswith("implementation auto picks for float32 CUDA parameters"))
+    picks = lines[cuda + 1:cuda + 1 + len(names)]
+    assert [x.split()[0] for x in picks] == names and all("(offers" not in x for x in picks)
+    triton_picked = any(x.split()[1] == "triton" for x in picks)
+    assert lines[cuda] == "implementation auto picks for float32 CUDA parameters" + (
+        "" if triton_picked else " (Triton only when asked for, implementation='triton': "
+        "opt-in until scripts/gpu_check.sh (in trainop's source checkout, not in the wheel) "
+        "has passed on a GPU)") + ":"
+    assert len(lines) == cuda + 1 + len(names)
