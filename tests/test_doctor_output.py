@@ -153,8 +153,9 @@ def test_doctor_help_says_what_it_reports(capsys):
 
     with pytest.raises(SystemExit):
         main(["--help"])
-    assert "versions, native kernels, and the implementation each optimizer uses" in " ".join(
-        capsys.readouterr().out.split())
+    text = " ".join(capsys.readouterr().out.split()) + " "
+    assert " doctor versions, native kernels, and the implementation each optimizer uses " \
+        in text
     with pytest.raises(SystemExit):
         main(["doctor", "--help"])
     out = capsys.readouterr().out
@@ -181,10 +182,56 @@ def test_doctor_lists_each_optimizers_pick_on_cpu_and_cuda(monkeypatch, capsys):
     cuda = next(i for i, x in enumerate(lines)
                 if x.startswith("implementation auto picks for float32 CUDA parameters"))
     picks = lines[cuda + 1:cuda + 1 + len(names)]
-    assert [x.split()[0] for x in picks] == names and all("(offers" not in x for x in picks)
+    assert [x.split()[0] for x in picks] == names and all(len(x.split()) == 2 for x in picks)
+    assert all(x.startswith("  ") for x in lines[cpu + 1:cpu + 1 + len(names)] + picks)
     triton_picked = any(x.split()[1] == "triton" for x in picks)
     assert lines[cuda] == "implementation auto picks for float32 CUDA parameters" + (
         "" if triton_picked else " (Triton only when asked for, implementation='triton': "
         "opt-in until scripts/gpu_check.sh (in trainop's source checkout, not in the wheel) "
         "has passed on a GPU)") + ":"
     assert len(lines) == cuda + 1 + len(names)
+
+
+def test_doctor_names_the_cuda_devices(monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=None: f"GPU number {i}")
+    _, lines = _report(monkeypatch, capsys, {"numpy": "1"}, None, None)
+    assert "CUDA: 2 device(s), GPU number 0" in lines
+
+
+class _Refused:
+    """A meta-path finder under which ``import triton`` fails with ``message``."""
+
+    def __init__(self, message):
+        self.message = message
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "triton":
+            raise RuntimeError(self.message)
+        return None
+
+
+@pytest.mark.parametrize(("module", "versions", "line"), [
+    ({"__version__": "9.9.1"}, {}, "triton: 9.9.1 (importable)"),
+    ({}, {"triton": "3.6.0"}, "triton: 3.6.0 (importable)"),  # no __version__: the package's
+])
+def test_doctor_says_which_triton_imports(monkeypatch, capsys, module, versions, line):
+    import types
+
+    fake = types.ModuleType("triton")
+    fake.__dict__.update(module)
+    monkeypatch.setitem(sys.modules, "triton", fake)
+    _, lines = _report(monkeypatch, capsys, {"numpy": "1", **versions}, None, None)
+    assert line in lines
+
+
+def test_doctor_says_why_triton_does_not_import_in_one_line(monkeypatch, capsys):
+    monkeypatch.delitem(sys.modules, "triton", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_Refused("x" * 300 + "\nsecond line"),
+                                           *sys.meta_path])
+    _, lines = _report(monkeypatch, capsys, {"numpy": "1"}, None, None)
+    line = next(x for x in lines if x.startswith("triton: "))
+    assert line == "triton: " + ("not importable (RuntimeError: " + "x" * 300)[:200]
