@@ -23,7 +23,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 import torch
-from test_rank_agreement import ThreadRanks
+from test_rank_agreement import ThreadRanks, disagreement
 from tf_formulas import beta_power, f32
 from tf_formulas import step as tf_step
 
@@ -372,9 +372,7 @@ def test_counters_that_differ_across_ranks_are_refused_on_every_rank(monkeypatch
     assert unchanged == [True] * 3
     for e in errors:
         assert type(e) is ValueError
-        assert str(e) == ("Invalid optimizer checkpoint, group 1: Expected `step` to be the same "
-                          "on every rank (each rank updates its part of the parameters with its "
-                          "own copy), got rank 0: 3, rank 1: 4, rank 2: 3")
+        assert str(e) == disagreement(1, "step", "rank 0: 3, rank 1: 4, rank 2: 3")
 
 
 @pytest.mark.parametrize("one_parameter", [False, True])

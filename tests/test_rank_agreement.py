@@ -136,11 +136,17 @@ def _expected_counter_error(names, counters_by_rank):
                 values.append(_plain(non_slot[name]) if isinstance(non_slot, dict)
                               and name in non_slot else None)
             if any(not _same(values[0], v) for v in values[1:]):
-                shown = ", ".join(f"rank {r}: {_readable(v)}" for r, v in enumerate(values))
-                return (f"Invalid optimizer checkpoint, group {g}: Expected `{name}` to be the "
-                        f"same on every rank (each rank updates its part of the parameters with "
-                        f"its own copy), got {shown}")
+                return disagreement(g, name, ", ".join(
+                    f"rank {r}: {_readable(v)}" for r, v in enumerate(values)))
     return None
+
+
+def disagreement(group: int, name: str, shown: str) -> str:
+    """The error every rank raises when counter ``name`` of ``group`` differs (``shown``: the
+    ranks' values, ``rank 0: 2, rank 1: 3``)."""
+    return (f"Invalid optimizer checkpoint, group {group}: Expected `{name}` to be the same on "
+            f"every rank (each rank updates its part of the parameters with its own copy), got "
+            f"{shown}")
 
 
 # --- generated counters -------------------------------------------------------------------------
@@ -444,17 +450,6 @@ def test_counter_names_are_the_step_and_the_algorithms_non_slot_variables_per_gr
     assert counter_names(adam) == [["step", "beta1_power", "beta2_power"]] * 2
     momentum = trainop.MomentumOptimizer([p], learning_rate=0.1, momentum=0.9)
     assert counter_names(momentum) == [["step"]]
-
-
-@pytest.fixture(scope="module")
-def one_rank(tmp_path_factory):
-    dist = torch.distributed
-    if not dist.is_available():
-        pytest.skip("torch.distributed is not available")
-    store = tmp_path_factory.mktemp("store") / "store"
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 def test_the_group_is_the_first_dtensors_one_dimensional_mesh(one_rank):

@@ -7,6 +7,7 @@ statements. The expected lines are written out from the documented forms (docs/r
 from __future__ import annotations
 
 import pytest
+from test_set_evaluations import _counting
 
 from trainop.configs import pyconfig
 from trainop.interfaces.recipes.settings import load_with_settings, parse_settings
@@ -39,24 +40,11 @@ def test_a_structured_recipe_takes_names_and_dotted_options_as_overrides(tmp_pat
                                "--set optimizer.beta1=0.8: optimizer.beta1 = 0.8"]
 
 
-def _evaluations(monkeypatch, path) -> list[str]:
-    calls: list[str] = []
-    parse = pyconfig.parse_python
-
-    def counted(source, filename="<config>"):
-        if filename == str(path):
-            calls.append(filename)
-        return parse(source, filename)
-
-    monkeypatch.setattr(pyconfig, "parse_python", counted)
-    return calls
-
-
 def test_dotted_settings_alone_evaluate_a_returnn_file_once(tmp_path, monkeypatch):
     # nothing to find out about names: no second evaluation (the check) is made
     path = tmp_path / "r.config"
     path.write_text(RETURNN)
-    calls = _evaluations(monkeypatch, path)
+    calls = _counting(monkeypatch, path)
     recipe = load_with_settings(str(path), parse_settings(["optimizer.beta1=0.8"]))
     assert recipe.settings == ["--set optimizer.beta1=0.8: optimizer.beta1 = 0.8"]
     assert len(calls) == 1

@@ -156,17 +156,6 @@ def test_dcp_load(name, key, arg, bad):
     _unchanged(list(model.parameters()), opt, before)
 
 
-@pytest.fixture(scope="module")
-def one_rank(tmp_path_factory):
-    dist = torch.distributed
-    if not dist.is_available():
-        pytest.skip("torch.distributed is not available")
-    store = tmp_path_factory.mktemp("store") / "store"
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
-
-
 #: ZeRO's ``load_state_dict`` copies a checkpoint's hyperparameters into the local optimizer's
 #: param groups without calling its ``load_state_dict``: the value is refused at the next step
 #: (before any write, ``test_param_group_edited_before_step``), not at the load. The ZeRO load
