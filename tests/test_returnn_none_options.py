@@ -103,6 +103,25 @@ def test_the_table_is_returnns_lookup(key):
     assert not defaults or default in defaults
 
 
+#: keys whose RETURNN default is None, which RETURNN resolves: the fallback engine (TF) and
+#: behavior version 0
+RESOLVED_NONE = {"backend": "tf", "behavior_version": 0}
+
+
+@pytest.mark.parametrize("key", sorted(set(DEFAULTS) - NOT_CONFIG_LOOKUPS))
+def test_an_unset_key_is_returnns_default(key):
+    """trainop's default of each Updater option is the one RETURNN's source reads it with
+    (``horovod_avg_grad``: ``is_true``, so unset sums the ranks' gradients)."""
+    found = [d for _, d in _returnn_lookups()[key] if d is not _UNSET]
+    if key in RESOLVED_NONE:
+        assert (set(found), DEFAULTS[key]) == ({None}, RESOLVED_NONE[key])
+        return
+    ours = DEFAULTS[key]
+    # a number as RETURNN writes it (0 or 0.0), a bool as a bool
+    assert any(d == ours and isinstance(d, bool) == isinstance(ours, bool) for d in found) \
+        or (not found and ours is None), found
+
+
 def test_the_keys_returnn_does_not_look_up():
     assert NOT_CONFIG_LOOKUPS.isdisjoint(_returnn_lookups())
 

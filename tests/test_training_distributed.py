@@ -15,7 +15,8 @@ import training_scenarios as S
 import trainop
 from trainop.bench._ranks import rank_group, spawn_ranks
 
-FRONTS = [("optimize_loss", 1), ("optimize_loss", 3), ("updater", 2)]
+# "updater": horovod_avg_grad=True; "updater-sum": unset, RETURNN's default (is_true: the sum)
+FRONTS = [("optimize_loss", 1), ("optimize_loss", 3), ("updater", 2), ("updater-sum", 2)]
 STEPS = 7
 
 
@@ -26,8 +27,10 @@ def _rank(rank: int, port: int, out: str) -> None:
     with rank_group(rank, world, port):
         for front, iter_size in FRONTS:
             net = S.model()
-            if front == "updater":
-                updater = trainop.Updater({**S.UPDATER_CONFIG, "use_horovod": True}, net)
+            if front.startswith("updater"):
+                average = {"horovod_avg_grad": True} if front == "updater" else {}
+                updater = trainop.Updater({**S.UPDATER_CONFIG, "use_horovod": True, **average},
+                                          net)
                 S.run_updater(net, updater, 0, STEPS, rank=rank, world=world)
             else:
                 op = S.build(net, mode="float32", iter_size=iter_size, on_horovod=True)
@@ -48,13 +51,16 @@ def two_ranks(tmp_path_factory) -> str:
 @pytest.mark.parametrize("front,iter_size", FRONTS)
 def test_two_gloo_ranks_equal_one_process_on_the_whole_batch(two_ranks, front, iter_size):
     """optimize_loss(on_horovod=True) and the Updater (use_horovod, accumulation) over 2 gloo
-    ranks, each on half of every batch, equal one process on the whole batch."""
+    ranks, each on half of every batch, equal one process on the whole batch; the Updater
+    without horovod_avg_grad sums the ranks' gradients (RETURNN's is_true: unset is False),
+    one process on the whole batch with the loss times 2."""
     steps = STEPS
     distributed = torch.load(os.path.join(two_ranks, f"{front}-{iter_size}.pt"),
                              weights_only=True)
     net = S.model()
-    if front == "updater":
-        S.run_updater(net, trainop.Updater(S.UPDATER_CONFIG, net), 0, steps)
+    if front.startswith("updater"):
+        S.run_updater(net, trainop.Updater(S.UPDATER_CONFIG, net), 0, steps,
+                      scale=1.0 if front == "updater" else 2.0)
     else:
         op = S.build(net, mode="float32", iter_size=iter_size)
         S.run(net, op, 0, steps)

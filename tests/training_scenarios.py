@@ -47,9 +47,11 @@ UPDATER_CONFIG = {"optimizer": {"class": "adam", "beta2": 0.99}, "learning_rate"
                   "optimizer_epsilon": 1e-8}
 
 
-def run_updater(net, updater, start: int, stop: int, *, rank: int = 0, world: int = 1) -> None:
-    """Micro-steps of the Updater over the same batches as ``run``."""
+def run_updater(net, updater, start: int, stop: int, *, rank: int = 0, world: int = 1,
+                scale: float = 1.0) -> None:
+    """Micro-steps of the Updater over the same batches as ``run`` (the loss times
+    ``scale``)."""
     for k in range(start, stop):
         x, y = batch(k)
         rows = slice(rank * BATCH // world, (rank + 1) * BATCH // world)
-        updater.step(nn.functional.mse_loss(net(x[rows]), y[rows]))
+        updater.step(scale * nn.functional.mse_loss(net(x[rows]), y[rows]))

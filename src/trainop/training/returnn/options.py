@@ -51,7 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "decouple_constraints_factor": 0.025,
     "use_horovod": False,
     "horovod_reduce_type": "grad",
-    "horovod_avg_grad": True,
+    "horovod_avg_grad": False,  # RETURNN: config.is_true, unset sums
     "horovod_scale_lr": False,
     "debug_add_check_numerics_ops": False,
     "debug_add_check_numerics_on_output": False,
