@@ -414,3 +414,89 @@ def test_training_options_that_need_code_are_refused(tmp_path, capsys, monkeypat
     for part, key in zip(found[0].split("; "), pending, strict=True):
         assert part.split(" at ", 1)[1].startswith(where[key] + ":")
     assert found[1] == " ".join(f"--set {k}=VALUE" for k in pending) + "\n"
+
+
+# ------------------------------------------------------------------ the help
+def _help(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--help"])
+    assert stop.value.code == 0
+    return capsys.readouterr().out
+
+
+def _entries(text: str) -> dict[str, str]:
+    """``--help``'s argument entries: the argument as written -> its help in one line."""
+    entries: dict[str, list[str]] = {}
+    name = None
+    for line in text.split("\n\n", 1)[1].splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            name, _, rest = line.strip().partition("  ")
+            entries[name] = [rest.strip()] if rest.strip() else []
+        elif line.startswith("   ") and name is not None:
+            entries[name].append(line.strip())
+        else:
+            name = None
+    return {k: " ".join(v) for k, v in entries.items()}
+
+
+def test_the_help_says_what_each_argument_does_and_its_default(capsys):
+    """The defaults the help states are train's (``DEFAULT_STEPS``, ``DEFAULT_STEPS_PER_EPOCH``)
+    and those the tests above find: no plot unless asked."""
+    from trainop.interfaces.train.cli import DEFAULT_STEPS, DEFAULT_STEPS_PER_EPOCH
+
+    text = _help(capsys, "check-config")
+    # the description: the module's documentation after its first paragraph, line for line
+    assert check_config.__doc__.partition("\n\n")[2].strip() in text
+    entries = _entries(text)
+    assert entries["file"] == "an OpenSeq2Seq .py config, a RETURNN config, or a trainop " \
+                              ".yaml/.json recipe"
+    assert entries["--num-steps NUM_STEPS"] == (
+        "run length in steps (default: as trainop train: the config's max_steps, else "
+        f"num_epochs x steps per epoch, else {DEFAULT_STEPS})")
+    assert entries["--steps-per-epoch STEPS_PER_EPOCH"] == (
+        f"micro-steps per epoch, for configs that run num_epochs (default: "
+        f"{DEFAULT_STEPS_PER_EPOCH}, as trainop train; divided by iter_size as OpenSeq2Seq does)")
+    assert entries["--plot PLOT"] == "write the schedule plot to this PNG file (default: none)"
+    assert entries["--out OUT"] == "folder for the schedule plot, <file name>.lr.png " \
+                                   "(default: no plot)"
+    assert entries["--no-plot"] == "write no plot (the default; kept for scripts)"
+    assert entries["--set NAME=VALUE"].endswith("VALUE is read as data, never run; repeatable")
+    lines = _help(capsys).splitlines()  # the command's list of subcommands
+    start = lines.index("    check-config") + 1
+    summary = itertools.takewhile(lambda line: line.startswith(" " * 8), lines[start:])
+    assert " ".join(x.strip() for x in summary) == \
+        "validate a recipe and show its optimizer, pipeline and schedule"
+
+
+def test_the_help_keeps_the_descriptions_line_breaks(capsys):
+    text = _help(capsys, "check-config")
+    body = check_config.__doc__.partition("\n\n")[2].strip().splitlines()
+    assert len(body) > 3
+    lines = text.splitlines()
+    start = lines.index(body[0])
+    assert lines[start:start + len(body)] == body
+
+
+# ------------------------------------------------------------------ the plot's look
+def test_the_plot_is_a_700_by_400_png_with_a_small_title_and_a_faint_grid(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import struct
+
+    from matplotlib.figure import Figure
+
+    saved = []
+    real = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig",
+                        lambda fig, path, **kw: (saved.append((fig, kw)), real(fig, path, **kw)))
+    path = tmp_path / "s.png"
+    title = "a long title " * 12
+    check_config._plot(_Schedule("step", 100), str(path), title)
+    png = path.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", png[16:24]) == (700, 400)  # the IHDR chunk: width, height
+    (fig, kw), = saved
+    assert kw == {"format": "png"}
+    (ax,) = fig.axes
+    assert ax.title.get_fontsize() == 8 and ax.title.get_wrap()
+    grid = ax.xaxis.get_gridlines() + ax.yaxis.get_gridlines()
+    assert grid and all(g.get_visible() and g.get_alpha() == 0.3 for g in grid)

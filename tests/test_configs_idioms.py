@@ -5,7 +5,6 @@ computed with numpy's own values, what needs code is listed and never half-resol
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import numpy
@@ -123,11 +122,9 @@ def test_what_needs_code_is_listed_never_half_resolved(capsys):
     assert recipe.pending(overrides={"dynamic_learning_rate": warm_up}).keys() == {
         "learning_rates"}
 
-    from trainop.interfaces import check_config
+    from trainop.__main__ import main
 
-    status = check_config.run(argparse.Namespace(file=path, num_steps=None,
-                                                  steps_per_epoch=None, plot=None,
-                                                  no_plot=True))
+    status = main(["check-config", path, "--no-plot"])
     err = capsys.readouterr().err
     assert status == 1 and err.count("\n") == 1
     assert "dynamic_learning_rate at " + path + ":8" in err and "learning_rates at" in err

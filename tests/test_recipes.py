@@ -885,15 +885,14 @@ def test_returnn_recipe_learning_rate_control_drives_the_updater():
 def test_check_config_output_into_a_closed_pipe_is_not_an_invalid_recipe(monkeypatch, capsys):
     """`trainop check-config FILE | head -1`: the reader stopping is not the recipe's fault
     (no 'invalid recipe' message, no exit status 1); the command's top level ends quietly."""
-    import argparse
-
+    from trainop.__main__ import build_parser
     from trainop.interfaces import check_config
 
     def closed(*args, **kwargs):
         raise BrokenPipeError(32, "Broken pipe")
 
     monkeypatch.setattr(check_config, "_report", closed)
-    args = argparse.Namespace(file=str(EXAMPLES / "trainop_updater.yaml"))
+    args = build_parser().parse_args(["check-config", str(EXAMPLES / "trainop_updater.yaml")])
     with pytest.raises(BrokenPipeError):
         check_config.run(args)
     assert "invalid recipe" not in capsys.readouterr().err

@@ -22,23 +22,25 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from trainop.interfaces.train.cli import DEFAULT_STEPS, DEFAULT_STEPS_PER_EPOCH
+
     p = subparsers.add_parser(
         "check-config", help="validate a recipe and show its optimizer, pipeline and schedule",
-        description=__doc__.split("\n\n", 1)[1],
+        description=__doc__.partition("\n\n")[2],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="an OpenSeq2Seq .py config, a RETURNN config, or a trainop "
                                 ".yaml/.json recipe")
     add_set_argument(p)
-    p.add_argument("--num-steps", type=int, default=None,
+    p.add_argument("--num-steps", type=int,
                    help="run length in steps (default: as trainop train: the config's "
-                        "max_steps, else num_epochs x steps per epoch, else 60)")
-    p.add_argument("--steps-per-epoch", type=int, default=None,
-                   help="micro-steps per epoch, for configs that run num_epochs (default: "
-                        "10, as trainop train; divided by iter_size as OpenSeq2Seq does)")
-    p.add_argument("--plot", default=None,
-                   help="write the schedule plot to this PNG file (default: none)")
-    p.add_argument("--out", default=None,
-                   help="folder for the schedule plot, <file name>.lr.png (default: no plot)")
+                        f"max_steps, else num_epochs x steps per epoch, else {DEFAULT_STEPS})")
+    p.add_argument("--steps-per-epoch", type=int,
+                   help=f"micro-steps per epoch, for configs that run num_epochs (default: "
+                        f"{DEFAULT_STEPS_PER_EPOCH}, as trainop train; divided by iter_size as "
+                        "OpenSeq2Seq does)")
+    p.add_argument("--plot", help="write the schedule plot to this PNG file (default: none)")
+    p.add_argument("--out", help="folder for the schedule plot, <file name>.lr.png (default: "
+                                 "no plot)")
     p.add_argument("--no-plot", action="store_true", help="write no plot (the default; "
                                                            "kept for scripts)")
     p.set_defaults(func=run)
@@ -49,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from trainop.interfaces.recipes.settings import load_with_settings, parse_settings
     from trainop.interfaces.train.cli import is_recipe_error, length_set_twice
 
-    twice = length_set_twice(getattr(args, "set", None), getattr(args, "num_steps", None))
+    twice = length_set_twice(args.set, args.num_steps)
     if twice:
         sys.stderr.write(f"trainop check-config: {twice}\n")
         return 1
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
                          f"(--plot {path}); nothing written, give the plot another name\n")
         return 1
     try:
-        recipe = load_with_settings(args.file, parse_settings(getattr(args, "set", None)))
+        recipe = load_with_settings(args.file, parse_settings(args.set))
         pending = recipe.pending()
         if pending:
             raise ValueError("training options need code (never run): " + "; ".join(
@@ -104,11 +106,11 @@ def _report(recipe, args: argparse.Namespace) -> None:
     out(f"recipe: {args.file} (format: {recipe.format}; builds: {recipe.builds})\n")
     for line in recipe.settings:
         out(f"  {line}\n")
-    given = optimizer_params(o) if recipe.builds == "TrainOp" else (
-        o["optimizer"] if isinstance(o["optimizer"], dict) else {})
+    # an Updater recipe's optimizer is a dict with its class (the loader checked it)
+    given = optimizer_params(o) if recipe.builds == "TrainOp" else o["optimizer"]
     hyper = _built_torch_hyperparameters(recipe) or hyperparameters(cls, given)
     out(f"optimizer: {cls.__module__}.{cls.__name__}\n")
-    out("  " + ", ".join(f"{k}={_short(v)}" for k, v in hyper.items()) + "\n")
+    out("  " + ", ".join(f"{k}={v!r}" for k, v in hyper.items()) + "\n")
     for mode in optimizer_modes(recipe):
         out(f"  mode: {mode}\n")
     if cls.__name__ in TF_NOTES:
@@ -149,11 +151,10 @@ def _report(recipe, args: argparse.Namespace) -> None:
 def _plot_path(args: argparse.Namespace) -> str | None:
     """Where the plot goes: ``--plot``, else ``<recipe name>.lr.png`` in ``--out``; None for
     no plot."""
-    if getattr(args, "no_plot", False):
+    if args.no_plot:
         return None
-    out = getattr(args, "out", None)
-    return getattr(args, "plot", None) or (out and os.path.join(
-        out, os.path.splitext(os.path.basename(args.file))[0] + ".lr.png"))
+    return args.plot or (args.out and os.path.join(
+        args.out, os.path.splitext(os.path.basename(args.file))[0] + ".lr.png"))
 
 
 def _same_file(path: str, other: str) -> bool:
@@ -180,9 +181,7 @@ def _built_torch_hyperparameters(recipe) -> dict | None:
         warnings.simplefilter("ignore")  # loading warned already
         updater = recipe.build(torch.nn.Linear(1, 1))
         updater.get_optim_op()
-    defaults = dict(updater._groups[0].optimizer.defaults)
-    defaults.pop("lr", None)
-    return defaults
+    return {k: v for k, v in updater._groups[0].optimizer.defaults.items() if k != "lr"}
 
 
 #: Rows shown in full; a longer table (a 600-epoch ``learning_rates`` list) shows its first and
@@ -197,10 +196,6 @@ def _summarised(rows: list) -> list:
     hidden = len(rows) - 2 * _EDGE
     return [*rows[:_EDGE], (None, f"     ... {hidden} more rows ({len(rows)} in all; the plot "
                                   f"shows every one) ..."), *rows[-_EDGE:]]
-
-
-def _short(value) -> str:
-    return getattr(value, "__name__", None) or repr(value)
 
 
 def _plot(schedule_, path: str, title: str) -> None:
