@@ -49,11 +49,12 @@ def score(run_dir: Path) -> str:
     survived = stats.get("survived", 0)
     timeouts = stats.get("timeout", 0)
     suspicious = stats.get("suspicious", 0)
-    judged = killed + survived + timeouts + suspicious
+    untested = stats.get("no_tests", 0)  # a mutant no test reaches survives by definition
+    judged = killed + survived + timeouts + suspicious + untested
     pct = 100.0 * (killed + timeouts) / judged if judged else 0.0
     return (f"killed {killed}, survived {survived}, timeout {timeouts}, suspicious {suspicious}, "
-            f"no tests {stats.get('no_tests', 0)}, skipped {stats.get('skipped', 0)}: "
-            f"score {pct:.1f}% (killed + timeout of those run)")
+            f"no tests {untested}, skipped {stats.get('skipped', 0)}: "
+            f"score {pct:.1f}% (killed + timeout of those run or reached by no test)")
 
 
 def main(argv: list[str]) -> None:
