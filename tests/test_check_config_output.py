@@ -479,7 +479,7 @@ def test_the_help_keeps_the_descriptions_line_breaks(capsys):
 
 # ------------------------------------------------------------------ the plot's look
 def test_the_plot_is_a_700_by_400_png_with_a_small_title_and_a_faint_grid(tmp_path, monkeypatch):
-    pytest.importorskip("matplotlib")
+    matplotlib = pytest.importorskip("matplotlib")
     import struct
 
     from matplotlib.figure import Figure
@@ -490,7 +490,8 @@ def test_the_plot_is_a_700_by_400_png_with_a_small_title_and_a_faint_grid(tmp_pa
                         lambda fig, path, **kw: (saved.append((fig, kw)), real(fig, path, **kw)))
     path = tmp_path / "s.png"
     title = "a long title " * 12
-    check_config._plot(_Schedule("step", 100), str(path), title)
+    with matplotlib.rc_context({"figure.dpi": 72}):  # a user's matplotlibrc: the same size
+        check_config._plot(_Schedule("step", 100), str(path), title)
     png = path.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", png[16:24]) == (700, 400)  # the IHDR chunk: width, height

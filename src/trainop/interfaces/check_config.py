@@ -200,20 +200,18 @@ def _summarised(rows: list) -> list:
 
 def _plot(schedule_, path: str, title: str) -> None:
     """The schedule over the whole run (at most ~2000 points) as a PNG (matplotlib, Agg)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # no pyplot: no GUI backend, no global figure
 
     last = max(schedule_.last, 1)
     stride = max(1, last // 2000)
     first = 1 if schedule_.unit == "epoch" else 0
     xs = list(range(first, last + 1, stride))
     fig = Figure(figsize=(7.0, 4.0), dpi=100)
-    FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ax.plot(xs, schedule_.curve(xs))
     ax.set_xlabel(f"global {schedule_.unit}")
     ax.set_ylabel("learning rate")
     ax.set_title(title, fontsize=8, wrap=True)
-    ax.grid(True, alpha=0.3)
+    ax.grid(alpha=0.3)  # line properties turn the grid on
     fig.tight_layout()
     fig.savefig(path, format="png")
