@@ -141,3 +141,39 @@ def test_every_name_a_training_option_is_read_from_is_a_training_source():
 
     for key, sources in settings._SOURCES.items():
         assert set(sources) <= set(settings._TRAINING_SOURCES), key
+
+
+# RETURNN reads an unset newbob_learning_rate_decay as 0.5 and a None as no change of the rate
+# (config_none: opt_typed_value keeps the None), so a setting that takes the None away, or
+# brings it, changes training: the line says so, and how the option now reads.
+NEWBOB = "#!rnn.py\noptimizer = {'class': 'adam'}\noptimizer_epsilon = 1e-8\n" \
+         "learning_rate = 0.1\nlearning_rate_control = 'newbob'\n"
+
+
+def test_a_setting_that_unsets_a_none_option_changes_it(tmp_path):
+    text = NEWBOB + "if not config.bool('decay', False):\n    newbob_learning_rate_decay = None\n"
+    recipe = _load(tmp_path, "r.config", text, "decay=True")
+    assert "newbob_learning_rate_decay" not in recipe.options
+    assert recipe.settings == ["--set decay=True: changes newbob_learning_rate_decay = "
+                               "(unset: its default)"]
+
+
+def test_a_setting_that_brings_a_none_option_changes_it(tmp_path):
+    text = NEWBOB + "if config.bool('hold', False):\n    newbob_learning_rate_decay = None\n"
+    recipe = _load(tmp_path, "r.config", text, "hold=True")
+    assert recipe.options["newbob_learning_rate_decay"] is None
+    assert recipe.settings == ["--set hold=True: changes newbob_learning_rate_decay = None"]
+
+
+def test_a_none_and_an_unset_decay_train_differently():
+    """What the two lines above rest on, through trainop's learning-rate control."""
+    import trainop
+
+    rates = {}
+    for name, extra in (("unset", {}), ("none", {"newbob_learning_rate_decay": None})):
+        control = trainop.LearningRateControl({"learning_rate": 0.1,
+                                               "learning_rate_control": "newbob", **extra})
+        control.set_epoch_error(1, {"train_score": 1.0})
+        control.set_epoch_error(2, {"train_score": 2.0})  # worse: newbob decays (or not)
+        rates[name] = control.get_learning_rate_for_epoch(3)
+    assert rates == {"unset": pytest.approx(0.05), "none": pytest.approx(0.1)}

@@ -112,11 +112,14 @@ def _quiet():
 
 
 def _shown(recipe: Recipe, dotted: str) -> str:
-    """The option's value after loading (``repr``, short)."""
+    """The option's value after loading (``repr``, short); ``(unset: its default)`` where the
+    recipe does not set it (RETURNN reads an unset key as its default, a None as None)."""
     head, _, sub = dotted.partition(".")
-    value = recipe.options.get(head)
+    value = recipe.options.get(head, _NONE)
     if sub and isinstance(value, dict):
-        value = value.get(sub)
+        value = value.get(sub, _NONE)
+    if value is _NONE:
+        return "(unset: its default)"
     text = getattr(value, "__name__", None) or repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
