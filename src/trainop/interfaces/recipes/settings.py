@@ -116,8 +116,8 @@ def _shown(recipe: Recipe, dotted: str) -> str:
     recipe does not set it (RETURNN reads an unset key as its default, a None as None)."""
     head, _, sub = dotted.partition(".")
     value = recipe.options.get(head, _NONE)
-    if sub and isinstance(value, dict):
-        value = value.get(sub, _NONE)
+    if sub and isinstance(value, dict):  # a dotted setting: the key is there
+        value = value.get(sub)
     if value is _NONE:
         return "(unset: its default)"
     text = getattr(value, "__name__", None) or repr(value)
