@@ -160,7 +160,7 @@ def test_doctor_help_says_what_it_reports(capsys):
         main(["doctor", "--help"])
     out = capsys.readouterr().out
     # the module doc's body, as written (line breaks kept), right after the usage
-    body = doctor.__doc__.split("\n\n", 1)[1]
+    body = doctor.__doc__.partition("\n\n")[2]
     assert out.index(body.strip()) == out.index("\n\n") + 2
 
 

@@ -46,7 +46,7 @@ def _version(name: str) -> str:
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "doctor", help="versions, native kernels, and the implementation each optimizer uses",
-        description=__doc__.split("\n\n", 1)[1],
+        description=__doc__.partition("\n\n")[2],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.set_defaults(func=run)
     return p

@@ -52,7 +52,7 @@ DEFAULT_STEPS_PER_EPOCH = 10
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "train", help="train the built-in small model with a recipe; dashboard and summary",
-        description=__doc__.split("\n\n", 1)[1],
+        description=__doc__.partition("\n\n")[2],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", help="recipe: OpenSeq2Seq config (.py), RETURNN config "
                                 "(.config/.py) or trainop YAML/JSON")
