@@ -14,7 +14,7 @@ import textwrap
 import pytest
 import torch
 
-from trainop.__main__ import main
+from trainop.__main__ import build_parser, main
 from trainop.interfaces import check_config
 from trainop.interfaces.recipes.notes import TF_NOTES
 
@@ -385,14 +385,8 @@ def test_an_error_not_the_recipes_is_raised(tmp_path, capsys, monkeypatch, error
 
     monkeypatch.setattr(check_config, "_report", fails)
     with pytest.raises(type(error)):
-        check_config.run(check_config.add_parser(_subparsers()).parse_args(["r.config"]))
+        check_config.run(build_parser().parse_args(["check-config", "r.config"]))
     assert capsys.readouterr().err == ""
-
-
-def _subparsers():
-    import argparse
-
-    return argparse.ArgumentParser().add_subparsers()
 
 
 @pytest.mark.parametrize("pending", [["learning_rate_control"],
