@@ -308,6 +308,23 @@ def test_without_matplotlib_the_plot_line_says_so(tmp_path, capsys, monkeypatch)
     assert lines[-1] == "plot: not written: matplotlib is missing (pip install 'trainop[plot]')"
 
 
+@pytest.fixture
+def saved_figures(monkeypatch) -> list:
+    """Each ``(figure, savefig's keywords)`` saved while the test runs (and the file written)."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    saved = []
+    real = Figure.savefig
+
+    def keep(fig, path, **kw):
+        saved.append((fig, kw))
+        real(fig, path, **kw)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return saved
+
+
 class _Schedule:
     """What ``_plot`` reads of a schedule; ``curve`` keeps the points asked for."""
 
@@ -322,26 +339,17 @@ class _Schedule:
 @pytest.mark.parametrize("unit,last", [("step", 0), ("step", 1), ("step", 1999),
                                        ("step", 4000), ("step", 4001), ("epoch", 1),
                                        ("epoch", 600), ("epoch", 6001)])
-def test_the_plot_has_every_point_up_to_2000_then_a_stride(tmp_path, monkeypatch, unit, last):
+def test_the_plot_has_every_point_up_to_2000_then_a_stride(tmp_path, saved_figures, unit,
+                                                           last):
     """Steps from 0, epochs from 1, to the last (at least 1), every ``last // 2000``-th."""
-    pytest.importorskip("matplotlib")
-    from matplotlib.figure import Figure
-
-    saved = []
-    real = Figure.savefig
-
-    def keep(fig, path, **kw):
-        saved.append(fig)
-        real(fig, path, **kw)
-
-    monkeypatch.setattr(Figure, "savefig", keep)
     schedule = _Schedule(unit, last)
     path = tmp_path / "s.png"
     check_config._plot(schedule, str(path), "the title")
     end = max(last, 1)
     stride = max(1, end // 2000)
     assert schedule.asked == [list(range(1 if unit == "epoch" else 0, end + 1, stride))]
-    (ax,) = saved[0].axes
+    ((fig, _),) = saved_figures
+    (ax,) = fig.axes
     assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == (
         f"global {unit}", "learning rate", "the title")
     (line,) = ax.get_lines()
@@ -472,16 +480,12 @@ def test_the_help_keeps_the_descriptions_line_breaks(capsys):
 
 
 # ------------------------------------------------------------------ the plot's look
-def test_the_plot_is_a_700_by_400_png_with_a_small_title_and_a_faint_grid(tmp_path, monkeypatch):
-    matplotlib = pytest.importorskip("matplotlib")
+def test_the_plot_is_a_700_by_400_png_with_a_small_title_and_a_faint_grid(tmp_path,
+                                                                            saved_figures):
     import struct
 
-    from matplotlib.figure import Figure
+    import matplotlib
 
-    saved = []
-    real = Figure.savefig
-    monkeypatch.setattr(Figure, "savefig",
-                        lambda fig, path, **kw: (saved.append((fig, kw)), real(fig, path, **kw)))
     path = tmp_path / "s.png"
     title = "a long title " * 12
     with matplotlib.rc_context({"figure.dpi": 72}):  # a user's matplotlibrc: the same size
@@ -489,7 +493,7 @@ def test_the_plot_is_a_700_by_400_png_with_a_small_title_and_a_faint_grid(tmp_pa
     png = path.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", png[16:24]) == (700, 400)  # the IHDR chunk: width, height
-    (fig, kw), = saved
+    ((fig, kw),) = saved_figures
     assert kw == {"format": "png"}
     (ax,) = fig.axes
     assert ax.title.get_fontsize() == 8 and ax.title.get_wrap()
